@@ -1,10 +1,14 @@
 /// \file
-/// \brief The light umbrella: number formats, dtypes, promotion, policies and loss scaling.
+/// \brief The light umbrella: number formats, dtypes, promotion, policies, casting and loss scaling.
 /// Includes neither Eigen nor xtensor (a ctest case compiles it without them on the include path).
 #pragma once
 
 // IWYU pragma: begin_exports
 #include "mixprec/dtype.hpp"
+#include "mixprec/kernels/accumulator.hpp"
 #include "mixprec/policy.hpp"
+#include "mixprec/policy_string.hpp"
+#include "mixprec/promotion.hpp"
+#include "mixprec/runtime_policy.hpp"
 #include "mixprec/types.hpp"
 // IWYU pragma: end_exports

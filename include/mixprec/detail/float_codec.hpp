@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bit>
+#include <concepts>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
