@@ -21,13 +21,17 @@ struct unpacked_real {
   int exponent;
 };
 
-/// Rounds `sig / 2^shift` to the nearest integer, ties to even. Requires 0 < shift <= msb(sig) + 1
-/// (and so shift <= 64 never happens for sig < 2^63; callers clamp larger shifts to zero first).
-[[nodiscard]] constexpr std::uint64_t round_shift_nearest_even(std::uint64_t sig, int shift) noexcept {
+/// Rounds `sig / 2^shift` to the nearest integer; a tie goes to the neighbour whose *encoding* is
+/// even (IEEE 754 roundTiesToEven). `truncated_encoding_is_odd` tells whether the encoding of the
+/// truncated quotient is odd: that is the quotient's last bit when the format has mantissa bits,
+/// and the exponent field's last bit when it has none (float8_e8m0fnu, where every significand is 1).
+/// Requires 0 < shift <= 63.
+[[nodiscard]] constexpr std::uint64_t round_shift_nearest_even(std::uint64_t sig, int shift,
+                                                               bool truncated_encoding_is_odd) noexcept {
   const std::uint64_t q = sig >> shift;
   const std::uint64_t rem = sig & ((std::uint64_t{1} << shift) - 1U);
   const std::uint64_t half = std::uint64_t{1} << (shift - 1);
-  return (rem > half || (rem == half && (q & 1U) != 0)) ? q + 1U : q;
+  return (rem > half || (rem == half && truncated_encoding_is_odd)) ? q + 1U : q;
 }
 
 /// Encodes the finite non-zero real `x` into format `F`, rounding to nearest even once.
@@ -41,6 +45,8 @@ struct unpacked_real {
 ///   subnormal (be <  1):           q = rne(sig / 2^(msb-M+1-be)) in [0, 2^M]; magnitude = q
 ///             (q == 2^M is exactly the smallest normal: the carry lands in the exponent field)
 ///   no zero   (e8m0, be < 0):      the nearest representable value is the smallest, pattern 0.
+///   ties go to the even encoding; for e8m0 (M = 0) that is the even exponent field: 3 -> 2, 6 -> 8
+///   (ml_dtypes rounds every e8m0 tie up: 3 -> 4).
 template <float_format F>
 [[nodiscard]] constexpr std::uint32_t encode_finite(unpacked_real x, overflow_mode mode) noexcept {
   constexpr int M = F.mantissa_bits;
@@ -50,8 +56,9 @@ template <float_format F>
   std::uint64_t magnitude = 0;
   if (biased >= F.min_normal_biased_exponent()) {
     const int shift = msb - M;
+    const bool odd = M > 0 ? ((x.significand >> (shift > 0 ? shift : 0)) & 1U) != 0 : (biased & 1) != 0;
     const std::uint64_t q =
-        shift > 0 ? round_shift_nearest_even(x.significand, shift) : x.significand << -shift;
+        shift > 0 ? round_shift_nearest_even(x.significand, shift, odd) : x.significand << -shift;
     // Guard the shift below against absurd exponents (e.g. 2^1000 into float4): anything with a
     // biased exponent beyond 2^16 overflows every format we have.
     magnitude = biased > 0xFFFF ? ~std::uint64_t{0}
@@ -60,8 +67,10 @@ template <float_format F>
     const std::int64_t shift = msb - M + (1 - biased);
     // Past msb + 1 the value is below half the smallest subnormal: it rounds to zero. (Subnormal
     // results only arise from float/double sources, whose msb <= 52, so shift < 64 here.)
-    magnitude = (shift > msb + 1 || shift >= 64) ? 0U
-                                                  : round_shift_nearest_even(x.significand, static_cast<int>(shift));
+    const bool odd = shift < 64 && ((x.significand >> shift) & 1U) != 0;  // the encoding is q itself
+    magnitude = (shift > msb + 1 || shift >= 64)
+                    ? 0U
+                    : round_shift_nearest_even(x.significand, static_cast<int>(shift), odd);
   } else {
     magnitude = 0;  // below the smallest value of a format without zero: round up to it
   }

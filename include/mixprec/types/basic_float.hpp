@@ -15,8 +15,9 @@
 ///  - Conversion to float is implicit and exact; to double explicit and exact. Every NaN decodes to a
 ///    quiet NaN with the same sign (ieee formats keep their payload bits).
 ///
-/// **Arithmetic** is computed in float and rounded back. float carries 24 significand bits, at least
-/// 2p + 2 for every format here (p <= 11), so + - * / are correctly rounded despite the two roundings.
+/// **Arithmetic** is computed in float (double for bfloat16 and float8_e8m0fnu, see `opmath_type`)
+/// and rounded back once. float carries 24 significand bits, at least 2p + 2 for every format here
+/// (p <= 11), so + - * / are correctly rounded despite the two roundings.
 /// Comparisons compare the float values: NaN is unordered and +0 == -0.
 #pragma once
 
@@ -100,10 +101,12 @@ class basic_float {
                   "mixprec formats convert from float or double: cast the long double to double first.");
   }
 
-  /// Builds a value from its raw bit pattern. Bits above `Format.bits()` must be zero.
+  /// Builds a value from its raw bit pattern. Bits above `Format.bits()` (float6/float4 live in the
+  /// low bits of a byte) are ignored.
   [[nodiscard]] static constexpr Derived from_bits(storage_type bits) noexcept {
     Derived d;
-    static_cast<basic_float&>(d).bits_ = bits;
+    constexpr auto mask = static_cast<storage_type>((std::uint32_t{1} << Format.bits()) - 1U);
+    static_cast<basic_float&>(d).bits_ = static_cast<storage_type>(bits & mask);
     return d;
   }
   /// The raw bit pattern.
@@ -127,18 +130,25 @@ class basic_float {
     return static_cast<double>(static_cast<float>(*this));
   }
 
-  // Arithmetic: in float, rounded back once (correctly rounded: float has >= 2p + 2 bits).
+  /// The type + - * / compute in before rounding back once: float, whose 24 bits are >= 2p + 2 for
+  /// every format and whose exponent range holds every exact product and quotient of formats with at
+  /// most 5 exponent bits; double for bfloat16 and float8_e8m0fnu, whose products and quotients can
+  /// leave float's range (2^-254 from two e8m0 values; bf16 products in float's subnormal range would
+  /// be rounded twice).
+  using opmath_type = std::conditional_t<(Format.exponent_bits >= 8), double, float>;
+
+  // Arithmetic: in opmath_type, rounded back once: correctly rounded (p' >= 2p + 2, no over/underflow).
   [[nodiscard]] friend constexpr Derived operator+(Derived a, Derived b) noexcept {
-    return Derived(static_cast<float>(a) + static_cast<float>(b));
+    return Derived(static_cast<opmath_type>(a) + static_cast<opmath_type>(b));
   }
   [[nodiscard]] friend constexpr Derived operator-(Derived a, Derived b) noexcept {
-    return Derived(static_cast<float>(a) - static_cast<float>(b));
+    return Derived(static_cast<opmath_type>(a) - static_cast<opmath_type>(b));
   }
   [[nodiscard]] friend constexpr Derived operator*(Derived a, Derived b) noexcept {
-    return Derived(static_cast<float>(a) * static_cast<float>(b));
+    return Derived(static_cast<opmath_type>(a) * static_cast<opmath_type>(b));
   }
   [[nodiscard]] friend constexpr Derived operator/(Derived a, Derived b) noexcept {
-    return Derived(static_cast<float>(a) / static_cast<float>(b));
+    return Derived(static_cast<opmath_type>(a) / static_cast<opmath_type>(b));
   }
   /// Negation flips the sign bit (exact); fnuz zero and NaN stay as they are (no -0 exists);
   /// negating a non-zero value of an unsigned format gives NaN.
@@ -175,9 +185,10 @@ class basic_float {
   }
   /// True when the sign bit is set (false for every pattern of an unsigned format).
   [[nodiscard]] friend constexpr bool signbit(Derived a) noexcept { return (a.bits_ & Format.sign_mask()) != 0; }
-  /// Absolute value: clears the sign bit; NaN stays NaN (fnuz's NaN 1.0000.000 included).
+  /// Absolute value: clears the sign bit, NaNs included (IEEE 754 §5.5.1, like std::fabs); the fnuz
+  /// NaN 1.0000.000 is the only pattern kept as it is (clearing its sign would make it zero).
   [[nodiscard]] friend constexpr Derived abs(Derived a) noexcept {
-    if (Format.is_nan_bits(a.bits_)) return a;
+    if (Format.nan == nan_encoding::negative_zero && Format.is_nan_bits(a.bits_)) return a;
     return from_bits(static_cast<storage_type>(a.bits_ & Format.magnitude_mask()));
   }
 

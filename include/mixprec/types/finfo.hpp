@@ -23,7 +23,8 @@ template <class T>
 /// Machine limits of a floating type with NumPy's meanings, for float, double and every small float.
 /// All members derive from `std::numeric_limits<T>` (itself derived from the format description).
 ///
-/// **Example** (values as ml_dtypes.finfo reports them):
+/// **Example** (NumPy's definitions; ml_dtypes.finfo reports precision 1 / resolution 0.1 for the
+/// float8 types where NumPy's formula int(-log10(eps)) gives 0 / 1):
 ///
 ///     finfo<float8_e4m3fn>::max               // 448
 ///     finfo<float8_e4m3fn>::eps               // 0.125  (2^-3)
@@ -51,8 +52,9 @@ struct finfo {
   static constexpr int iexp = nexp;
   /// eps = 2^machep: the gap between 1 and the next larger value.
   static constexpr int machep = -nmant;
-  /// epsneg = 2^negep: the gap between 1 and the next smaller value.
-  static constexpr int negep = -nmant - 1;
+  /// The gap between 1 and the next smaller value: 2^-(nmant+1) where 1 is above the smallest normal,
+  /// eps where 1 IS the smallest normal (float6_e2m3fn, float4_e2m1fn: the value below 1 is subnormal).
+  static constexpr int negep = limits::min_exponent - 1 == 0 ? -nmant : -nmant - 1;
   /// Exponent of the smallest normal value, smallest_normal = 2^minexp.
   static constexpr int minexp = limits::min_exponent - 1;
   /// The smallest power of two that overflows (NumPy `maxexp`): max < 2^maxexp.
@@ -62,7 +64,7 @@ struct finfo {
 
   /// 2^-nmant.
   static constexpr T eps = limits::epsilon();
-  /// 2^-(nmant + 1).
+  /// 2^negep: the gap between 1 and the next smaller value.
   static constexpr T epsneg = T(detail::exact_pow2(negep));
   /// Largest finite value.
   static constexpr T max = limits::max();

@@ -99,14 +99,14 @@ class std::numeric_limits<mixprec::intn<Bits, Underlying>> {
   static constexpr bool is_bounded = true;
   static constexpr bool is_modulo = false;
   static constexpr int digits = Bits - (T::is_signed ? 1 : 0);
-  static constexpr int digits10 = 0;  // floor(digits * log10 2) = 0 for digits <= 3
+  static constexpr int digits10 = digits * 30103 / 100000;  // floor(digits * log10 2): 1 for uint4, else 0
   static constexpr int max_digits10 = 0;
   static constexpr int radix = 2;
   static constexpr int min_exponent = 0;
   static constexpr int min_exponent10 = 0;
   static constexpr int max_exponent = 0;
   static constexpr int max_exponent10 = 0;
-  static constexpr bool traps = false;
+  static constexpr bool traps = std::numeric_limits<int>::traps;  // arithmetic happens in int
   static constexpr bool tinyness_before = false;
   static constexpr T min() noexcept { return T(T::min_value); }
   static constexpr T lowest() noexcept { return T(T::min_value); }
