@@ -7,7 +7,7 @@
 #include "mixprec/all_finite.hpp"
 #include "mixprec/cast.hpp"
 #include "mixprec/dtype.hpp"
-#include "mixprec/kernels/accumulator.hpp"
+#include "mixprec/accumulator.hpp"
 #include "mixprec/loss_scale.hpp"
 #include "mixprec/policy.hpp"
 #include "mixprec/policy_string.hpp"
