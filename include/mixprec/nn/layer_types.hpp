@@ -55,10 +55,21 @@ struct resolve_role<promote, Input, Param> {
 template <class P, class Input>
 using compute_t = typename detail::resolve_role<typename P::compute_type, Input, typename P::param_type>::type;
 
+namespace detail {
+// Lazy on purpose: only the chosen branch is instantiated (keep_complex<promote, complex> must not be).
+template <class P, class Input, bool = std::is_same_v<typename P::output_type, promote>>
+struct output_role {
+  using type = compute_t<P, Input>;  // promote: the output is the compute type (complex kept)
+};
+template <class P, class Input>
+struct output_role<P, Input, false> {
+  using type = typename keep_complex<typename P::output_type, Input>::type;
+};
+}  // namespace detail
+
 /// The type a layer with policy `P` returns for inputs of element type `Input`.
 template <class P, class Input>
-using output_t = std::conditional_t<std::is_same_v<typename P::output_type, promote>, compute_t<P, Input>,
-                                    typename detail::keep_complex<typename P::output_type, Input>::type>;
+using output_t = typename detail::output_role<P, Input>::type;
 
 /// The type normalisation statistics (mean, variance, mean square) are computed in: at least float32.
 template <class Compute>
