@@ -23,7 +23,19 @@
 /// deliberately no blanket `Eigen::ScalarBinaryOpTraits`); cast one side first.
 #pragma once
 
+// GCC 12 reports false -W(maybe-)uninitialized warnings inside its own avx512fintrin.h (the
+// _mm512_undefined_* idiom) when Eigen's AVX-512 GEMM kernels are inlined (-mavx512f / -march=native
+// builds). The diagnostic state of a header's lines is the one in force where it is first included,
+// so silencing them around this, the only include of Eigen, covers every user.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <Eigen/Core>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #include <concepts>
 #include <limits>
 #include <type_traits>

@@ -1,0 +1,206 @@
+/// \file
+/// \brief Element-wise activations computed in "opmath": float32 for float and every
+/// 16-bit-or-smaller format, float64 for double; the result is rounded once to the output type.
+///
+/// This is PyTorch's `opmath_type` rule (and what the float16 T5 work relies on for GELU): half
+/// formats are widened exactly to float, the formula runs in float, and only the result is rounded.
+/// So the cube inside tanh-GELU cannot overflow float16 (gelu(float16(100)) is 100, not NaN), and
+/// exp/erf/tanh have float accuracy rather than that of a half-precision polynomial.
+///
+/// Formulas (x real; in opmath):
+///
+/// | function | definition | evaluated as (same value, no cancellation) |
+/// |---|---|---|
+/// | `relu` | max(x, 0), NaN stays NaN | — |
+/// | `sigmoid` | 1 / (1 + e^-x) | — |
+/// | `silu` (swish-1) | x * sigmoid(x) | x / (1 + e^-x) |
+/// | `gelu`, `none` | 0.5 x (1 + erf(x / sqrt 2)) (Hendrycks & Gimpel 2016) | 0.5 x erfc(-x / sqrt 2) |
+/// | `gelu`, `tanh` | 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) | x / (1 + e^(-2 sqrt(2/pi) (x + 0.044715 x^3))) |
+/// | `exp` | e^x | — |
+/// | `rsqrt` | 1 / sqrt(x) | — |
+///
+/// The rewritten forms use 1 + erf(z) = erfc(-z) and 1 + tanh(y) = 2 / (1 + e^-2y): the textbook
+/// forms cancel catastrophically for negative x (1 + erf(-4) = 1.5e-8 is below float's resolution of
+/// 1), the rewritten ones keep full relative accuracy there.
+/// Infinities follow the formulas: gelu and silu of -Inf are NaN (-Inf * 0), of +Inf are +Inf.
+/// Light: no Eigen, no xtensor.
+#pragma once
+
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <numbers>
+#include <ranges>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "mixprec/accumulator.hpp"
+#include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/detail/message.hpp"
+
+namespace mixprec::kernels {
+
+/// Which GELU formula (PyTorch's `approximate='none' | 'tanh'`). Note that Flax's and JAX's
+/// `nn.gelu` default to the tanh form (`approximate=True`), PyTorch's to the erf form.
+enum class gelu_approximation : std::uint8_t {
+  none,  ///< exact: 0.5 x (1 + erf(x / sqrt 2))
+  tanh,  ///< 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (GPT-2, T5 v1.1 "gelu_new")
+};
+
+/// Real element types the activations accept: float, double and every small float.
+template <class T>
+concept activation_scalar = std::same_as<T, float> || std::same_as<T, double> || small_float<T>;
+
+/// The type an activation of `T` is evaluated in: float for float and the small floats, double for double.
+template <activation_scalar T>
+using opmath_t = accumulator_t<T>;
+
+namespace detail {
+
+// The formulas, on opmath values (float or double).
+
+template <std::floating_point A>
+[[nodiscard]] inline A relu_op(A x) noexcept {
+  return (x > A{0} || std::isnan(x)) ? x : A{0};
+}
+template <std::floating_point A>
+[[nodiscard]] inline A sigmoid_op(A x) noexcept {
+  return A{1} / (A{1} + std::exp(-x));
+}
+template <std::floating_point A>
+[[nodiscard]] inline A silu_op(A x) noexcept {
+  return x / (A{1} + std::exp(-x));
+}
+template <std::floating_point A>
+[[nodiscard]] inline A gelu_erf_op(A x) noexcept {
+  // 1 / sqrt(2), rounded once from its exact value.
+  constexpr A inv_sqrt2 = static_cast<A>(std::numbers::sqrt2 / 2.0);
+  return A{0.5} * x * std::erfc(-x * inv_sqrt2);
+}
+/// The cubic coefficient of the tanh approximation of GELU (Hendrycks & Gimpel 2016, eq. in section 2).
+inline constexpr double gelu_tanh_cubic = 0.044715;
+template <std::floating_point A>
+[[nodiscard]] inline A gelu_tanh_op(A x) noexcept {
+  // sqrt(2 / pi) = sqrt(2) * (1 / sqrt(pi)), rounded once from double.
+  constexpr A sqrt_2_over_pi = static_cast<A>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
+  constexpr A cubic = static_cast<A>(gelu_tanh_cubic);
+  const A y = sqrt_2_over_pi * (x + cubic * x * x * x);
+  return x / (A{1} + std::exp(A{-2} * y));
+}
+template <std::floating_point A>
+[[nodiscard]] inline A gelu_op(A x, gelu_approximation approximation) noexcept {
+  return approximation == gelu_approximation::tanh ? gelu_tanh_op(x) : gelu_erf_op(x);
+}
+template <std::floating_point A>
+[[nodiscard]] inline A exp_op(A x) noexcept {
+  return std::exp(x);
+}
+template <std::floating_point A>
+[[nodiscard]] inline A rsqrt_op(A x) noexcept {
+  return A{1} / std::sqrt(x);
+}
+
+template <class R>
+using range_element_t = std::remove_cv_t<std::ranges::range_value_t<R>>;
+
+template <class R>
+concept activation_input = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
+                           activation_scalar<range_element_t<R>>;
+template <class R>
+concept activation_output = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
+                            activation_scalar<range_element_t<R>> &&
+                            !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
+
+/// out[i] = round_to<Out>(op(widen(in[i]))), after checking the sizes.
+template <class In, class Out, class Op>
+void transform(const char* name, const In& in, Out&& out, Op op) {
+  using I = range_element_t<In>;
+  using O = range_element_t<Out>;
+  const auto n = std::ranges::size(in);
+  if (std::ranges::size(out) != n) {
+    throw std::invalid_argument(concat("kernels::", name, ": the output has ", std::ranges::size(out),
+                                       " elements but the input has ", n, "; pass an output of the same size."));
+  }
+  const I* src = std::ranges::data(in);
+  O* dst = std::ranges::data(out);
+  for (std::size_t i = 0; i < n; ++i) dst[i] = round_out<O>(op(widen(src[i])));
+}
+
+}  // namespace detail
+
+/// max(x, 0); NaN stays NaN (as jax.nn.relu and torch.relu). Exact in every type.
+template <activation_scalar T>
+[[nodiscard]] inline T relu(T x) noexcept {
+  return detail::round_out<T>(detail::relu_op(detail::widen(x)));
+}
+
+/// The logistic function 1 / (1 + e^-x), evaluated in `opmath_t<T>` and rounded once to `T`.
+template <activation_scalar T>
+[[nodiscard]] inline T sigmoid(T x) noexcept {
+  return detail::round_out<T>(detail::sigmoid_op(detail::widen(x)));
+}
+
+/// SiLU / swish-1, x * sigmoid(x) (the llama feed-forward gate), in `opmath_t<T>`, rounded once to `T`.
+template <activation_scalar T>
+[[nodiscard]] inline T silu(T x) noexcept {
+  return detail::round_out<T>(detail::silu_op(detail::widen(x)));
+}
+
+/// GELU in its erf form (default) or tanh form, in `opmath_t<T>`, rounded once to `T`.
+///
+/// **Example**:
+///
+///     kernels::gelu(float16(100.0f), gelu_approximation::tanh);  // 100: the cube 1e6 is formed in float
+///     kernels::gelu(1.0);                                        // 0.8413447460685429 (x * Phi(x))
+template <activation_scalar T>
+[[nodiscard]] inline T gelu(T x, gelu_approximation approximation = gelu_approximation::none) noexcept {
+  return detail::round_out<T>(detail::gelu_op(detail::widen(x), approximation));
+}
+
+/// e^x in `opmath_t<T>`, rounded once to `T` (overflow gives the overflow value of `T`: Inf or NaN).
+template <activation_scalar T>
+[[nodiscard]] inline T exp(T x) noexcept {
+  return detail::round_out<T>(detail::exp_op(detail::widen(x)));
+}
+
+/// 1 / sqrt(x) in `opmath_t<T>`, rounded once to `T`. rsqrt(0) = +Inf, rsqrt(x < 0) = NaN.
+template <activation_scalar T>
+[[nodiscard]] inline T rsqrt(T x) noexcept {
+  return detail::round_out<T>(detail::rsqrt_op(detail::widen(x)));
+}
+
+/// Element-wise `relu` of a contiguous range into another of the same size (any activation_scalar
+/// element types: each result is computed in the input's opmath and rounded once to the output's type).
+/// \throws std::invalid_argument if the sizes differ.
+template <detail::activation_input In, detail::activation_output Out>
+void relu(const In& in, Out&& out) {
+  detail::transform("relu", in, out, [](auto v) { return detail::relu_op(v); });
+}
+/// Element-wise `sigmoid` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+template <detail::activation_input In, detail::activation_output Out>
+void sigmoid(const In& in, Out&& out) {
+  detail::transform("sigmoid", in, out, [](auto v) { return detail::sigmoid_op(v); });
+}
+/// Element-wise `silu` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+template <detail::activation_input In, detail::activation_output Out>
+void silu(const In& in, Out&& out) {
+  detail::transform("silu", in, out, [](auto v) { return detail::silu_op(v); });
+}
+/// Element-wise `gelu` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+template <detail::activation_input In, detail::activation_output Out>
+void gelu(const In& in, Out&& out, gelu_approximation approximation = gelu_approximation::none) {
+  detail::transform("gelu", in, out, [approximation](auto v) { return detail::gelu_op(v, approximation); });
+}
+/// Element-wise `exp` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+template <detail::activation_input In, detail::activation_output Out>
+void exp(const In& in, Out&& out) {
+  detail::transform("exp", in, out, [](auto v) { return detail::exp_op(v); });
+}
+/// Element-wise `rsqrt` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+template <detail::activation_input In, detail::activation_output Out>
+void rsqrt(const In& in, Out&& out) {
+  detail::transform("rsqrt", in, out, [](auto v) { return detail::rsqrt_op(v); });
+}
+
+}  // namespace mixprec::kernels

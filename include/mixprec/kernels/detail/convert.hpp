@@ -1,0 +1,129 @@
+/// \file
+/// \brief Private: element conversions used by the kernels — "round once to the compute type, then
+/// widen exactly to its accumulator" — one element at a time or in bulk. Light: no Eigen, no xtensor.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <complex>
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include "mixprec/accumulator.hpp"
+#include "mixprec/types/basic_float.hpp"
+#include "mixprec/types/bfloat16.hpp"
+#include "mixprec/types/convert.hpp"
+
+namespace mixprec::kernels::detail {
+
+template <class T>
+inline constexpr bool is_complex_v = false;
+template <class T>
+inline constexpr bool is_complex_v<std::complex<T>> = true;
+
+/// The real type underneath `T` (`T` itself when it is real).
+template <class T>
+struct real_of {
+  using type = T;
+};
+template <class T>
+struct real_of<std::complex<T>> {
+  using type = T;
+};
+template <class T>
+using real_of_t = typename real_of<T>::type;
+
+/// Element types the kernels accept as operands: float, double, the small floats, std::complex of
+/// float/double, and the standard integers (ids, quantised values), which convert like `T(int)`.
+template <class T>
+concept kernel_scalar = std::same_as<T, float> || std::same_as<T, double> || small_float<T> ||
+                        std::same_as<T, std::complex<float>> || std::same_as<T, std::complex<double>> ||
+                        (std::integral<T> && !std::same_as<T, bool>);
+
+/// `x` rounded to bfloat16 (nearest, ties to even) and returned as float, by integer arithmetic on
+/// the bits: the same value as `static_cast<float>(bfloat16(x))` for every float (tests check it), in
+/// one pass that compilers vectorise.
+///
+///     float    | S | EEEEEEEE | MMMMMMM | mmmmmmmm mmmmmmmm |   bits 31 | 30-23 | 22-16 | 15-0
+///     bfloat16 = the top 16 bits. Adding 0x7FFF + (bit 16) to the pattern carries into bit 16 exactly
+///     when the low half is above 0x8000, or equal to it with bit 16 odd (ties to even); a carry out of
+///     the mantissa increments the exponent, and from the largest finite value gives Inf. NaN is
+///     handled first (the carry could turn it into Inf): bfloat16's quiet NaN, sign kept.
+[[nodiscard]] inline float round_through_bfloat16(float x) noexcept {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  const std::uint32_t rounded = (u + 0x7FFFU + ((u >> 16) & 1U)) & 0xFFFF0000U;
+  const std::uint32_t nan = (u & 0x80000000U) | 0x7FC00000U;
+  return std::bit_cast<float>((u & 0x7FFFFFFFU) > 0x7F800000U ? nan : rounded);
+}
+
+/// `x` rounded once to the compute type `C`.
+template <class C, class S>
+[[nodiscard]] constexpr C round_to(const S& x) noexcept {
+  if constexpr (std::same_as<C, S>) {
+    return x;
+  } else if constexpr (is_complex_v<C>) {
+    using R = typename C::value_type;
+    if constexpr (is_complex_v<S>) {
+      return C(static_cast<R>(x.real()), static_cast<R>(x.imag()));
+    } else {
+      return C(static_cast<R>(x), R{0});
+    }
+  } else {
+    static_assert(!is_complex_v<S>,
+                  "a complex operand would be made real: compute in std::complex<float> or std::complex<double> "
+                  "(nn::compute_t does so for complex inputs).");
+    if constexpr (small_float<C> && small_float<S>) {
+      return C(static_cast<float>(x));
+    } else {
+      return static_cast<C>(x);
+    }
+  }
+}
+
+/// `x` widened exactly to the accumulator of its own type.
+template <class C>
+[[nodiscard]] constexpr accumulator_t<C> widen(const C& x) noexcept {
+  return static_cast<accumulator_t<C>>(x);
+}
+
+/// `x` rounded once to `C`, then widened exactly to `accumulator_t<C>`: the value a `C` operand has
+/// inside a kernel that accumulates in `accumulator_t<C>`.
+template <class C, class S>
+[[nodiscard]] inline accumulator_t<C> round_widen(const S& x) noexcept {
+  if constexpr (std::same_as<S, accumulator_t<C>> && std::same_as<C, accumulator_t<C>>) {
+    return x;  // float -> float, double -> double, complex -> same complex
+  } else {
+    return widen(round_to<C>(x));
+  }
+}
+
+/// `round_widen` of `count` values into `dst`, using the bulk conversion of `mixprec::convert`
+/// (vectorised where the compiler targets F16C / AVX-512) for the small-float cases.
+template <class C, class S>
+void round_widen_n(const S* src, std::size_t count, accumulator_t<C>* dst) {
+  if constexpr (std::same_as<C, bfloat16> && std::same_as<S, float>) {
+    for (std::size_t i = 0; i < count; ++i) dst[i] = round_through_bfloat16(src[i]);  // one vectorisable pass
+  } else if constexpr (small_float<C> && (std::same_as<S, float> || std::same_as<S, double>)) {
+    constexpr std::size_t block = 512;
+    C rounded[block];
+    for (std::size_t i = 0; i < count; i += block) {
+      const std::size_t m = count - i < block ? count - i : block;
+      mixprec::convert(std::span<const S>(src + i, m), std::span<C>(rounded, m));
+      mixprec::convert(std::span<const C>(rounded, m), std::span<float>(dst + i, m));
+    }
+  } else if constexpr (small_float<C> && std::same_as<S, C>) {
+    mixprec::convert(std::span<const C>(src, count), std::span<float>(dst, count));
+  } else {
+    for (std::size_t i = 0; i < count; ++i) dst[i] = round_widen<C>(src[i]);
+  }
+}
+
+/// `x` (an accumulator value) rounded once to the output type `O`.
+template <class O, class A>
+[[nodiscard]] constexpr O round_out(const A& x) noexcept {
+  return round_to<O>(x);
+}
+
+}  // namespace mixprec::kernels::detail

@@ -1,0 +1,572 @@
+/// \file
+/// \brief `nn::attention<P>`: multi-head and grouped-query self-attention with causal and padding
+/// masks, rotary position embeddings, a key/value cache for incremental decoding, and a tiled
+/// ("flash") softmax in float32 opmath whose memory does not grow with seq^2.
+///
+/// The computation, for an input x [batch, seq, d_model] (or [seq, d_model]: batch 1), compute type
+/// `C = compute_t<P, In>`, output type `O = output_t<P, In>`, opmath `A = accumulator_t<C>` (float32 for
+/// bfloat16/float16/float8 compute, float64 for double):
+///
+///     q = x · Wq (+ bq)   [batch, seq, n_heads,    head_dim]   rounded to C   (kernels::matmul: float32 sums)
+///     k = x · Wk (+ bk)   [batch, seq, n_kv_heads, head_dim]   rounded to C
+///     v = x · Wv (+ bv)   [batch, seq, n_kv_heads, head_dim]   rounded to C
+///     q, k rotated by RoPE at their positions                  in A, rounded once to C     (optional)
+///     k, v appended to the key/value cache (element type C)
+///     for query head h, kv head g = h / (n_heads / n_kv_heads)  (grouped-query attention):
+///       s_j = scale * q_h · k_{g,j}                            in A (products of C values, summed in A)
+///       s_j = -Inf where key j is masked (causal: j > query position; padding: key j is padding)
+///       a_h = sum_j softmax(s)_j v_{g,j}                       online softmax in A, rounded once to C
+///     y = concat_h(a_h) · Wo (+ bo)   [batch, seq, d_model]    summed in float32, rounded once to O
+///
+/// With `softmax_precision::compute` the scores are rounded to C before the softmax and the weights to
+/// C before they multiply v (pure-half framework behaviour); see `kernels::softmax_precision`.
+///
+/// **Tiling**: each (batch row, head, block of `query_block` queries) walks the keys in tiles of
+/// `key_block`, keeping per query the running max and sum of `kernels::online_softmax` and rescaling
+/// its float32 accumulator (FlashAttention's loop; Dao et al. 2022). The scratch memory is
+/// `query_block * (key_block + 2 head_dim + 2) + 2 key_block head_dim` opmath values whatever the
+/// sequence length (`attention_workspace::elements`; the key/value tiles only when C is not A); only the
+/// O(seq) buffers q, k, v, the attended heads and the cache grow with the input. Tiles start at key positions that are multiples of `key_block`, so a
+/// query sees its keys in the same tiles whether it comes in a long prompt or alone during decoding.
+///
+/// **Masks**: a fully masked query row (e.g. a padding query under left padding and a causal mask)
+/// attends to nothing and outputs zeros (before the output projection; y is then the bias bo, or 0),
+/// never NaN — the convention of `kernels::online_softmax`.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "mixprec/eigen.hpp"
+#include "mixprec/accumulator.hpp"
+#include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/gemm.hpp"
+#include "mixprec/kernels/softmax.hpp"
+#include "mixprec/nn/dense.hpp"
+#include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/kv_cache.hpp"
+#include "mixprec/nn/layer_types.hpp"
+#include "mixprec/nn/rotary.hpp"
+#include "mixprec/xtensor.hpp"
+
+namespace mixprec::nn {
+
+/// The hyper-parameters of an attention layer. Zero in `n_kv_heads` and `head_dim` means "the usual
+/// default"; `attention` fills them in (its `config()` returns the resolved values).
+///
+/// **Example** (llama2.c stories260K: dim 64, 8 heads, 4 kv heads, head_size 8):
+///
+///     nn::attention_config cfg{.d_model = 64, .n_heads = 8, .n_kv_heads = 4, .head_dim = 8, .causal = true,
+///                              .rotary = nn::rotary_config{.layout = nn::rope_layout::adjacent_pairs}};
+struct attention_config {
+  std::size_t d_model = 0;     ///< width of the input and output features
+  std::size_t n_heads = 0;     ///< query heads
+  std::size_t n_kv_heads = 0;  ///< key/value heads, dividing n_heads; 0 = n_heads (multi-head attention)
+  std::size_t head_dim = 0;    ///< dimension of one head; 0 = d_model / n_heads
+  bool causal = false;         ///< mask keys after the query's position (decoders)
+  std::optional<rotary_config> rotary{};  ///< rotary embedding of q and k; none = no position encoding here
+  kernels::softmax_precision softmax = kernels::softmax_precision::opmath;  ///< where the softmax runs
+  std::optional<double> scale{};  ///< score scale; none = 1 / sqrt(head_dim) (Vaswani et al. 2017)
+  std::size_t query_block = 64;  ///< queries processed together (rows of a score tile); > 0
+  std::size_t key_block = 128;   ///< keys per tile of the online softmax; > 0
+};
+
+/// Scratch buffers of `scaled_dot_product_attention`, in opmath `A`. It sizes them itself (to the
+/// tile sizes, never to the sequence length); reuse one workspace across calls to avoid reallocating.
+/// The contents are meaningless between calls.
+template <std::floating_point A>
+struct attention_workspace {
+  std::vector<A> queries;       ///< [query_block, head_dim] one block of queries, widened to A
+  std::vector<A> accumulators;  ///< [query_block, head_dim] unnormalised outputs
+  std::vector<A> scores;        ///< [query_block, key_block] one tile of scores, then weights
+  std::vector<A> keys;          ///< [key_block, head_dim] one tile of keys widened to A (empty if C is A)
+  std::vector<A> values;        ///< [key_block, head_dim] one tile of values widened to A (empty if C is A)
+  std::vector<kernels::online_softmax<A>> softmax;  ///< [query_block] running max and sum per query
+
+  /// Number of opmath values the buffers hold (their capacities; an online_softmax counts 2).
+  [[nodiscard]] std::size_t elements() const noexcept {
+    return queries.capacity() + accumulators.capacity() + scores.capacity() + keys.capacity() +
+           values.capacity() + 2 * softmax.capacity();
+  }
+};
+
+namespace detail {
+
+inline std::string attention_dims_string(std::initializer_list<std::size_t> dims) {
+  std::string s = "[";
+  bool first = true;
+  for (const std::size_t d : dims) {
+    if (!first) s += ", ";
+    s += std::to_string(d);
+    first = false;
+  }
+  return s + "]";
+}
+
+/// The config with its defaults filled in, validated.
+inline attention_config resolve_attention_config(attention_config c) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("attention_config: " + what); };
+  if (c.n_heads == 0) fail("n_heads is 0; an attention layer needs at least one head.");
+  if (c.n_kv_heads == 0) c.n_kv_heads = c.n_heads;
+  if (c.n_heads % c.n_kv_heads != 0) {
+    fail("n_heads = " + std::to_string(c.n_heads) + " is not a multiple of n_kv_heads = " +
+         std::to_string(c.n_kv_heads) + "; grouped-query attention shares each kv head among n_heads / n_kv_heads "
+         "query heads.");
+  }
+  if (c.head_dim == 0) {
+    if (c.d_model == 0 || c.d_model % c.n_heads != 0) {
+      fail("head_dim is 0 (= d_model / n_heads) but d_model = " + std::to_string(c.d_model) +
+           " is not a positive multiple of n_heads = " + std::to_string(c.n_heads) + "; set head_dim explicitly.");
+    }
+    c.head_dim = c.d_model / c.n_heads;
+  }
+  if (c.d_model == 0) fail("d_model is 0; set the width of the layer's input and output features.");
+  if (c.query_block == 0 || c.key_block == 0) {
+    fail("query_block = " + std::to_string(c.query_block) + " and key_block = " + std::to_string(c.key_block) +
+         " must both be positive (tile sizes of the online softmax; e.g. 64 and 128).");
+  }
+  if (c.scale && !std::isfinite(*c.scale)) fail("scale is not finite; leave it empty for 1 / sqrt(head_dim).");
+  if (c.rotary && c.head_dim % 2 != 0) {
+    fail("head_dim = " + std::to_string(c.head_dim) + " is odd but rotary embeddings rotate pairs of coordinates.");
+  }
+  if (!c.scale) c.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  return c;
+}
+
+template <class T>
+inline constexpr bool attention_real_v = std::same_as<T, float> || std::same_as<T, double> || small_float<T>;
+
+}  // namespace detail
+
+/// Scaled dot-product attention of projected (and rotated) queries against the keys and values of a
+/// cache: the core of `attention`, exposed for testing and for callers that do their own projections.
+///
+/// - `queries`: [batch, seq, n_heads, head_dim] row-major, in the compute type `C`; query t of batch row
+///   b sits at position `cache.size() - seq + t` (its own key and value are already in the cache).
+/// - `cache`: keys and values [batch, n_kv_heads, positions, head_dim] in `C`, with key validity.
+/// - `config`: n_heads, n_kv_heads, head_dim (must match the cache), causal, scale, softmax precision,
+///   tile sizes. Query head h reads kv head h / (n_heads / n_kv_heads).
+/// - `out`: [batch, seq, n_heads, head_dim], each value rounded once to `C`.
+/// - `workspace`: scratch, resized here to the tile sizes only.
+///
+/// Masked keys (after the query under `causal`, or invalid in the cache) get weight exactly 0; a query
+/// with no unmasked key outputs zeros.
+/// \throws std::invalid_argument if the config is invalid, the sizes do not match, the cache's heads
+///         do not match the config, or `seq > cache.size()`.
+template <class C>
+void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
+                                  const attention_config& config, std::span<C> out,
+                                  attention_workspace<accumulator_t<C>>& workspace) {
+  static_assert(detail::attention_real_v<C>,
+                "scaled_dot_product_attention: the compute type must be real (float, double or a mixprec small "
+                "float); attention over complex values is not supported.");
+  using A = accumulator_t<C>;
+  using Mat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using MatMap = Eigen::Map<Mat>;
+  using ConstMap = Eigen::Map<const Mat>;
+  constexpr bool widen_kv = !std::same_as<C, A>;
+  constexpr A neg_inf = -std::numeric_limits<A>::infinity();
+
+  const attention_config c = detail::resolve_attention_config(config);
+  const std::size_t batch = cache.batch();
+  const std::size_t n_heads = c.n_heads;
+  const std::size_t hd = c.head_dim;
+  const std::size_t total = cache.size();
+  if (cache.n_kv_heads() != c.n_kv_heads || cache.head_dim() != hd) {
+    throw std::invalid_argument("scaled_dot_product_attention: the cache has " + std::to_string(cache.n_kv_heads()) +
+                                " kv heads of dimension " + std::to_string(cache.head_dim()) + " but the config " +
+                                std::to_string(c.n_kv_heads) + " of dimension " + std::to_string(hd));
+  }
+  if (seq > total) {
+    throw std::invalid_argument("scaled_dot_product_attention: " + std::to_string(seq) +
+                                " queries but the cache holds only " + std::to_string(total) +
+                                " positions; append the queries' own keys and values to the cache first.");
+  }
+  const std::size_t expected = batch * seq * n_heads * hd;
+  if (queries.size() != expected || out.size() != expected) {
+    const std::string shape = detail::attention_dims_string({batch, seq, n_heads, hd});
+    throw std::invalid_argument("scaled_dot_product_attention: queries have " + std::to_string(queries.size()) +
+                                " and out " + std::to_string(out.size()) + " elements but [batch, seq, n_heads, "
+                                "head_dim] = " + shape + " needs " + std::to_string(expected));
+  }
+  if (expected == 0) return;
+
+  const std::size_t offset = total - seq;  // position of query 0
+  const std::size_t group = n_heads / c.n_kv_heads;
+  const std::size_t qb = std::min(c.query_block, seq);
+  const std::size_t kb = std::min(c.key_block, total);
+  const bool round_scores = c.softmax == kernels::softmax_precision::compute && widen_kv;
+  const A scale = static_cast<A>(*c.scale);
+  const auto ehd = static_cast<Eigen::Index>(hd);
+
+  workspace.queries.resize(qb * hd);
+  workspace.accumulators.resize(qb * hd);
+  workspace.scores.resize(qb * kb);
+  if constexpr (widen_kv) {
+    workspace.keys.resize(kb * hd);
+    workspace.values.resize(kb * hd);
+  }
+  workspace.softmax.resize(qb);
+
+  for (std::size_t b = 0; b < batch; ++b) {
+    const std::span<const std::uint8_t> valid = cache.validity(b);
+    for (std::size_t h = 0; h < n_heads; ++h) {
+      const std::size_t g = h / group;
+      const C* keys = cache.keys(b, g).data();
+      const C* values = cache.values(b, g).data();
+      for (std::size_t t0 = 0; t0 < seq; t0 += qb) {
+        const std::size_t rows = std::min(qb, seq - t0);
+        const auto erows = static_cast<Eigen::Index>(rows);
+        A* q = workspace.queries.data();
+        A* acc = workspace.accumulators.data();
+        for (std::size_t r = 0; r < rows; ++r) {
+          const C* src = queries.data() + ((b * seq + t0 + r) * n_heads + h) * hd;
+          for (std::size_t i = 0; i < hd; ++i) q[r * hd + i] = kernels::detail::widen(src[i]);
+          workspace.softmax[r].reset();
+        }
+        std::fill_n(acc, rows * hd, A{0});
+        // Keys a query of this block may see: all, or up to the last query's position.
+        const std::size_t key_end = c.causal ? offset + t0 + rows : total;
+        for (std::size_t j0 = 0; j0 < key_end; j0 += kb) {
+          const std::size_t cols = std::min(kb, key_end - j0);
+          const auto ecols = static_cast<Eigen::Index>(cols);
+          const A* k_tile = nullptr;
+          const A* v_tile = nullptr;
+          if constexpr (widen_kv) {
+            kernels::detail::round_widen_n<C>(keys + j0 * hd, cols * hd, workspace.keys.data());
+            kernels::detail::round_widen_n<C>(values + j0 * hd, cols * hd, workspace.values.data());
+            k_tile = workspace.keys.data();
+            v_tile = workspace.values.data();
+          } else {
+            k_tile = keys + j0 * hd;
+            v_tile = values + j0 * hd;
+          }
+          A* s = workspace.scores.data();
+          MatMap(s, erows, ecols).noalias() = ConstMap(q, erows, ehd) * ConstMap(k_tile, ecols, ehd).transpose();
+          for (std::size_t r = 0; r < rows; ++r) {
+            const std::size_t position = offset + t0 + r;
+            A* row = s + r * cols;
+            for (std::size_t j = 0; j < cols; ++j) {
+              const std::size_t key = j0 + j;
+              if ((c.causal && key > position) || valid[key] == 0) {
+                row[j] = neg_inf;
+              } else {
+                row[j] *= scale;
+                if (round_scores) row[j] = kernels::detail::round_widen<C>(row[j]);
+              }
+            }
+            const A alpha = workspace.softmax[r].update(std::span<A>(row, cols));
+            if (round_scores) {
+              for (std::size_t j = 0; j < cols; ++j) row[j] = kernels::detail::round_widen<C>(row[j]);
+            }
+            if (alpha != A{1}) {
+              for (std::size_t i = 0; i < hd; ++i) acc[r * hd + i] *= alpha;
+            }
+          }
+          MatMap(acc, erows, ehd).noalias() += ConstMap(s, erows, ecols) * ConstMap(v_tile, ecols, ehd);
+        }
+        for (std::size_t r = 0; r < rows; ++r) {
+          C* dst = out.data() + ((b * seq + t0 + r) * n_heads + h) * hd;
+          for (std::size_t i = 0; i < hd; ++i) {
+            dst[i] = kernels::detail::round_out<C>(workspace.softmax[r].normalize(acc[r * hd + i]));
+          }
+        }
+      }
+    }
+  }
+}
+
+/// Multi-head / grouped-query self-attention with policy `P` (jmp-style: parameters stored in
+/// `P::param_type`, computed in `compute_t<P, In>`, returned in `output_t<P, In>`).
+///
+/// - **Parameters**: four `dense<P>` projections, kernels [in, out] (Flax's layout) with optional biases:
+///   `wq` [d_model, n_heads * head_dim], `wk` and `wv` [d_model, n_kv_heads * head_dim], `wo`
+///   [n_heads * head_dim, d_model]. Within the projected features, head h occupies columns
+///   [h * head_dim, (h + 1) * head_dim). `from_weights` loads [in, out] or [out, in] matrices
+///   (llama2.c and PyTorch store [out, in]).
+/// - **Input**: x `xt::xtensor<In, 2>` [seq, d_model] (one sequence), `xt::xtensor<In, 3>`
+///   [batch, seq, d_model], or `xt::xarray<In>` of rank 2 or 3; In is float, double or a small float.
+/// - **Optional key padding mask**: bool, shape [seq] or [batch, seq] (x's shape without its last axis),
+///   true = real token, false = padding (Hugging Face's `attention_mask` convention). Padding keys are
+///   never attended; a query with no visible key outputs zeros before `wo`.
+/// - **Optional cache** (`cache_type<In>`, from `make_cache<In>`): the new keys and values are appended
+///   and the queries attend to every cached position; the token at index t of this call has position
+///   `cache.size() + t` (for RoPE and the causal mask). Positions are shared by the batch rows: with left
+///   padding the real tokens of a row start at a later position, which RoPE does not notice (q·k
+///   depends only on position differences).
+/// - **Output**: the same kind of container as x, shape of x, element type `output_t<P, In>`.
+/// - **Errors**: `std::invalid_argument` for a wrong rank or feature count (both shapes in the message),
+///   a mask of the wrong shape, a cache of another batch size or head shape, or a full cache.
+///   Complex inputs do not compile (static_assert).
+///
+/// **Example** (llama2.c stories260K decoding one token at a time):
+///
+///     using P = mixprec::policy<float, mixprec::bfloat16, float>;
+///     nn::attention_config cfg{.d_model = 64, .n_heads = 8, .n_kv_heads = 4, .causal = true,
+///                              .rotary = nn::rotary_config{}};
+///     auto attn = nn::attention<P>::from_weights(cfg, wq, wk, wv, wo, nn::weight_layout::out_in);
+///     auto cache = attn.make_cache<float>(/*batch=*/1, /*capacity=*/512);   // kv_cache<bfloat16>
+///     for (std::size_t pos = 0; pos < n; ++pos) {
+///       xt::xtensor<float, 3> x = ...;                 // [1, 1, 64]: this token's normalised residual
+///       xt::xtensor<float, 3> y = attn(x, cache);      // [1, 1, 64]
+///     }
+template <class P>
+class attention {
+ public:
+  using policy_type = P;
+  using param_type = typename P::param_type;
+  using projection_type = dense<P>;
+
+  /// The key/value cache type for inputs of element type `In`: its elements are the compute type.
+  template <class In>
+  using cache_type = kv_cache<compute_t<P, In>>;
+
+  /// A layer with all-zero projections (biases, if any, zero too).
+  /// \throws std::invalid_argument if the config is invalid.
+  explicit attention(const attention_config& config, use_bias bias = use_bias::no)
+      : attention(detail::resolve_attention_config(config), bias, resolved_tag{}) {}
+
+  /// A layer from four projections (kernels [in, out], optional biases).
+  /// \throws std::invalid_argument if the config is invalid or a kernel's shape does not match it.
+  attention(const attention_config& config, projection_type wq, projection_type wk, projection_type wv,
+            projection_type wo)
+      : config_(detail::resolve_attention_config(config)),
+        wq_(std::move(wq)),
+        wk_(std::move(wk)),
+        wv_(std::move(wv)),
+        wo_(std::move(wo)) {
+    check_projection("wq", wq_, config_.d_model, config_.n_heads * config_.head_dim, "[d_model, n_heads * head_dim]");
+    check_projection("wk", wk_, config_.d_model, config_.n_kv_heads * config_.head_dim,
+                     "[d_model, n_kv_heads * head_dim]");
+    check_projection("wv", wv_, config_.d_model, config_.n_kv_heads * config_.head_dim,
+                     "[d_model, n_kv_heads * head_dim]");
+    check_projection("wo", wo_, config_.n_heads * config_.head_dim, config_.d_model, "[n_heads * head_dim, d_model]");
+    if (config_.rotary) rotary_.emplace(config_.head_dim, *config_.rotary);
+  }
+
+  /// Loads four weight matrices of any floating type laid out as `layout` (no biases), rounded once to
+  /// the param type. With `weight_layout::out_in` (llama2.c, PyTorch): wq [n_heads * head_dim, d_model],
+  /// wk/wv [n_kv_heads * head_dim, d_model], wo [d_model, n_heads * head_dim].
+  /// \throws std::invalid_argument if a shape does not match the config.
+  template <class W>
+  [[nodiscard]] static attention from_weights(const attention_config& config, const xt::xtensor<W, 2>& wq,
+                                              const xt::xtensor<W, 2>& wk, const xt::xtensor<W, 2>& wv,
+                                              const xt::xtensor<W, 2>& wo, weight_layout layout) {
+    return attention(config, projection_type::from_weights(wq, layout), projection_type::from_weights(wk, layout),
+                     projection_type::from_weights(wv, layout), projection_type::from_weights(wo, layout));
+  }
+
+  /// Flax's default initialisation for each projection (`dense<P>::lecun_normal`), biases zero if any.
+  /// \throws std::invalid_argument if the config is invalid.
+  template <class Rng>
+  [[nodiscard]] static attention lecun_normal(const attention_config& config, Rng& rng, use_bias bias = use_bias::no) {
+    const attention_config c = detail::resolve_attention_config(config);
+    auto wq = projection_type::lecun_normal(c.d_model, c.n_heads * c.head_dim, rng, bias);
+    auto wk = projection_type::lecun_normal(c.d_model, c.n_kv_heads * c.head_dim, rng, bias);
+    auto wv = projection_type::lecun_normal(c.d_model, c.n_kv_heads * c.head_dim, rng, bias);
+    auto wo = projection_type::lecun_normal(c.n_heads * c.head_dim, c.d_model, rng, bias);
+    return attention(c, std::move(wq), std::move(wk), std::move(wv), std::move(wo));
+  }
+
+  /// The config with its defaults resolved (n_kv_heads, head_dim, scale filled in).
+  [[nodiscard]] const attention_config& config() const noexcept { return config_; }
+  /// Query projection, kernel [d_model, n_heads * head_dim].
+  [[nodiscard]] const projection_type& wq() const noexcept { return wq_; }
+  /// Key projection, kernel [d_model, n_kv_heads * head_dim].
+  [[nodiscard]] const projection_type& wk() const noexcept { return wk_; }
+  /// Value projection, kernel [d_model, n_kv_heads * head_dim].
+  [[nodiscard]] const projection_type& wv() const noexcept { return wv_; }
+  /// Output projection, kernel [n_heads * head_dim, d_model].
+  [[nodiscard]] const projection_type& wo() const noexcept { return wo_; }
+  /// The rotary embedding applied to q and k, if the config has one.
+  [[nodiscard]] const std::optional<rotary_embedding>& rotary() const noexcept { return rotary_; }
+
+  /// An empty key/value cache for inputs of element type `In`: `batch` rows, `capacity` positions,
+  /// this layer's kv heads and head dimension, elements of the compute type.
+  template <class In>
+  [[nodiscard]] cache_type<In> make_cache(std::size_t batch, std::size_t capacity) const {
+    return cache_type<In>(batch, config_.n_kv_heads, config_.head_dim, capacity);
+  }
+
+  /// Self-attention over x [seq, d_model] or [batch, seq, d_model]: see the class comment.
+  template <detail::layer_array X>
+  [[nodiscard]] auto operator()(const X& x) const {
+    return forward(x, static_cast<no_cache*>(nullptr), static_cast<const no_mask*>(nullptr));
+  }
+
+  /// Self-attention with a key padding mask [seq] / [batch, seq] (true = real token).
+  template <detail::layer_array X, detail::layer_array M>
+    requires std::same_as<detail::value_t<M>, bool>
+  [[nodiscard]] auto operator()(const X& x, const M& key_mask) const {
+    return forward(x, static_cast<no_cache*>(nullptr), &key_mask);
+  }
+
+  /// Attention of x's tokens over the cache and themselves; appends x's keys and values to `cache`.
+  template <detail::layer_array X>
+  [[nodiscard]] auto operator()(const X& x, cache_type<detail::value_t<X>>& cache) const {
+    return forward(x, &cache, static_cast<const no_mask*>(nullptr));
+  }
+
+  /// As above, with a key padding mask for x's tokens (recorded in the cache for later steps).
+  template <detail::layer_array X, detail::layer_array M>
+    requires std::same_as<detail::value_t<M>, bool>
+  [[nodiscard]] auto operator()(const X& x, cache_type<detail::value_t<X>>& cache, const M& key_mask) const {
+    return forward(x, &cache, &key_mask);
+  }
+
+ private:
+  struct resolved_tag {};
+  struct no_cache {};
+  using no_mask = xt::xtensor<bool, 1>;
+
+  attention(const attention_config& c, use_bias bias, resolved_tag)
+      : attention(c, projection_type(c.d_model, c.n_heads * c.head_dim, bias),
+                  projection_type(c.d_model, c.n_kv_heads * c.head_dim, bias),
+                  projection_type(c.d_model, c.n_kv_heads * c.head_dim, bias),
+                  projection_type(c.n_heads * c.head_dim, c.d_model, bias)) {}
+
+  static void check_projection(const char* name, const projection_type& p, std::size_t in, std::size_t out,
+                               const char* formula) {
+    if (p.in_features() != in || p.out_features() != out) {
+      throw std::invalid_argument(std::string("attention: ") + name + " has kernel shape " +
+                                  detail::shape_string(p.kernel().shape()) + " ([in, out]) but the config needs " +
+                                  formula + " = " + detail::attention_dims_string({in, out}));
+    }
+  }
+
+  /// y = x · kernel (+ bias) for `rows` rows, in compute type C, rounded once to y's type.
+  template <class C, class In, class Out>
+  static void project(const projection_type& p, std::span<const In> x, std::size_t rows, std::span<Out> y) {
+    const kernels::matmul_shape shape{rows, p.in_features(), p.out_features()};
+    if (p.bias()) {
+      kernels::matmul<C>(x, detail::flat(p.kernel()), detail::flat(*p.bias()), y, shape, kernels::b_layout::k_n);
+    } else {
+      kernels::matmul<C>(x, detail::flat(p.kernel()), y, shape, kernels::b_layout::k_n);
+    }
+  }
+
+  /// Checks the element type first, so that a complex input stops at one clear message.
+  template <class X, class Cache, class M>
+  auto forward(const X& x, Cache* cache, const M* key_mask) const {
+    using In = detail::value_t<X>;
+    static_assert(detail::attention_real_v<In>,
+                  "nn::attention does not support complex (or integer) inputs: the softmax needs real scores. "
+                  "Pass float, double or a mixprec small float.");
+    if constexpr (detail::attention_real_v<In>) {
+      if constexpr (std::same_as<Cache, no_cache>) {
+        return forward_impl(x, static_cast<cache_type<In>*>(nullptr), key_mask);
+      } else {
+        return forward_impl(x, cache, key_mask);
+      }
+    }
+  }
+
+  template <class X, class M>
+  auto forward_impl(const X& x, cache_type<detail::value_t<X>>* cache, const M* key_mask) const {
+    using In = detail::value_t<X>;
+    using C = compute_t<P, In>;
+    using O = output_t<P, In>;
+    static_assert(detail::attention_real_v<C>,
+                  "nn::attention: the compute type must be real (float, double or a mixprec small float).");
+
+    const auto& shape = x.shape();
+    const std::size_t rank = shape.size();
+    if constexpr (X::rank != SIZE_MAX) {  // xt::xtensor<In, N>; xt::xarray's rank is dynamic (SIZE_MAX)
+      static_assert(X::rank == 2 || X::rank == 3,
+                    "nn::attention takes x of shape [seq, d_model] (rank 2) or [batch, seq, d_model] (rank 3).");
+    }
+    if (rank != 2 && rank != 3) {
+      throw std::invalid_argument("attention: input has shape " + detail::shape_string(shape) +
+                                  " but the layer takes [seq, d_model] or [batch, seq, d_model] with d_model = " +
+                                  std::to_string(config_.d_model));
+    }
+    detail::check_features("attention", x, config_.d_model,
+                           "d_model; wq kernel shape " + detail::shape_string(wq_.kernel().shape()) +
+                               " = [d_model, n_heads * head_dim]");
+    const std::size_t batch = rank == 3 ? shape[0] : 1;
+    const std::size_t seq = shape[rank - 2];
+    if (key_mask != nullptr) {
+      const auto& ms = key_mask->shape();
+      if (ms.size() != rank - 1 || !std::equal(ms.begin(), ms.end(), shape.begin())) {
+        const std::string want = rank == 3 ? detail::attention_dims_string({batch, seq}) : detail::attention_dims_string({seq});
+        throw std::invalid_argument("attention: the key padding mask has shape " + detail::shape_string(ms) +
+                                    " but the input " + detail::shape_string(shape) + " needs " + want +
+                                    " (x's shape without d_model; true = real token, false = padding)");
+      }
+    }
+    const std::size_t hd = config_.head_dim;
+    const std::size_t q_width = config_.n_heads * hd;
+    const std::size_t kv_width = config_.n_kv_heads * hd;
+    if (cache != nullptr && (cache->batch() != batch || cache->n_kv_heads() != config_.n_kv_heads ||
+                             cache->head_dim() != hd)) {
+      throw std::invalid_argument(
+          "attention: the kv_cache has batch " + std::to_string(cache->batch()) + ", " +
+          std::to_string(cache->n_kv_heads()) + " kv heads of dimension " + std::to_string(cache->head_dim()) +
+          " (keys [batch, n_kv_heads, capacity, head_dim] = " +
+          detail::attention_dims_string({cache->batch(), cache->n_kv_heads(), cache->capacity(), cache->head_dim()}) +
+          ") but the input " + detail::shape_string(shape) + " has batch " + std::to_string(batch) +
+          " and the layer " + std::to_string(config_.n_kv_heads) + " kv heads of dimension " + std::to_string(hd) +
+          "; build the cache with make_cache<In>(batch, capacity).");
+    }
+    if (cache != nullptr && seq > cache->capacity() - cache->size()) {
+      throw std::invalid_argument("attention: the input " + detail::shape_string(shape) + " has " +
+                                  std::to_string(seq) + " tokens but the kv_cache holds " +
+                                  std::to_string(cache->size()) + " of its " + std::to_string(cache->capacity()) +
+                                  " positions; use a cache with a larger capacity, or clear() it.");
+    }
+
+    const std::size_t rows = batch * seq;
+    const std::span<const In> xs(x.data(), x.size());
+    std::vector<C> q(rows * q_width);
+    std::vector<C> k(rows * kv_width);
+    std::vector<C> v(rows * kv_width);
+    project<C>(wq_, xs, rows, std::span<C>(q));
+    project<C>(wk_, xs, rows, std::span<C>(k));
+    project<C>(wv_, xs, rows, std::span<C>(v));
+
+    const std::size_t start = cache != nullptr ? cache->size() : 0;
+    if (rotary_) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t position = start + r % seq;  // rows > 0 here, so seq > 0
+        rotary_->apply(std::span<C>(q.data() + r * q_width, q_width), position);
+        rotary_->apply(std::span<C>(k.data() + r * kv_width, kv_width), position);
+      }
+    }
+
+    std::optional<kv_cache<C>> local;
+    kv_cache<C>& kv = cache != nullptr ? *cache : local.emplace(batch, config_.n_kv_heads, hd, seq);
+    std::span<const bool> valid;
+    if (key_mask != nullptr) valid = std::span<const bool>(key_mask->data(), key_mask->size());
+    kv.append(std::span<const C>(k), std::span<const C>(v), seq, valid);
+
+    std::vector<C> attended(rows * q_width);
+    attention_workspace<accumulator_t<C>> workspace;
+    scaled_dot_product_attention<C>(std::span<const C>(q), kv, seq, config_, std::span<C>(attended), workspace);
+
+    auto y = detail::make_like<O>(x, config_.d_model);
+    project<C>(wo_, std::span<const C>(attended), rows, detail::flat(y));
+    return y;
+  }
+
+  attention_config config_;
+  projection_type wq_;
+  projection_type wk_;
+  projection_type wv_;
+  projection_type wo_;
+  std::optional<rotary_embedding> rotary_;
+};
+
+}  // namespace mixprec::nn

@@ -1,0 +1,196 @@
+/// \file
+/// \brief `nn::dense<P>`: the fully connected layer y = x · kernel + bias, with its parameters
+/// stored in `P::param_type`, computed in `compute_t<P, T>` with float32 accumulation, returned in
+/// `output_t<P, T>` (jmp policies; Flax `nn.Dense` with `dtype=None` via `mixprec::promote`).
+#pragma once
+
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <numbers>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "mixprec/kernels/gemm.hpp"
+#include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/layer_types.hpp"
+#include "mixprec/nn/layer_types.hpp"
+#include "mixprec/xtensor.hpp"
+
+namespace mixprec::nn {
+
+/// How a weight matrix handed to a layer is laid out (row-major).
+enum class weight_layout : std::uint8_t {
+  in_out,  ///< [in, out]: Flax's Dense kernel, `y = x @ w` (mixprec's own storage layout)
+  out_in,  ///< [out, in]: PyTorch `nn.Linear.weight`, llama2.c checkpoints, `y = x @ w.T`
+};
+
+/// Whether a layer built by a factory function gets a bias.
+enum class use_bias : std::uint8_t {
+  no,   ///< no bias (llama-style projections)
+  yes,  ///< a bias, initialised to zeros (Flax's default `bias_init`)
+};
+
+namespace detail {
+
+/// Standard deviation of a standard normal truncated to [-2, 2]: sqrt(1 - 2 * 2 phi(2) / (Phi(2) -
+/// Phi(-2))) with phi(2) = e^-2 / sqrt(2 pi) and Phi(2) - Phi(-2) = erf(sqrt 2). Flax divides by it in
+/// `variance_scaling(..., "truncated_normal")` so that the truncated samples have the requested variance.
+[[nodiscard]] inline double truncated_normal_stddev() {
+  const double phi2 = std::exp(-2.0) * std::numbers::inv_sqrtpi / std::numbers::sqrt2;
+  return std::sqrt(1.0 - 4.0 * phi2 / std::erf(std::numbers::sqrt2));
+}
+
+/// A sample of N(0, 1) truncated to [-2, 2], by rejection (accepts 95.4% of draws).
+template <class Rng>
+[[nodiscard]] double truncated_standard_normal(Rng& rng) {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (;;) {
+    const double z = normal(rng);
+    if (std::abs(z) <= 2.0) return z;
+  }
+}
+
+}  // namespace detail
+
+/// A fully connected layer: `y[..., o] = sum_i x[..., i] * kernel[i, o] + bias[o]`.
+///
+/// - **Parameters**: `kernel` [in, out] (Flax's layout) and an optional `bias` [out], stored in
+///   `P::param_type`. `from_weights` loads [in, out] or [out, in] matrices of any floating type
+///   (rounded once to the param type); [out, in] is transposed once, at load time.
+/// - **Input**: `xt::xtensor<T, N>` (any N >= 1) or `xt::xarray<T>`, shape [..., in]; leading axes
+///   are flattened into rows.
+/// - **Computation** (`kernels::matmul`): x and the parameters are rounded to `C = compute_t<P, T>`,
+///   products are summed in `accumulator_t<C>` (float32 for bfloat16/float16/float8 compute), the
+///   bias (rounded to C) is added in the accumulator, and the result is rounded once to
+///   `O = output_t<P, T>`. (Flax rounds `x · kernel` to the compute dtype before adding the bias; one
+///   rounding is at least as accurate.) Complex inputs stay complex: complex64 x with float32 params
+///   runs a complex64 GEMM.
+/// - **Output**: the same kind of container, shape [..., out], element type `O`.
+/// - **Errors**: `std::invalid_argument` when the input's last axis is not `in` (both shapes in the
+///   message), or when parameter shapes disagree.
+///
+/// **Example**:
+///
+///     using P = mixprec::policy<float, mixprec::bfloat16, float>;   // p=f32, c=bf16, o=f32
+///     std::mt19937 rng(0);
+///     nn::dense<P> proj(/*in=*/1024, /*out=*/4096, rng);             // Flax's lecun_normal init
+///     xt::xtensor<float, 3> x = xt::zeros<float>({2, 7, 1024});
+///     xt::xtensor<float, 3> y = proj(x);                             // [2, 7, 4096]
+template <class P>
+class dense {
+ public:
+  using policy_type = P;
+  using param_type = typename P::param_type;
+  using kernel_type = xt::xtensor<param_type, 2>;  ///< [in, out]
+  using bias_type = xt::xtensor<param_type, 1>;    ///< [out]
+
+  /// A layer with an all-zero kernel [in, out] and, with `use_bias::yes`, a zero bias [out].
+  dense(std::size_t in_features, std::size_t out_features, use_bias bias = use_bias::yes)
+      : kernel_(kernel_type::from_shape({in_features, out_features})) {
+    kernel_.fill(param_type{});
+    if (bias == use_bias::yes) {
+      bias_ = bias_type::from_shape({out_features});
+      bias_->fill(param_type{});
+    }
+  }
+
+  /// A layer initialised as `lecun_normal(in_features, out_features, rng, bias)` (Flax's default).
+  template <std::uniform_random_bit_generator Rng>
+  dense(std::size_t in_features, std::size_t out_features, Rng& rng, use_bias bias = use_bias::yes)
+      : dense(lecun_normal(in_features, out_features, rng, bias)) {}
+
+  /// A layer from a kernel [in, out] and an optional bias [out], already in the param type.
+  /// \throws std::invalid_argument if the bias does not have `out` elements.
+  explicit dense(kernel_type kernel, std::optional<bias_type> bias = std::nullopt)
+      : kernel_(std::move(kernel)), bias_(std::move(bias)) {
+    if (bias_ && bias_->size() != out_features()) {
+      throw std::invalid_argument(kernels::detail::concat("dense: bias has shape ", detail::shape_string(bias_->shape()),
+                                                          " but the kernel ", detail::shape_string(kernel_.shape()),
+                                                          " needs [", out_features(), "]"));
+    }
+  }
+
+  /// Loads a weight matrix of any floating type laid out as `layout` ([in, out] or [out, in]),
+  /// rounded once to the param type; no bias.
+  template <class W>
+  [[nodiscard]] static dense from_weights(const xt::xtensor<W, 2>& weight, weight_layout layout) {
+    return dense(load_kernel(weight, layout));
+  }
+
+  /// Loads a weight matrix laid out as `layout` and a bias [out], both rounded once to the param type.
+  /// \throws std::invalid_argument if the bias does not have `out` elements.
+  template <class W, class B>
+  [[nodiscard]] static dense from_weights(const xt::xtensor<W, 2>& weight, const xt::xtensor<B, 1>& bias,
+                                          weight_layout layout) {
+    return dense(load_kernel(weight, layout), detail::to_param<param_type>(bias));
+  }
+
+  /// Flax's default initialisation (`nn.initializers.lecun_normal()`, i.e. `variance_scaling(1,
+  /// "fan_in", "truncated_normal")`): kernel entries N(0, 1/in) truncated at two standard deviations of
+  /// the untruncated normal and rescaled so that their variance is 1/in; bias zeros. Deterministic for a
+  /// given `rng` state and standard library (`std::normal_distribution` is implementation-defined).
+  template <class Rng>
+  [[nodiscard]] static dense lecun_normal(std::size_t in_features, std::size_t out_features, Rng& rng,
+                                          use_bias bias = use_bias::yes) {
+    dense layer(in_features, out_features, bias);
+    const double stddev =
+        in_features == 0 ? 0.0 : std::sqrt(1.0 / static_cast<double>(in_features)) / detail::truncated_normal_stddev();
+    for (auto& w : layer.kernel_) w = kernels::detail::round_to<param_type>(detail::truncated_standard_normal(rng) * stddev);
+    return layer;
+  }
+
+  /// Number of input features (rows of the kernel).
+  [[nodiscard]] std::size_t in_features() const noexcept { return kernel_.shape()[0]; }
+  /// Number of output features (columns of the kernel).
+  [[nodiscard]] std::size_t out_features() const noexcept { return kernel_.shape()[1]; }
+  /// The kernel [in, out] in the param type.
+  [[nodiscard]] const kernel_type& kernel() const noexcept { return kernel_; }
+  /// The bias [out] in the param type, if the layer has one.
+  [[nodiscard]] const std::optional<bias_type>& bias() const noexcept { return bias_; }
+
+  /// y = x · kernel + bias for x [..., in]: see the class comment for types and rounding.
+  /// \throws std::invalid_argument if the last axis of `x` is not `in_features()`.
+  template <detail::layer_array X>
+  [[nodiscard]] auto operator()(const X& x) const {
+    using T = detail::value_t<X>;
+    using C = compute_t<P, T>;
+    using O = output_t<P, T>;
+    detail::check_features("dense", x, in_features(),
+                           kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]"));
+    auto y = detail::make_like<O>(x, out_features());
+    const kernels::matmul_shape shape{detail::leading_size(x), in_features(), out_features()};
+    if (bias_) {
+      kernels::matmul<C>(detail::flat(x), detail::flat(kernel_), detail::flat(*bias_), detail::flat(y), shape,
+                         kernels::b_layout::k_n);
+    } else {
+      kernels::matmul<C>(detail::flat(x), detail::flat(kernel_), detail::flat(y), shape, kernels::b_layout::k_n);
+    }
+    return y;
+  }
+
+ private:
+  template <class W>
+  static kernel_type load_kernel(const xt::xtensor<W, 2>& weight, weight_layout layout) {
+    if (layout == weight_layout::in_out) return detail::to_param<param_type>(weight);
+    const std::size_t out = weight.shape()[0];
+    const std::size_t in = weight.shape()[1];
+    kernel_type kernel = kernel_type::from_shape({in, out});
+    const W* src = weight.data();
+    param_type* dst = kernel.data();
+    for (std::size_t o = 0; o < out; ++o) {
+      for (std::size_t i = 0; i < in; ++i) dst[i * out + o] = kernels::detail::round_to<param_type>(src[o * in + i]);
+    }
+    return kernel;
+  }
+
+  kernel_type kernel_;
+  std::optional<bias_type> bias_;
+};
+
+}  // namespace mixprec::nn

@@ -1,0 +1,131 @@
+/// \file
+/// \brief Private: what the layers need from xtensor containers — which containers they accept,
+/// how to build an output of the same kind, shape strings for error messages, and parameter
+/// conversion to the policy's param type.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/xtensor.hpp"
+
+namespace mixprec::nn::detail {
+
+/// Which containers the layers take: `xt::xtensor<T, N>` and `xt::xarray<T>` with the default
+/// (row-major) layout and allocator. Their buffer is contiguous, rows of the last axis back to back.
+template <class X>
+struct array_traits {
+  static constexpr bool supported = false;
+};
+template <class T, std::size_t N>
+struct array_traits<xt::xtensor<T, N>> {
+  static constexpr bool supported = true;
+  using value_type = T;
+  /// The same kind of container, element type U, rank N + Extra.
+  template <class U, std::size_t Extra = 0>
+  using rebind = xt::xtensor<U, N + Extra>;
+  using shape_array = std::array<std::size_t, N>;
+};
+template <class T>
+struct array_traits<xt::xarray<T>> {
+  static constexpr bool supported = true;
+  using value_type = T;
+  template <class U, std::size_t Extra = 0>
+  using rebind = xt::xarray<U>;
+};
+
+/// `xt::xtensor<T, N>` or `xt::xarray<T>` (row-major, default allocator).
+template <class X>
+concept layer_array = array_traits<X>::supported;
+
+template <class X>
+using value_t = typename array_traits<X>::value_type;
+
+template <class X, class U, std::size_t Extra = 0>
+using rebind_t = typename array_traits<X>::template rebind<U, Extra>;
+
+/// "[2, 3, 7]".
+template <class Shape>
+[[nodiscard]] std::string shape_string(const Shape& shape) {
+  std::string s = "[";
+  bool first = true;
+  for (auto d : shape) {
+    if (!first) s += ", ";
+    s += std::to_string(d);
+    first = false;
+  }
+  s += "]";
+  return s;
+}
+
+/// Product of every extent but the last: the number of rows a layer processes (1 for rank 1).
+template <class X>
+[[nodiscard]] std::size_t leading_size(const X& x) {
+  const auto& shape = x.shape();
+  std::size_t rows = 1;
+  for (std::size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+  return rows;
+}
+
+/// Number of elements of the last axis of `x` (0 for a rank-0 container).
+template <class X>
+[[nodiscard]] std::size_t last_extent(const X& x) {
+  const auto& shape = x.shape();
+  return shape.size() == 0 ? 0 : shape[shape.size() - 1];
+}
+
+/// Throws unless `x` has rank >= 1 and its last axis has `expected` elements.
+/// Message: "<layer>: input has 7 features (shape [2, 3, 7]) but the layer expects 8 (<what>)".
+template <class X>
+void check_features(const char* layer, const X& x, std::size_t expected, const std::string& what) {
+  if (x.dimension() == 0) {
+    throw std::invalid_argument(kernels::detail::concat(layer, ": input is a scalar (shape []) but the layer expects [..., ",
+                                                        expected, "] (", what, ")"));
+  }
+  const std::size_t got = last_extent(x);
+  if (got != expected) {
+    throw std::invalid_argument(kernels::detail::concat(layer, ": input has ", got, " features (shape ",
+                                                        shape_string(x.shape()), ") but the layer expects ", expected,
+                                                        " (", what, ")"));
+  }
+}
+
+/// An uninitialised container like `x` (same kind and rank) of element type U whose last axis has
+/// `last` elements instead.
+template <class U, layer_array X>
+[[nodiscard]] rebind_t<X, U> make_like(const X& x, std::size_t last) {
+  // X's own shape type (std::array for xtensor, svector for xarray) is the output's: no conversion
+  // through another sequence type (which GCC 12 -O3 flags with a false -Wmaybe-uninitialized in xtl).
+  auto shape = x.shape();
+  shape[shape.size() - 1] = last;
+  return rebind_t<X, U>::from_shape(shape);
+}
+
+/// The buffer of a container as a span.
+template <class X>
+[[nodiscard]] auto flat(const X& x) {
+  return std::span<const typename X::value_type>(x.data(), x.size());
+}
+template <class X>
+[[nodiscard]] auto flat(X& x) {
+  return std::span<typename X::value_type>(x.data(), x.size());
+}
+
+/// A parameter array converted element-wise to the param type `P` (rounding once; complex stays complex).
+template <class P, class Src>
+[[nodiscard]] auto to_param(const Src& src) {
+  xt::xtensor<P, Src::rank> out = xt::xtensor<P, Src::rank>::from_shape(src.shape());
+  const auto* in = src.data();
+  P* dst = out.data();
+  for (std::size_t i = 0; i < src.size(); ++i) dst[i] = kernels::detail::round_to<P>(in[i]);
+  return out;
+}
+
+}  // namespace mixprec::nn::detail

@@ -1,0 +1,198 @@
+/// \file
+/// \brief `nn::embedding<P>`: a lookup table [vocab, features] in `P::param_type`, mapping integer ids
+/// to rows (Flax `nn.Embed`), and `attend` for tied output classifiers (llama2.c shares its token
+/// embedding with the classifier).
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/kernels/gemm.hpp"
+#include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/layer_types.hpp"
+#include "mixprec/nn/layer_types.hpp"
+#include "mixprec/types/intn.hpp"
+#include "mixprec/xtensor.hpp"
+
+namespace mixprec::nn {
+
+namespace detail {
+template <class T>
+inline constexpr bool is_intn_v = false;
+template <int Bits, class U>
+inline constexpr bool is_intn_v<intn<Bits, U>> = true;
+
+/// Element types accepted as ids: the standard integers (not bool, not the character types) and
+/// mixprec's int4/uint4/int2/uint2.
+template <class I>
+concept id_type = (std::integral<I> && !std::same_as<I, bool> && !std::same_as<I, char> && !std::same_as<I, wchar_t> &&
+                   !std::same_as<I, char8_t> && !std::same_as<I, char16_t> && !std::same_as<I, char32_t>) ||
+                  is_intn_v<I>;
+
+/// Whether `id` is a valid row of a table of `vocab` rows, and its decimal text (for messages).
+template <class I>
+[[nodiscard]] std::pair<bool, std::string> checked_id(I id, std::size_t vocab) {
+  if constexpr (is_intn_v<I>) {
+    const int v = id;
+    return {v >= 0 && static_cast<std::size_t>(v) < vocab, std::to_string(v)};
+  } else if constexpr (std::is_signed_v<I>) {
+    return {id >= 0 && static_cast<unsigned long long>(id) < vocab, std::to_string(id)};
+  } else {
+    return {static_cast<unsigned long long>(id) < vocab, std::to_string(id)};
+  }
+}
+
+/// "[1, 2]": the multi-index of flat position `flat` in a row-major array of shape `shape`.
+template <class Shape>
+[[nodiscard]] std::string index_string(const Shape& shape, std::size_t flat) {
+  std::vector<std::size_t> index(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return shape_string(index);
+}
+}  // namespace detail
+
+/// A table of `vocab` embedding vectors of `features` elements.
+///
+/// - **Parameter**: `table` [vocab, features] in `P::param_type`.
+/// - **Lookup** `e(ids)`: ids of any integer type (standard integers, int4/uint4...) in an
+///   `xt::xtensor<I, N>` (any N >= 0) or `xt::xarray<I>` give [..ids shape.., features]. Ids carry no
+///   floating type, so the policy is applied with the table's type as input: each value is rounded to
+///   `compute_t<P, param_type>` and returned as `output_t<P, param_type>` (Flax's Embed casts the table
+///   to `dtype` and takes rows).
+/// - **attend** `e.attend(x)`: x [..., features] · table^T -> [..., vocab] (Flax `Embed.attend`), the
+///   logits of a tied classifier: x and the table rounded to `compute_t<P, T>`, products summed in
+///   float32 (`kernels::matmul` with the table as an [n, k] operand), result in `output_t<P, T>`.
+/// - **Errors**: an id < 0 or >= vocab throws `std::out_of_range` naming the id, its position and the
+///   vocabulary size; `attend` throws `std::invalid_argument` when the last axis of x is not `features`.
+///
+/// **Example**:
+///
+///     nn::embedding<mixprec::policy<float>> tok = nn::embedding<mixprec::policy<float>>::from_table(table);
+///     xt::xtensor<std::int32_t, 2> ids = {{1, 5, 2}};
+///     auto h = tok(ids);            // [1, 3, features]
+///     auto logits = tok.attend(h);  // [1, 3, vocab]
+template <class P>
+class embedding {
+ public:
+  using policy_type = P;
+  using param_type = typename P::param_type;
+  using table_type = xt::xtensor<param_type, 2>;  ///< [vocab, features]
+
+  /// A table of zeros [vocab, features].
+  embedding(std::size_t vocab, std::size_t features) : table_(table_type::from_shape({vocab, features})) {
+    table_.fill(param_type{});
+  }
+
+  /// A layer holding `table` [vocab, features], already in the param type.
+  explicit embedding(table_type table) : table_(std::move(table)) {}
+
+  /// A layer from a table [vocab, features] of any floating type, rounded once to the param type.
+  template <class W>
+  [[nodiscard]] static embedding from_table(const xt::xtensor<W, 2>& table) {
+    return embedding(detail::to_param<param_type>(table));
+  }
+
+  /// Flax's default embedding initialisation (`default_embed_init = variance_scaling(1.0, "fan_in",
+  /// "normal", out_axis=0)`): entries N(0, 1/features). Deterministic for a given `rng` state and
+  /// standard library (`std::normal_distribution` is implementation-defined).
+  template <class Rng>
+  [[nodiscard]] static embedding normal(std::size_t vocab, std::size_t features, Rng& rng) {
+    embedding layer(vocab, features);
+    // (features == 0: an empty table, nothing is drawn; the distribution still needs a positive stddev.)
+    std::normal_distribution<double> dist(0.0, features == 0 ? 1.0 : std::sqrt(1.0 / static_cast<double>(features)));
+    for (auto& w : layer.table_) w = kernels::detail::round_to<param_type>(dist(rng));
+    return layer;
+  }
+
+  /// Number of rows of the table (valid ids are 0 .. vocab - 1).
+  [[nodiscard]] std::size_t vocab_size() const noexcept { return table_.shape()[0]; }
+  /// Length of each embedding vector.
+  [[nodiscard]] std::size_t features() const noexcept { return table_.shape()[1]; }
+  /// The table [vocab, features] in the param type.
+  [[nodiscard]] const table_type& table() const noexcept { return table_; }
+
+  /// The rows of the table for `ids`: shape [..ids.., features], element type
+  /// `output_t<P, param_type>` (each value rounded to the compute type, then to the output type).
+  /// \throws std::out_of_range if an id is negative or >= vocab_size().
+  template <class I, std::size_t N>
+    requires detail::id_type<I>
+  [[nodiscard]] xt::xtensor<output_t<P, param_type>, N + 1> operator()(const xt::xtensor<I, N>& ids) const {
+    using O = output_t<P, param_type>;
+    std::array<std::size_t, N + 1> shape{};
+    for (std::size_t d = 0; d < N; ++d) shape[d] = ids.shape()[d];
+    shape[N] = features();
+    auto y = xt::xtensor<O, N + 1>::from_shape(shape);
+    lookup(ids, y.data());
+    return y;
+  }
+
+  /// As above for an `xt::xarray` of ids: [..ids.., features] as an `xt::xarray`.
+  /// \throws std::out_of_range if an id is negative or >= vocab_size().
+  template <class I>
+    requires detail::id_type<I>
+  [[nodiscard]] xt::xarray<output_t<P, param_type>> operator()(const xt::xarray<I>& ids) const {
+    using O = output_t<P, param_type>;
+    std::vector<std::size_t> shape(ids.shape().begin(), ids.shape().end());
+    shape.push_back(features());
+    auto y = xt::xarray<O>::from_shape(shape);
+    lookup(ids, y.data());
+    return y;
+  }
+
+  /// Logits of a tied classifier: x [..., features] · table^T -> [..., vocab], in
+  /// `output_t<P, T>`, computed in `compute_t<P, T>` with float32 accumulation.
+  /// \throws std::invalid_argument if the last axis of x is not `features()`.
+  template <detail::layer_array X>
+  [[nodiscard]] auto attend(const X& x) const {
+    using T = detail::value_t<X>;
+    using C = compute_t<P, T>;
+    using O = output_t<P, T>;
+    detail::check_features("embedding::attend", x, features(),
+                           kernels::detail::concat("table shape ", detail::shape_string(table_.shape()),
+                                                   " = [vocab, features]"));
+    auto y = detail::make_like<O>(x, vocab_size());
+    kernels::matmul<C>(detail::flat(x), detail::flat(table_), detail::flat(y),
+                       {detail::leading_size(x), features(), vocab_size()}, kernels::b_layout::n_k);
+    return y;
+  }
+
+ private:
+  template <class Ids, class O>
+  void lookup(const Ids& ids, O* out) const {
+    using C = compute_t<P, param_type>;
+    const std::size_t f = features();
+    const std::size_t vocab = vocab_size();
+    const auto* id_data = ids.data();
+    for (std::size_t n = 0; n < ids.size(); ++n) {
+      const auto [in_range, id] = detail::checked_id(id_data[n], vocab);
+      if (!in_range) {
+        throw std::out_of_range(kernels::detail::concat(
+            "embedding: id ", id, " at index ", detail::index_string(ids.shape(), n),
+            " is out of range for a vocabulary of ", vocab, " ids (valid ids are 0 to ",
+            vocab == 0 ? std::string("none") : std::to_string(vocab - 1), ")"));
+      }
+      const param_type* row = table_.data() + static_cast<std::size_t>(static_cast<long long>(id_data[n])) * f;
+      for (std::size_t j = 0; j < f; ++j) {
+        out[n * f + j] = kernels::detail::round_to<O>(kernels::detail::round_to<C>(row[j]));
+      }
+    }
+  }
+
+  table_type table_;
+};
+
+}  // namespace mixprec::nn

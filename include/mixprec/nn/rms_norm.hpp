@@ -1,0 +1,236 @@
+/// \file
+/// \brief `nn::rms_norm<P>`: RMS normalisation (Zhang & Sennrich 2019; T5's and llama's norm), plain,
+/// and fused with the residual add of a pre-norm transformer, with the residual stream kept in
+/// float32 (float64 under float64) and an optional residual scale, as in NovelAI's float16 T5 encoder.
+///
+/// **The fused form** (NovelAI T5 "ActAndResidual", github.com/NovelAI/t5, README "Float16
+/// considerations" and its RMSNorm `forward(x, residual)`): each pre-norm block hands its output x to the
+/// next norm, which adds it to the residual stream and normalises the sum:
+///
+///     s            = residual + x          in R = residual_t<P, T>  (x converted exactly when it is narrower)
+///     normed       = s * rsqrt(mean(|s|^2) + epsilon) * scale      (in R; result rounded once to the output type)
+///     new_residual = s * residual_scale                            (s itself when no residual scale is set)
+///
+/// For the first block (`no_residual`), s = x. The norm sees the unscaled sum; only the stream carried
+/// forward is scaled. The float16 T5 work uses a residual scale below 1 where the stream would leave
+/// float16's range and scales down the out-projections of the following blocks by the same factor, so
+/// that x and the stream stay proportional; RMSNorm is invariant to that scaling except through
+/// epsilon, which is why the same work also scales epsilon (by the square of the accumulated scale,
+/// for an exactly equivalent model). Powers of two keep the scaling exact.
+/// The residual stream is never rounded to the compute type: that is its purpose (flash-attention's
+/// fused add + norm kernels also keep it in float32, `residual_in_fp32`).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "mixprec/accumulator.hpp"
+#include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/kernels/reductions.hpp"
+#include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/layer_types.hpp"
+#include "mixprec/nn/layer_types.hpp"
+#include "mixprec/xtensor.hpp"
+
+namespace mixprec::nn {
+
+/// The element type of the residual stream of a fused `rms_norm` with policy `P` and inputs `T`: the
+/// accumulator of the compute type, i.e. float32 for float32/bfloat16/float16/float8 compute, float64
+/// for float64, std::complex of those for complex inputs. Never a 16-bit type.
+template <class P, class T>
+using residual_t = accumulator_t<compute_t<P, T>>;
+
+/// Tag for the first fused `rms_norm` of a network, where the residual stream starts as x itself.
+struct no_residual_t {
+  explicit constexpr no_residual_t() = default;
+};
+/// The `no_residual_t` value: `auto [h, r] = norm(x, nn::no_residual);`.
+inline constexpr no_residual_t no_residual{};
+
+/// The result of a fused `rms_norm`: the normalised activation and the new residual stream
+/// (NovelAI T5's `ActAndResidual(x, residual)`). Use structured bindings: `auto [h, r] = norm(x, r0);`.
+template <class Activation, class Residual>
+struct act_and_residual {
+  Activation x;       ///< the normalised sum, in output_t<P, T>, input of the next block
+  Residual residual;  ///< the residual stream (residual_t<P, T>), scaled by the residual scale if set
+};
+
+/// Options of `rms_norm`.
+struct rms_norm_options {
+  double epsilon = 1e-6;  ///< added to the mean square (Flax's and T5's default 1e-6; llama2.c uses 1e-5)
+  bool use_scale = true;  ///< learnable scale [features], initialised to ones
+  /// The fused form multiplies the residual stream it returns by this (after normalising); unset: no scaling.
+  std::optional<double> residual_scale{};
+};
+
+/// RMS normalisation of the last axis: `y = x * rsqrt(mean(|x|^2) + epsilon) * scale`.
+///
+/// - **Parameter**: an optional `scale` [features] in `P::param_type` (llama2.c's `rms_*_weight`).
+/// - **Input**: `xt::xtensor<T, N>` (N >= 1) or `xt::xarray<T>`, shape [..., features].
+/// - **Plain form** `norm(x)`: x rounded to `C = compute_t<P, T>` and widened to `S =
+///   accumulator_t<C>` (float32 or float64); the mean square is a compensated sum in S; x is normalised
+///   in S and the scale (rounded to C) applied after normalising, still in S, as llama2.c does
+///   (`weight[j] * (ss * x[j])`); one rounding to `O = output_t<P, T>`.
+/// - **Fused form** `norm(x, residual)` / `norm(x, no_residual)`: see the file comment. The residual
+///   must be the same kind of container as x, same shape, element type `residual_t<P, T>`.
+/// - **Errors**: `std::invalid_argument` when the last axis is not `features`, or x and the residual
+///   have different shapes (both shapes in the message).
+///
+/// **Example** (a pre-norm block with a float32 residual stream and float16 compute):
+///
+///     using P = mixprec::policy<float, mixprec::float16, mixprec::float16>;
+///     nn::rms_norm<P> ln1(512), ln2(512);
+///     auto [h, r] = ln1(x, nn::no_residual);   // h: float16 [.., 512], r: float32 [.., 512]
+///     auto next = ln2(attn(h), r);             // next.residual = r + attn(h) in float32,
+///                                              // next.x = rmsnorm(next.residual) in float16
+template <class P>
+class rms_norm {
+ public:
+  using policy_type = P;
+  using param_type = typename P::param_type;
+  using vector_type = xt::xtensor<param_type, 1>;  ///< [features]
+
+  /// A layer for `features` features; scale ones if `options.use_scale`.
+  explicit rms_norm(std::size_t features, rms_norm_options options = {})
+      : features_(features), epsilon_(options.epsilon), residual_scale_(options.residual_scale) {
+    if (options.use_scale) {
+      scale_ = vector_type::from_shape({features});
+      scale_->fill(param_type(1));
+    }
+  }
+
+  /// A layer whose scale [features] is `scale` of any floating type, rounded once to the param type
+  /// (`options.use_scale` is ignored: the layer has this scale).
+  template <class W>
+  [[nodiscard]] static rms_norm from_scale(const xt::xtensor<W, 1>& scale, rms_norm_options options = {}) {
+    rms_norm layer(scale.size(), options);
+    layer.scale_ = detail::to_param<param_type>(scale);
+    return layer;
+  }
+
+  /// Number of features (the normalised axis).
+  [[nodiscard]] std::size_t features() const noexcept { return features_; }
+  /// The epsilon added to the mean square.
+  [[nodiscard]] double epsilon() const noexcept { return epsilon_; }
+  /// The factor the fused form applies to the residual stream it returns, if any.
+  [[nodiscard]] std::optional<double> residual_scale() const noexcept { return residual_scale_; }
+  /// The scale [features], if the layer has one.
+  [[nodiscard]] const std::optional<vector_type>& scale() const noexcept { return scale_; }
+
+  /// Plain RMSNorm of x [..., features]: same kind of container and shape, in `output_t<P, T>`.
+  /// \throws std::invalid_argument if the last axis is not `features()`.
+  template <detail::layer_array X>
+  [[nodiscard]] auto operator()(const X& x) const {
+    using T = detail::value_t<X>;
+    using C = compute_t<P, T>;
+    using O = output_t<P, T>;
+    using S = accumulator_t<C>;
+    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    auto y = detail::make_like<O>(x, features_);
+    const std::vector<S> scale = scale_in<C, S>();
+    std::vector<S> row(features_);
+    const T* in = x.data();
+    O* out = y.data();
+    for (std::size_t r = 0; r < rows_of(x); ++r) {
+      kernels::detail::round_widen_n<C>(in + r * features_, features_, row.data());
+      normalise_row<S>(row.data(), scale, out + r * features_);
+    }
+    return y;
+  }
+
+  /// Fused residual add and RMSNorm: returns {rmsnorm(residual + x), (residual + x) * residual_scale}
+  /// (see the file comment). `residual` must have x's shape and element type `residual_t<P, T>`.
+  /// \throws std::invalid_argument if the last axis is not `features()` or the shapes differ.
+  template <detail::layer_array X, detail::layer_array Residual>
+  [[nodiscard]] auto operator()(const X& x, const Residual& residual) const {
+    using T = detail::value_t<X>;
+    using R = residual_t<P, T>;
+    static_assert(std::is_same_v<Residual, detail::rebind_t<X, R>>,
+                  "rms_norm(x, residual): the residual stream must be the same kind of container as x with "
+                  "element type nn::residual_t<P, T> (float32, or float64 under float64 compute), as the "
+                  "previous fused rms_norm returned it; start the stream with nn::no_residual.");
+    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    if (!std::equal(x.shape().begin(), x.shape().end(), residual.shape().begin(), residual.shape().end())) {
+      throw std::invalid_argument(kernels::detail::concat(
+          "rms_norm: x has shape ", detail::shape_string(x.shape()), " but the residual has shape ",
+          detail::shape_string(residual.shape()), "; pass the residual returned by the previous fused rms_norm for this x"));
+    }
+    return fused(x, residual.data());
+  }
+
+  /// Fused form for the first block: the residual stream starts as x (converted to `residual_t<P, T>`).
+  /// \throws std::invalid_argument if the last axis is not `features()`.
+  template <detail::layer_array X>
+  [[nodiscard]] auto operator()(const X& x, no_residual_t) const {
+    using T = detail::value_t<X>;
+    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    return fused(x, static_cast<const residual_t<P, T>*>(nullptr));
+  }
+
+ private:
+  template <class X>
+  std::size_t rows_of(const X& x) const {
+    return features_ == 0 ? 0 : x.size() / features_;
+  }
+
+  /// The scale rounded to the compute type C, in S (ones when the layer has none).
+  template <class C, class S>
+  std::vector<S> scale_in() const {
+    std::vector<S> scale(features_, S(1));
+    if (scale_) kernels::detail::round_widen_n<C>(scale_->data(), features_, scale.data());
+    return scale;
+  }
+
+  /// out[j] = round_to<O>(row[j] * rsqrt(mean(|row|^2) + eps) * scale[j]), in S.
+  template <class S, class O>
+  void normalise_row(const S* row, const std::vector<S>& scale, O* out) const {
+    using Real = kernels::detail::real_of_t<S>;
+    const Real ms = kernels::mean_square(std::span<const S>(row, features_));
+    const Real inv = Real(1) / std::sqrt(ms + static_cast<Real>(epsilon_));
+    for (std::size_t j = 0; j < features_; ++j) out[j] = kernels::detail::round_out<O>(row[j] * inv * scale[j]);
+  }
+
+  /// The fused form; `residual` is null for `no_residual`.
+  template <class X, class R>
+  auto fused(const X& x, const R* residual) const {
+    using T = detail::value_t<X>;
+    using C = compute_t<P, T>;
+    using O = output_t<P, T>;
+    static_assert(std::is_same_v<R, residual_t<P, T>>);
+    act_and_residual<detail::rebind_t<X, O>, detail::rebind_t<X, R>> result{detail::make_like<O>(x, features_),
+                                                                             detail::make_like<R>(x, features_)};
+    const std::vector<R> scale = scale_in<C, R>();
+    const T* in = x.data();
+    R* stream = result.residual.data();
+    O* out = result.x.data();
+    const std::size_t n = x.size();
+    // s = residual + x, element by element in R (one addition each, nothing else).
+    if (residual == nullptr) {
+      for (std::size_t i = 0; i < n; ++i) stream[i] = kernels::detail::round_to<R>(in[i]);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) stream[i] = residual[i] + kernels::detail::round_to<R>(in[i]);
+    }
+    for (std::size_t r = 0; r < rows_of(x); ++r) normalise_row<R>(stream + r * features_, scale, out + r * features_);
+    if (residual_scale_) {
+      const R factor = kernels::detail::round_to<R>(*residual_scale_);
+      for (std::size_t i = 0; i < n; ++i) stream[i] = stream[i] * factor;
+    }
+    return result;
+  }
+
+  std::size_t features_;
+  double epsilon_;
+  std::optional<double> residual_scale_;
+  std::optional<vector_type> scale_;
+};
+
+}  // namespace mixprec::nn

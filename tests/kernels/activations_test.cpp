@@ -1,0 +1,201 @@
+// Tests of kernels/activations.hpp against long double references written here from the textbook
+// definitions (x86-64 long double: 64-bit significand, unit roundoff 2^-64).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <iomanip>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "mixprec/kernels/activations.hpp"
+#include "mixprec/types.hpp"
+
+using mixprec::bfloat16;
+using mixprec::float16;
+using mixprec::kernels::gelu_approximation;
+namespace kernels = mixprec::kernels;
+
+namespace {
+
+using ld = long double;
+
+// The definitions, in long double, as written in the papers (no rewriting).
+ld ref_gelu_erf(ld x) { return 0.5L * x * (1.0L + std::erf(x / std::sqrt(2.0L))); }
+ld ref_gelu_tanh_y(ld x) { return std::sqrt(2.0L / (4.0L * std::atan(1.0L))) * (x + 0.044715L * x * x * x); }
+ld ref_gelu_tanh(ld x) { return 0.5L * x * (1.0L + std::tanh(ref_gelu_tanh_y(x))); }
+ld ref_sigmoid(ld x) { return 1.0L / (1.0L + std::exp(-x)); }
+ld ref_silu(ld x) { return x * ref_sigmoid(x); }
+
+/// Unit roundoff of T: 2^-digits (round to nearest).
+template <class T>
+double unit_roundoff() {
+  return std::ldexp(1.0, -std::numeric_limits<T>::digits);
+}
+
+/// The test points: a fine grid over [-5.5, 8] plus random points. Below -5.5 the textbook forms lose
+/// digits even in long double (1 + erf(-6/sqrt 2) = 2e-9, 1 + tanh(y) smaller still): the tails are
+/// tested separately below.
+std::vector<double> test_points() {
+  std::vector<double> xs;
+  for (int i = 0; i <= 1350; ++i) xs.push_back(-5.5 + 0.01 * i);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<double> dist(-5.5, 8.0);
+  for (int i = 0; i < 2000; ++i) xs.push_back(dist(rng));
+  xs.push_back(0.0);
+  return xs;
+}
+
+/// Checks f(T(x)) against ref(x_T) for every test point, where x_T is x rounded to T, with
+///   |f - ref| <= u_T |ref| (the one rounding of the result to T) + rel_op(x) u_op |ref| + tiny
+/// rel_op(x): the error of the opmath evaluation in units of u_op (derived per function below);
+/// tiny: half the smallest subnormal of T (results that round into or below T's subnormals), plus
+/// the long double reference's own error |x| 2^-63 (the textbook GELU forms add 1 + erf(..) or
+/// 1 + tanh(..) with an absolute error of 2^-64, times 0.5 |x|): it matters only for double near -5.5,
+/// where 1 + erf(x / sqrt 2) is 4e-8.
+template <class T, class F, class Ref, class RelOp>
+void check_against_reference(F f, Ref ref, RelOp rel_op) {
+  using Op = kernels::opmath_t<T>;
+  const double u_t = std::is_same_v<T, Op> ? 0.0 : unit_roundoff<T>();
+  const double u_op = unit_roundoff<Op>();
+  const double tiny = 0.5 * static_cast<double>(std::numeric_limits<T>::denorm_min());
+  for (double x0 : test_points()) {
+    const T x = static_cast<T>(x0);
+    const ld xv = static_cast<ld>(static_cast<double>(x));
+    const ld r = ref(xv);
+    const double got = static_cast<double>(f(x));
+    const double tol = (u_t + rel_op(static_cast<double>(xv)) * u_op) * std::abs(static_cast<double>(r)) + tiny +
+                       std::abs(static_cast<double>(xv)) * std::ldexp(1.0, -63);
+    INFO(std::setprecision(17) << "x = " << static_cast<double>(xv) << ", got " << got << ", reference "
+                               << static_cast<double>(r) << ", tolerance " << tol);
+    REQUIRE(std::abs(got - static_cast<double>(r)) <= tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tanh-GELU of float16(100) is 100: the cube is formed in float32 opmath", "[kernels][activations]") {
+  // 100^3 = 1e6 overflows float16 (max 65504): evaluated in float16, 0.044715 x^3 would be Inf and the
+  // result NaN or Inf. In float32 opmath tanh saturates to 1 and gelu(100) = 100, a float16 value.
+  const float16 x(100.0f);
+  const float16 y = kernels::gelu(x, gelu_approximation::tanh);
+  CHECK(isfinite(y));
+  CHECK(static_cast<float>(y) == 100.0f);
+  CHECK(static_cast<float>(kernels::gelu(x)) == 100.0f);
+  CHECK(static_cast<float>(kernels::gelu(float16(-100.0f), gelu_approximation::tanh)) == 0.0f);
+  CHECK(static_cast<float>(kernels::silu(float16(60000.0f))) == 60000.0f);
+  STATIC_REQUIRE(std::is_same_v<decltype(kernels::gelu(x)), float16>);
+  STATIC_REQUIRE(std::is_same_v<kernels::opmath_t<float16>, float>);
+  STATIC_REQUIRE(std::is_same_v<kernels::opmath_t<double>, double>);
+}
+
+TEMPLATE_TEST_CASE("erf-GELU matches 0.5 x (1 + erf(x / sqrt 2)) within the format's rounding", "[kernels][activations]",
+                   float, double, bfloat16, float16) {
+  // Opmath error of 0.5 x erfc(-x/sqrt 2): the argument carries ~2 roundings (1/sqrt 2 and the
+  // product), amplified by erfc's condition number |z erfc'(z) / erfc(z)| <= 2 z^2 + 1 = x^2 + 1 for the
+  // z = -x/sqrt 2 >= 0 side (x <= 0), below 1 otherwise; erfc itself is within 4 ulps in glibc; two
+  // more products: 8 + 2 (x^2 + 1) u_op.
+  check_against_reference<TestType>([](TestType x) { return kernels::gelu(x); }, ref_gelu_erf,
+                                    [](double x) { return 8.0 + 2.0 * (x * x + 1.0); });
+}
+
+TEMPLATE_TEST_CASE("tanh-GELU matches 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) within the format's rounding",
+                   "[kernels][activations]", float, double, bfloat16, float16) {
+  // Opmath error of x / (1 + e^(-2y)): y = sqrt(2/pi)(x + c x^3) carries <= 6 roundings (two rounded
+  // constants, the cube, the product, the sum, the scaling): relative 6u. e^(-2y) then has relative
+  // error 2|y| 6u + 1 ulp, damped by e/(1 + e) <= 1 in the denominator; 1 + e and the division: 2 more.
+  // Total <= (12 |y| + 4) u_op; the factor 2 below is a margin for exp's own ulp error.
+  check_against_reference<TestType>([](TestType x) { return kernels::gelu(x, gelu_approximation::tanh); },
+                                    ref_gelu_tanh, [](double x) {
+                                      return 2.0 * (12.0 * std::abs(static_cast<double>(ref_gelu_tanh_y(x))) + 4.0);
+                                    });
+}
+
+TEMPLATE_TEST_CASE("SiLU and sigmoid match x / (1 + e^-x) and 1 / (1 + e^-x) within the format's rounding",
+                   "[kernels][activations]", float, double, bfloat16, float16) {
+  // -x is exact; e^-x within 1-2 ulps; 1 + e and the division: 2 roundings. 6 u_op covers it.
+  check_against_reference<TestType>([](TestType x) { return kernels::silu(x); }, ref_silu, [](double) { return 6.0; });
+  check_against_reference<TestType>([](TestType x) { return kernels::sigmoid(x); }, ref_sigmoid,
+                                    [](double) { return 6.0; });
+}
+
+TEMPLATE_TEST_CASE("exp and rsqrt are evaluated in opmath and rounded once", "[kernels][activations]", float, double,
+                   bfloat16, float16) {
+  // exp: within 2 ulps of opmath (glibc), then one rounding to T. The test range [-5.5, 8] stays inside
+  // float16's range (e^8 = 2981).
+  check_against_reference<TestType>([](TestType x) { return kernels::exp(x); },
+                                    [](ld x) { return std::exp(x); }, [](double) { return 2.0; });
+  // rsqrt on positive arguments (a T value a): sqrt and the division, 2 opmath roundings, then one to T.
+  const double u_t = std::is_same_v<TestType, kernels::opmath_t<TestType>> ? 0.0 : unit_roundoff<TestType>();
+  const double u_op = unit_roundoff<kernels::opmath_t<TestType>>();
+  for (double x0 : test_points()) {
+    const TestType a(std::abs(x0) + 0.25);
+    const ld r = 1.0L / std::sqrt(static_cast<ld>(static_cast<double>(a)));
+    INFO("a = " << static_cast<double>(a));
+    REQUIRE(std::abs(static_cast<double>(kernels::rsqrt(a)) - static_cast<double>(r)) <=
+            (u_t + 2.0 * u_op) * static_cast<double>(r));
+  }
+  CHECK(kernels::rsqrt(0.0f) == std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(kernels::rsqrt(-1.0)));
+}
+
+TEST_CASE("GELU and SiLU keep their relative accuracy in the negative tail", "[kernels][activations]") {
+  // For x < -5.5 the textbook forms cancel (1 + erf(x/sqrt 2) < 4e-8): the reference switches to the
+  // identities 1 + erf(z) = erfc(-z) and 1 + tanh(y) = 2 / (1 + e^-2y), still in long double. The
+  // relative bounds stop where float32 intermediates leave the normal range (erfc(-x / sqrt 2) below
+  // FLT_MIN from x = -12.5; e^-2y overflows from x = -10): beyond, the error is absolute, at most
+  // |x| FLT_MIN (an intermediate below FLT_MIN carries an absolute error below FLT_MIN).
+  const double u = std::ldexp(1.0, -24);
+  const double flt_min = static_cast<double>(std::numeric_limits<float>::min());
+  const double tiny = static_cast<double>(std::numeric_limits<float>::denorm_min());
+  for (double x = -30.0; x < -5.5; x += 0.25) {
+    const float xf = static_cast<float>(x);
+    const ld y = ref_gelu_tanh_y(x);
+    INFO("x = " << x);
+    const double ref_erf = static_cast<double>(0.5L * x * std::erfc(-x / std::sqrt(2.0L)));
+    const double ref_tanh = static_cast<double>(x / (1.0L + std::exp(-2.0L * y)));
+    const double ref_s = static_cast<double>(ref_silu(x));
+    const double got_erf = static_cast<double>(kernels::gelu(xf));
+    const double got_tanh = static_cast<double>(kernels::gelu(xf, gelu_approximation::tanh));
+    if (x >= -12.5) {
+      CHECK(std::abs(got_erf - ref_erf) <= (8.0 + 2.0 * (x * x + 1.0)) * u * std::abs(ref_erf) + tiny);
+    } else {
+      CHECK(std::abs(got_erf - ref_erf) <= std::abs(x) * flt_min);
+    }
+    if (x >= -10.0) {
+      CHECK(std::abs(got_tanh - ref_tanh) <= 2.0 * (12.0 * std::abs(static_cast<double>(y)) + 4.0) * u * std::abs(ref_tanh) + tiny);
+    } else {
+      CHECK(std::abs(got_tanh - ref_tanh) <= std::abs(x) * flt_min);
+    }
+    CHECK(std::abs(static_cast<double>(kernels::silu(xf)) - ref_s) <= 6.0 * u * std::abs(ref_s) + tiny);
+  }
+}
+
+TEST_CASE("relu is max(x, 0) and keeps NaN", "[kernels][activations]") {
+  CHECK(kernels::relu(-1.5f) == 0.0f);
+  CHECK(kernels::relu(2.5) == 2.5);
+  CHECK(static_cast<float>(kernels::relu(bfloat16(-3.0f))) == 0.0f);
+  CHECK(static_cast<float>(kernels::relu(float16(7.0f))) == 7.0f);
+  CHECK(std::isnan(kernels::relu(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(isnan(kernels::relu(std::numeric_limits<float16>::quiet_NaN())));
+}
+
+TEST_CASE("range activations compute in the input's opmath and round once to the output type", "[kernels][activations]") {
+  const std::vector<float> x{-3.0f, -0.5f, 0.0f, 0.7f, 2.0f, 100.0f};
+  std::vector<float16> y(x.size());
+  kernels::gelu(x, y, gelu_approximation::tanh);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    CHECK(y[i] == float16(kernels::gelu(x[i], gelu_approximation::tanh)));
+  }
+  std::vector<bfloat16> z(x.size());
+  kernels::silu(x, z);
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK(z[i] == bfloat16(kernels::silu(x[i])));
+  std::vector<double> w(x.size());
+  kernels::relu(x, w);
+  CHECK(w == std::vector<double>{0, 0, 0, static_cast<double>(0.7f), 2, 100});
+  using Catch::Matchers::Contains;
+  std::vector<float> short_out(2);
+  CHECK_THROWS_WITH(kernels::exp(x, short_out), Contains("exp") && Contains("2 elements") && Contains("6"));
+}

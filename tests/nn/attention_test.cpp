@@ -1,0 +1,964 @@
+// Tests of nn/attention.hpp against a float64 reference attention written here with plain loops
+// (projections, RoPE, scores q·k / sqrt(d), masks, softmax over all keys at once, weighted sum, output
+// projection), which also propagates magnitudes to give each output a first-order error scale.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <new>
+#include <optional>
+#include <random>
+#include <span>
+#include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "mixprec/nn/attention.hpp"
+#include "mixprec/policy.hpp"
+#include "mixprec/types.hpp"
+
+using mixprec::bfloat16;
+using mixprec::float16;
+using mixprec::policy;
+using mixprec::promote;
+namespace nn = mixprec::nn;
+namespace kernels = mixprec::kernels;
+using Catch::Matchers::Contains;
+
+// ---------------------------------------------------------------------------------------------
+// Allocation tracking (replaced global operator new/delete): how much memory a call allocates.
+// ---------------------------------------------------------------------------------------------
+namespace alloc_tracking {
+bool active = false;
+std::size_t live = 0;     // bytes allocated while active and not yet freed
+std::size_t peak = 0;     // maximum of `live`
+std::size_t largest = 0;  // largest single allocation while active
+std::size_t count = 0;    // number of allocations while active
+void start() {
+  live = peak = largest = count = 0;
+  active = true;
+}
+void stop() { active = false; }
+}  // namespace alloc_tracking
+
+namespace {
+constexpr std::size_t header = 16;  // keeps the default new alignment (16 on x86-64)
+}  // namespace
+
+// GCC 12 at -O2 inlines these replacements into their callers and then misreads the size header in
+// front of each block as an out-of-bounds access (-Warray-bounds) and std::free of a `new`ed pointer
+// as a mismatch (-Wmismatched-new-delete). Both are false positives for a replaced global operator
+// new/delete pair; the warnings are silenced for these definitions only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+void* operator new(std::size_t n) {
+  void* base = std::malloc(n + header);
+  if (base == nullptr) throw std::bad_alloc();
+  auto* words = static_cast<std::size_t*>(base);
+  words[0] = n;
+  words[1] = alloc_tracking::active ? 1 : 0;
+  if (alloc_tracking::active) {
+    alloc_tracking::live += n;
+    alloc_tracking::peak = std::max(alloc_tracking::peak, alloc_tracking::live);
+    alloc_tracking::largest = std::max(alloc_tracking::largest, n);
+    ++alloc_tracking::count;
+  }
+  return static_cast<char*>(base) + header;
+}
+void operator delete(void* p) noexcept {
+  if (p == nullptr) return;
+  void* base = static_cast<char*>(p) - header;
+  const auto* words = static_cast<const std::size_t*>(base);
+  if (words[1] != 0 && alloc_tracking::live >= words[0]) alloc_tracking::live -= words[0];
+  std::free(base);
+}
+void* operator new[](std::size_t n) { return ::operator new(n); }
+void operator delete[](void* p) noexcept { ::operator delete(p); }
+void operator delete(void* p, std::size_t) noexcept { ::operator delete(p); }
+void operator delete[](void* p, std::size_t) noexcept { ::operator delete(p); }
+// The nothrow forms too (Catch2 uses them): a sanitizer runtime would otherwise supply its own, whose
+// blocks our delete cannot free. The over-aligned forms stay the runtime's: their deletes pair with them.
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return ::operator new(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return ::operator new(n);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { ::operator delete(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { ::operator delete(p); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+namespace {
+
+// The policies of docs/layers.md.
+using p_f32 = policy<float>;                        // f32 everywhere
+using p_c_bf16 = policy<float, bfloat16, float>;    // p=f32, c=bf16, o=f32
+using p_c_f16 = policy<float, float16, float>;      // p=f32, c=f16, o=f32
+using p_bf16 = policy<bfloat16>;                    // bf16 everywhere
+using p_f64 = policy<double>;                       // f64 everywhere
+using p_promote = policy<float, promote, promote>;  // Flax dtype=None, param_dtype=float32
+using all_policies = std::tuple<p_f32, p_c_bf16, p_c_f16, p_bf16, p_f64, p_promote>;
+
+template <class T>
+double unit_roundoff() {
+  return std::ldexp(1.0, -std::numeric_limits<T>::digits);
+}
+
+/// `x` rounded to the real type C, as a double.
+template <class C>
+double round_to(double x) {
+  if constexpr (std::is_same_v<C, double>) {
+    return x;
+  } else if constexpr (std::is_same_v<C, float>) {
+    return static_cast<double>(static_cast<float>(x));
+  } else {
+    return static_cast<double>(static_cast<C>(x));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The float64 reference.
+// ---------------------------------------------------------------------------------------------
+
+/// Weights as doubles, [in, out] row-major; biases empty when absent.
+struct weights64 {
+  std::vector<double> wq, wk, wv, wo, bq, bk, bv, bo;
+};
+
+/// The reference's output: y [rows, d_model] and, per element, a first-order error scale `bound`: the
+/// result of the same computation on magnitudes (|x| |w| sums, rotations of magnitudes, score
+/// magnitudes times 2 through the softmax; see `reference_attention`).
+struct ref_out {
+  std::vector<double> y;
+  std::vector<double> bound;
+};
+
+/// Reference attention for x [batch, seq, d_model] (doubles), from the config as the user wrote it
+/// (defaults resolved here independently). `valid` [batch * seq] (empty: all real). `round_c` is the
+/// rounding to the compute type applied to scores and probabilities in `softmax_precision::compute`
+/// (null: none). Only the query rows in `rows` (flat b * seq + t) are evaluated (empty: all).
+///
+/// Error scale: if every value an operation reads is off by at most eps times its magnitude and the
+/// operation adds a relative eps, the result is off by at most ~eps times the magnitude computed here:
+///  - projections: M = sum |x| |w| + |b| (with magnitudes of inputs in place of |x| for wo);
+///  - rotations: Ma' = |c| Ma + |s| Mb (and symmetrically);
+///  - scores: Ms_j = scale sum_i (Mq_i |k_ji| + |q_i| Mk_ji) (+ |s_j| when scores are rounded);
+///  - softmax: dp_j = p_j (ds_j - sum_t p_t ds_t), so the weighted sum moves by <= 2 max_j Ms_j sum_j p_j |v_j|:
+///    Ma_i = sum_j p_j (Mv_ji + 2 max Ms |v_ji|) + |a_i| (+ sum_j p_j |v_ji| when probabilities are rounded).
+ref_out reference_attention(const nn::attention_config& cfg, std::size_t batch, std::size_t seq,
+                            const std::vector<double>& x, const weights64& w, const std::vector<char>& valid,
+                            double (*round_c)(double), const std::vector<std::size_t>& rows = {}) {
+  const std::size_t d = cfg.d_model, H = cfg.n_heads;
+  const std::size_t KV = cfg.n_kv_heads == 0 ? H : cfg.n_kv_heads;
+  const std::size_t hd = cfg.head_dim == 0 ? d / H : cfg.head_dim;
+  const double scale = cfg.scale ? *cfg.scale : 1.0 / std::sqrt(static_cast<double>(hd));
+  const std::size_t n = batch * seq;
+
+  auto project = [&](const std::vector<double>& in, const std::vector<double>& in_mag, std::size_t in_w,
+                     const std::vector<double>& wt, const std::vector<double>& b, std::size_t out_w,
+                     std::vector<double>& out, std::vector<double>& out_mag) {
+    out.assign(n * out_w, 0.0);
+    out_mag.assign(n * out_w, 0.0);
+    for (std::size_t r = 0; r < n; ++r) {
+      for (std::size_t o = 0; o < out_w; ++o) {
+        double s = b.empty() ? 0.0 : b[o];
+        double m = b.empty() ? 0.0 : std::abs(b[o]);
+        for (std::size_t i = 0; i < in_w; ++i) {
+          s += in[r * in_w + i] * wt[i * out_w + o];
+          m += (in_mag[r * in_w + i] + std::abs(in[r * in_w + i])) * std::abs(wt[i * out_w + o]);
+        }
+        out[r * out_w + o] = s;
+        out_mag[r * out_w + o] = m;
+      }
+    }
+  };
+  const std::vector<double> zero_mag(x.size(), 0.0);
+  std::vector<double> q, qm, k, km, v, vm;
+  project(x, zero_mag, d, w.wq, w.bq, H * hd, q, qm);
+  project(x, zero_mag, d, w.wk, w.bk, KV * hd, k, km);
+  project(x, zero_mag, d, w.wv, w.bv, KV * hd, v, vm);
+
+  if (cfg.rotary) {
+    const double theta = cfg.rotary->theta;
+    const bool adjacent = cfg.rotary->layout == nn::rope_layout::adjacent_pairs;
+    auto rotate = [&](std::vector<double>& val, std::vector<double>& mag, std::size_t heads) {
+      for (std::size_t r = 0; r < n; ++r) {
+        const double pos = static_cast<double>(r % seq);
+        for (std::size_t h = 0; h < heads; ++h) {
+          for (std::size_t i = 0; i < hd / 2; ++i) {
+            const double angle = pos / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(hd));
+            const double c = std::cos(angle), s = std::sin(angle);
+            const std::size_t ia = r * heads * hd + h * hd + (adjacent ? 2 * i : i);
+            const std::size_t ib = r * heads * hd + h * hd + (adjacent ? 2 * i + 1 : i + hd / 2);
+            const double a = val[ia], b = val[ib], ma = mag[ia], mb = mag[ib];
+            val[ia] = a * c - b * s;
+            val[ib] = a * s + b * c;
+            mag[ia] = std::abs(c) * ma + std::abs(s) * mb + std::abs(a * c) + std::abs(b * s);
+            mag[ib] = std::abs(s) * ma + std::abs(c) * mb + std::abs(a * s) + std::abs(b * c);
+          }
+        }
+      }
+    };
+    rotate(q, qm, H);
+    rotate(k, km, KV);
+  }
+
+  std::vector<double> att(n * H * hd, 0.0), att_mag(n * H * hd, 0.0);
+  std::vector<char> want(n, rows.empty() ? 1 : 0);
+  for (std::size_t r : rows) want[r] = 1;
+  const std::size_t group = H / KV;
+  for (std::size_t b = 0; b < batch; ++b) {
+    for (std::size_t t = 0; t < seq; ++t) {
+      if (!want[b * seq + t]) continue;
+      for (std::size_t h = 0; h < H; ++h) {
+        const std::size_t g = h / group;
+        const double* qv = &q[(b * seq + t) * H * hd + h * hd];
+        const double* qmv = &qm[(b * seq + t) * H * hd + h * hd];
+        std::vector<double> s, sm;
+        std::vector<std::size_t> keys;
+        for (std::size_t j = 0; j < seq; ++j) {
+          if (cfg.causal && j > t) continue;
+          if (!valid.empty() && !valid[b * seq + j]) continue;
+          const double* kv = &k[(b * seq + j) * KV * hd + g * hd];
+          const double* kmv = &km[(b * seq + j) * KV * hd + g * hd];
+          double dot = 0.0, mag = 0.0;
+          for (std::size_t i = 0; i < hd; ++i) {
+            dot += qv[i] * kv[i];
+            mag += qmv[i] * std::abs(kv[i]) + std::abs(qv[i]) * kmv[i] + std::abs(qv[i] * kv[i]);
+          }
+          double score = dot * scale;
+          mag *= scale;
+          if (round_c != nullptr) {
+            mag += std::abs(score);
+            score = round_c(score);
+          }
+          s.push_back(score);
+          sm.push_back(mag);
+          keys.push_back(j);
+        }
+        double* out = &att[(b * seq + t) * H * hd + h * hd];
+        double* out_mag = &att_mag[(b * seq + t) * H * hd + h * hd];
+        if (keys.empty()) continue;  // fully masked: zeros
+        const double m = *std::max_element(s.begin(), s.end());
+        const double smax = *std::max_element(sm.begin(), sm.end());
+        double l = 0.0;
+        for (double sj : s) l += std::exp(sj - m);
+        for (std::size_t jj = 0; jj < keys.size(); ++jj) {
+          double p = std::exp(s[jj] - m) / l;
+          if (round_c != nullptr) p = round_c(p);
+          const double* vv = &v[(b * seq + keys[jj]) * KV * hd + g * hd];
+          const double* vmv = &vm[(b * seq + keys[jj]) * KV * hd + g * hd];
+          for (std::size_t i = 0; i < hd; ++i) {
+            out[i] += p * vv[i];
+            out_mag[i] += p * (vmv[i] + 2.0 * smax * std::abs(vv[i]) + (round_c != nullptr ? std::abs(vv[i]) : 0.0));
+          }
+        }
+        for (std::size_t i = 0; i < hd; ++i) out_mag[i] += std::abs(out[i]);
+      }
+    }
+  }
+  ref_out r;
+  project(att, att_mag, H * hd, w.wo, w.bo, d, r.y, r.bound);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building layers and inputs.
+// ---------------------------------------------------------------------------------------------
+
+template <class P>
+nn::dense<P> random_projection(std::size_t in, std::size_t out, double gain, bool bias, std::mt19937& rng) {
+  std::normal_distribution<double> normal(0.0, gain / std::sqrt(static_cast<double>(in)));
+  auto wt = xt::xtensor<double, 2>::from_shape({in, out});
+  for (auto& e : wt) e = normal(rng);
+  if (!bias) return nn::dense<P>::from_weights(wt, nn::weight_layout::in_out);
+  std::normal_distribution<double> small(0.0, 0.2);
+  auto b = xt::xtensor<double, 1>::from_shape({out});
+  for (auto& e : b) e = small(rng);
+  return nn::dense<P>::from_weights(wt, b, nn::weight_layout::in_out);
+}
+
+/// A layer with random weights (q weights with gain 2 for a sharper softmax) and, optionally, biases.
+template <class P>
+nn::attention<P> random_layer(const nn::attention_config& cfg, unsigned seed, bool biases) {
+  std::mt19937 rng(seed);
+  const std::size_t H = cfg.n_heads, KV = cfg.n_kv_heads == 0 ? H : cfg.n_kv_heads;
+  const std::size_t hd = cfg.head_dim == 0 ? cfg.d_model / H : cfg.head_dim;
+  auto wq = random_projection<P>(cfg.d_model, H * hd, 2.0, biases, rng);
+  auto wk = random_projection<P>(cfg.d_model, KV * hd, 1.0, biases, rng);
+  auto wv = random_projection<P>(cfg.d_model, KV * hd, 1.0, biases, rng);
+  auto wo = random_projection<P>(H * hd, cfg.d_model, 1.0, biases, rng);
+  return nn::attention<P>(cfg, std::move(wq), std::move(wk), std::move(wv), std::move(wo));
+}
+
+template <class Param>
+std::vector<double> to_doubles(const xt::xtensor<Param, 2>& a) {
+  return std::vector<double>(a.begin(), a.end());
+}
+template <class Param>
+std::vector<double> to_doubles(const std::optional<xt::xtensor<Param, 1>>& a) {
+  return a ? std::vector<double>(a->begin(), a->end()) : std::vector<double>{};
+}
+
+/// The layer's stored parameters (exact values in the param type) as doubles.
+template <class P>
+weights64 read_weights(const nn::attention<P>& a) {
+  return {to_doubles(a.wq().kernel()), to_doubles(a.wk().kernel()), to_doubles(a.wv().kernel()),
+          to_doubles(a.wo().kernel()), to_doubles(a.wq().bias()),   to_doubles(a.wk().bias()),
+          to_doubles(a.wv().bias()),   to_doubles(a.wo().bias())};
+}
+
+template <class T>
+xt::xtensor<T, 3> random_input(std::size_t batch, std::size_t seq, std::size_t d, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto x = xt::xtensor<T, 3>::from_shape({batch, seq, d});
+  for (auto& v : x) v = static_cast<T>(normal(rng));
+  return x;
+}
+
+template <class T>
+std::vector<double> to_doubles(const xt::xtensor<T, 3>& x) {
+  std::vector<double> out;
+  for (const auto& v : x) out.push_back(static_cast<double>(v));
+  return out;
+}
+
+/// eps of the error model for compute type C: u_C for each rounding to C, plus float32 (or float64)
+/// accumulation of up to `terms` terms (Eigen sums in any order: gamma_terms <= terms u_acc).
+template <class C>
+double eps_for(std::size_t terms) {
+  using Acc = mixprec::accumulator_t<C>;
+  return unit_roundoff<C>() + static_cast<double>(terms) * unit_roundoff<Acc>();
+}
+
+/// Safety factor on the first-order bound: each value passes through at most 4 roundings to C between
+/// stages (operands x and w, the projection result, the rotation) and the weighted sum adds 2 more
+/// (its result and the rounding of `a` before wo), i.e. ~4-6 eps times the magnitudes; 8 adds margin
+/// for the second-order terms of exp in the half types (e^(4 * 2^-8 * |s|) - 1 is 2% above first order
+/// for |s| ~ 5).
+constexpr double safety = 8.0;
+
+/// Checks every evaluated element of y against the reference: |y - ref| <= safety eps bound + u_O |ref|.
+template <class O, std::size_t N>
+void check_against(const xt::xtensor<O, N>& y, const ref_out& r, double eps, const std::vector<std::size_t>& rows,
+                   std::size_t d) {
+  const double u_o = std::is_same_v<O, float> || std::is_same_v<O, double> ? 0.0 : unit_roundoff<O>();
+  REQUIRE(y.size() == r.y.size());
+  std::vector<std::size_t> all;
+  if (rows.empty()) {
+    for (std::size_t i = 0; i < y.size() / d; ++i) all.push_back(i);
+  }
+  for (std::size_t row : rows.empty() ? all : rows) {
+    for (std::size_t o = 0; o < d; ++o) {
+      const std::size_t i = row * d + o;
+      const double got = static_cast<double>(y.data()[i]);
+      const double tol = safety * eps * r.bound[i] + u_o * std::abs(r.y[i]);
+      INFO("row " << row << ", feature " << o << ": got " << got << ", reference " << r.y[i] << ", tolerance "
+                  << tol);
+      REQUIRE(std::abs(got - r.y[i]) <= tol);
+    }
+  }
+}
+
+/// The configuration most tests use: GQA (4 query heads on 2 kv heads), causal, adjacent RoPE, tiny
+/// tiles (3 queries x 2 keys) so that every tiling path runs on short sequences.
+nn::attention_config small_config() {
+  return {.d_model = 16,
+          .n_heads = 4,
+          .n_kv_heads = 2,
+          .head_dim = 4,
+          .causal = true,
+          .rotary = nn::rotary_config{.layout = nn::rope_layout::adjacent_pairs},
+          .query_block = 3,
+          .key_block = 2};
+}
+
+/// Tokens [t0, t1) of a [batch, seq, ...] array (copied).
+template <class T, std::size_t N>
+xt::xtensor<T, N> tokens(const xt::xtensor<T, N>& a, std::size_t t0, std::size_t t1) {
+  auto shape = a.shape();
+  const std::size_t batch = shape[0], seq = shape[1], inner = a.size() / std::max<std::size_t>(batch * seq, 1);
+  shape[1] = t1 - t0;
+  auto out = xt::xtensor<T, N>::from_shape(shape);
+  for (std::size_t b = 0; b < batch; ++b) {
+    std::copy_n(a.data() + (b * seq + t0) * inner, (t1 - t0) * inner, out.data() + b * (t1 - t0) * inner);
+  }
+  return out;
+}
+
+/// Writes `part` [batch, n, ...] into tokens [t0, t0 + n) of `a` [batch, seq, ...].
+template <class T, std::size_t N>
+void put_tokens(xt::xtensor<T, N>& a, const xt::xtensor<T, N>& part, std::size_t t0) {
+  const std::size_t batch = a.shape()[0], seq = a.shape()[1], n = part.shape()[1];
+  const std::size_t inner = a.size() / std::max<std::size_t>(batch * seq, 1);
+  for (std::size_t b = 0; b < batch; ++b) {
+    std::copy_n(part.data() + b * n * inner, n * inner, a.data() + (b * seq + t0) * inner);
+  }
+}
+
+template <class T, std::size_t N>
+double max_abs_difference(const xt::xtensor<T, N>& a, const xt::xtensor<T, N>& b) {
+  double m = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    m = std::max(m, std::abs(static_cast<double>(a.data()[i]) - static_cast<double>(b.data()[i])));
+  }
+  return m;
+}
+
+template <class P>
+using input_for = std::conditional_t<std::is_same_v<P, p_f64>, double, float>;
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("attention matches a float64 reference for every policy", "[nn][attention]", all_policies) {
+  using P = TestType;
+  using In = input_for<P>;
+  using C = nn::compute_t<P, In>;
+  const auto cfg = small_config();
+  const auto layer = random_layer<P>(cfg, 1, /*biases=*/true);
+  const std::size_t batch = 2, seq = 7;
+  const auto x = random_input<In>(batch, seq, cfg.d_model, 2);
+  // Row 1 is left-padded by two tokens: its queries 0 and 1 see no real key (causal) and output zeros.
+  auto mask = xt::xtensor<bool, 2>::from_shape({batch, seq});
+  mask.fill(true);
+  mask(1, 0) = mask(1, 1) = false;
+  const std::vector<char> valid(mask.begin(), mask.end());
+
+  const auto y = layer(x, mask);
+  const auto r = reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer), valid, nullptr);
+  check_against(y, r, eps_for<C>(16 + seq + 8), {}, cfg.d_model);
+  for (const auto& e : y) CHECK(std::isfinite(static_cast<double>(e)));
+
+  SECTION("without a mask, padding tokens are attended like any other") {
+    const auto y_all = layer(x);
+    const auto r_all = reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer), {}, nullptr);
+    check_against(y_all, r_all, eps_for<C>(16 + seq + 8), {}, cfg.d_model);
+  }
+}
+
+TEST_CASE("attention output and cache dtypes follow the policy, including Flax's promote cases", "[nn][attention]") {
+  nn::attention_config cfg{.d_model = 8, .n_heads = 2};
+  const auto x32 = random_input<float>(1, 3, 8, 1);
+  const auto xbf = random_input<bfloat16>(1, 3, 8, 1);
+  const auto x64 = random_input<double>(1, 3, 8, 1);
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::attention<p_f32>(cfg)(x32)), xt::xtensor<float, 3>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::attention<p_c_bf16>(cfg)(x32)), xt::xtensor<float, 3>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::attention<p_c_f16>(cfg)(x32)), xt::xtensor<float, 3>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::attention<p_bf16>(cfg)(x32)), xt::xtensor<bfloat16, 3>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::attention<p_f64>(cfg)(x32)), xt::xtensor<double, 3>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::attention<p_promote>(cfg)(x32)), xt::xtensor<float, 3>>);
+  // Flax: bf16 input with float32 params and dtype=None computes and returns float32.
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::attention<p_promote>(cfg)(xbf)), xt::xtensor<float, 3>>);
+  // float64 input is never truncated under promote.
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::attention<p_promote>(cfg)(x64)), xt::xtensor<double, 3>>);
+  // An explicit compute dtype of bf16 (output defaults to compute) returns bf16.
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::attention<policy<float, bfloat16>>(cfg)(x32)), xt::xtensor<bfloat16, 3>>);
+  // The cache mirrors the keys and values: the compute type.
+  STATIC_REQUIRE(std::is_same_v<nn::attention<p_c_bf16>::cache_type<float>, nn::kv_cache<bfloat16>>);
+  STATIC_REQUIRE(std::is_same_v<nn::attention<p_c_f16>::cache_type<float>, nn::kv_cache<float16>>);
+  STATIC_REQUIRE(std::is_same_v<nn::attention<p_f32>::cache_type<float>, nn::kv_cache<float>>);
+  STATIC_REQUIRE(std::is_same_v<nn::attention<p_f64>::cache_type<float>, nn::kv_cache<double>>);
+  STATIC_REQUIRE(std::is_same_v<nn::attention<p_promote>::cache_type<bfloat16>, nn::kv_cache<float>>);
+  STATIC_REQUIRE(std::is_same_v<nn::attention<p_promote>::cache_type<double>, nn::kv_cache<double>>);
+  // The rank of the input is kept.
+  const auto x2 = xt::xtensor<float, 2>::from_shape({3, 8});
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::attention<p_c_bf16>(cfg)(x2)), xt::xtensor<float, 2>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::attention<p_c_bf16>(cfg)(xt::xarray<float>())), xt::xarray<float>>);
+}
+
+TEST_CASE("attention under promote matches the reference for bfloat16 and float64 inputs", "[nn][attention]") {
+  const auto cfg = small_config();
+  const auto layer = random_layer<p_promote>(cfg, 3, true);
+  const auto xbf = random_input<bfloat16>(2, 6, cfg.d_model, 4);
+  const auto ybf = layer(xbf);  // computed in float32 (bf16 inputs are exact in float)
+  check_against(ybf, reference_attention(cfg, 2, 6, to_doubles(xbf), read_weights(layer), {}, nullptr),
+                eps_for<float>(16 + 6 + 8), {}, cfg.d_model);
+  const auto x64 = random_input<double>(2, 6, cfg.d_model, 5);
+  const auto y64 = layer(x64);  // computed in float64: float64-level agreement
+  check_against(y64, reference_attention(cfg, 2, 6, to_doubles(x64), read_weights(layer), {}, nullptr),
+                eps_for<double>(16 + 6 + 8), {}, cfg.d_model);
+}
+
+TEST_CASE("grouped-query attention: query head h reads kv head h / (n_heads / n_kv_heads)", "[nn][attention]") {
+  // float64 policy: the agreement is at float64 level, so a wrong head mapping (e.g. h % n_kv_heads)
+  // or a wrong head slice fails by orders of magnitude.
+  for (auto [heads, kv_heads] : std::vector<std::pair<std::size_t, std::size_t>>{{4, 4}, {4, 2}, {4, 1}, {6, 3}, {8, 4}}) {
+    nn::attention_config cfg{.d_model = 12, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = 4, .causal = true,
+                             .query_block = 2, .key_block = 3};
+    const auto layer = random_layer<p_f64>(cfg, 7, false);
+    CHECK(layer.config().n_kv_heads == kv_heads);
+    const auto x = random_input<double>(2, 5, 12, 8);
+    INFO("n_heads " << heads << ", n_kv_heads " << kv_heads);
+    check_against(layer(x), reference_attention(cfg, 2, 5, to_doubles(x), read_weights(layer), {}, nullptr),
+                  eps_for<double>(32 + 5 + 8), {}, 12);
+  }
+}
+
+TEST_CASE("both rotary layouts, and custom theta, match the reference; each changes the output", "[nn][attention]") {
+  std::vector<xt::xtensor<double, 3>> outputs;
+  const std::vector<std::optional<nn::rotary_config>> ropes{
+      std::nullopt, nn::rotary_config{.layout = nn::rope_layout::adjacent_pairs},
+      nn::rotary_config{.layout = nn::rope_layout::half_split},
+      nn::rotary_config{.layout = nn::rope_layout::half_split, .theta = 500000.0}};
+  for (const auto& rope : ropes) {
+    nn::attention_config cfg{.d_model = 16, .n_heads = 2, .head_dim = 8, .causal = true, .rotary = rope};
+    const auto layer = random_layer<p_f64>(cfg, 9, false);
+    REQUIRE(layer.rotary().has_value() == rope.has_value());
+    const auto x = random_input<double>(1, 9, 16, 10);
+    outputs.push_back(layer(x));
+    check_against(outputs.back(), reference_attention(cfg, 1, 9, to_doubles(x), read_weights(layer), {}, nullptr),
+                  eps_for<double>(16 + 9 + 8), {}, 16);
+  }
+  for (std::size_t a = 0; a < outputs.size(); ++a) {
+    for (std::size_t b = a + 1; b < outputs.size(); ++b) {
+      // Token 0 has position 0 (no rotation) in every variant; later tokens differ.
+      CHECK(max_abs_difference(outputs[a], outputs[b]) > 1e-4);
+    }
+  }
+}
+
+TEST_CASE("causal and padding masks: every combination matches the reference; fully masked rows give the bias",
+          "[nn][attention]") {
+  const std::size_t batch = 2, seq = 6;
+  auto mask = xt::xtensor<bool, 2>::from_shape({batch, seq});
+  mask.fill(true);
+  mask(0, 4) = mask(0, 5) = false;  // row 0: right padding
+  mask(1, 0) = mask(1, 1) = false;  // row 1: left padding
+  const std::vector<char> valid(mask.begin(), mask.end());
+  for (bool causal : {false, true}) {
+    for (bool padded : {false, true}) {
+      nn::attention_config cfg{.d_model = 8, .n_heads = 2, .causal = causal, .query_block = 4, .key_block = 4};
+      const auto layer = random_layer<p_f32>(cfg, 11, true);
+      const auto x = random_input<float>(batch, seq, 8, 12);
+      const auto y = padded ? layer(x, mask) : layer(x);
+      INFO("causal " << causal << ", padding mask " << padded);
+      check_against(y, reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer),
+                                           padded ? valid : std::vector<char>{}, nullptr),
+                    eps_for<float>(8 + seq + 8), {}, 8);
+      if (causal && padded) {
+        // Queries 0 and 1 of row 1 see only padding keys: the attended heads are exactly 0 (not NaN), so
+        // y is exactly the output bias.
+        for (std::size_t t : {0u, 1u}) {
+          for (std::size_t o = 0; o < 8; ++o) CHECK(y(1, t, o) == (*layer.wo().bias())(o));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a fully masked input gives zeros (no bias), never NaN", "[nn][attention]") {
+  nn::attention_config cfg{.d_model = 8, .n_heads = 2};
+  const auto layer = random_layer<p_c_bf16>(cfg, 13, false);
+  const auto x = random_input<float>(1, 4, 8, 14);
+  auto mask = xt::xtensor<bool, 2>::from_shape({1, 4});
+  mask.fill(false);
+  const auto y = layer(x, mask);
+  for (float e : y) CHECK(e == 0.0f);
+}
+
+TEST_CASE("attention with a cache, decoding one token at a time, equals attention over the full sequence",
+          "[nn][attention]") {
+  // The cached path runs the same code on the same values except for summation order: a projection of
+  // one row goes through Eigen's GEMV, of many rows through its GEMM, and a score tile of one query is a
+  // GEMV too; Eigen may order the float32 sums differently (reassociation). Key tiles start at absolute
+  // positions (multiples of key_block) in both cases, so each query sees the same tiles. Hence: float64
+  // agrees to float64 reassociation, float32 to float32 reassociation, both tiny next to the reference
+  // bound; with bfloat16 compute a reassociated sum may round q, k or v to the neighbouring bfloat16,
+  // so there both runs are checked against the reference.
+  const std::size_t batch = 2, seq = 9;
+  auto mask = xt::xtensor<bool, 2>::from_shape({batch, seq});
+  mask.fill(true);
+  mask(1, 0) = mask(1, 1) = mask(1, 2) = false;  // left padding in row 1: recorded in the cache
+  const std::vector<char> valid(mask.begin(), mask.end());
+
+  auto run = [&]<class P>(P, double tol_scale) {
+    using In = input_for<P>;
+    using C = nn::compute_t<P, In>;
+    const auto cfg = small_config();
+    const auto layer = random_layer<P>(cfg, 21, true);
+    const auto x = random_input<In>(batch, seq, cfg.d_model, 22);
+    const auto full = layer(x, mask);
+    const auto r = reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer), valid, nullptr);
+
+    for (std::size_t prefill : {0u, 1u, 4u}) {
+      auto cache = layer.template make_cache<In>(batch, 16);
+      STATIC_REQUIRE(std::is_same_v<typename decltype(cache)::value_type, C>);
+      auto y = xt::xtensor<nn::output_t<P, In>, 3>::from_shape({batch, seq, cfg.d_model});
+      std::size_t t = 0;
+      if (prefill > 0) {
+        put_tokens(y, layer(tokens(x, 0, prefill), cache, tokens(mask, 0, prefill)), 0);
+        t = prefill;
+      }
+      for (; t < seq; ++t) {
+        put_tokens(y, layer(tokens(x, t, t + 1), cache, tokens(mask, t, t + 1)), t);
+        CHECK(cache.size() == t + 1);
+      }
+      INFO("prefill " << prefill);
+      if (tol_scale > 0) {
+        for (std::size_t i = 0; i < y.size(); ++i) {
+          const double d = std::abs(static_cast<double>(y.data()[i]) - static_cast<double>(full.data()[i]));
+          INFO("element " << i);
+          REQUIRE(d <= tol_scale * r.bound[i]);
+        }
+      }
+      check_against(y, r, eps_for<C>(16 + seq + 8), {}, cfg.d_model);
+    }
+  };
+  // Reassociation of sums of at most K = 16 (projections) and key_block + head_dim terms: gamma_K per
+  // stage, 4 stages; K + 8 terms times u_acc.
+  run(p_f64{}, 4 * 24 * unit_roundoff<double>());
+  run(p_f32{}, 4 * 24 * unit_roundoff<float>());
+  run(p_c_bf16{}, 0.0);
+  run(p_bf16{}, 0.0);
+}
+
+namespace {
+
+/// A cache of `batch` x `total` random keys and values for `kv_heads` heads of dimension `hd`, values
+/// exact in C; some keys invalid when `padded`.
+template <class C>
+nn::kv_cache<C> random_cache(std::size_t batch, std::size_t kv_heads, std::size_t hd, std::size_t total,
+                             unsigned seed, bool padded) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  nn::kv_cache<C> cache(batch, kv_heads, hd, total);
+  std::vector<C> k(batch * total * kv_heads * hd), v(k.size());
+  for (auto& e : k) e = static_cast<C>(2.0 * normal(rng));
+  for (auto& e : v) e = static_cast<C>(normal(rng));
+  std::unique_ptr<bool[]> valid(new bool[batch * total]);
+  for (std::size_t i = 0; i < batch * total; ++i) valid[i] = !padded || (i % 7 != 3);
+  cache.append(std::span<const C>(k), std::span<const C>(v), total, std::span<const bool>(valid.get(), batch * total));
+  return cache;
+}
+
+/// The direct formula in float64 on the cache's values: scores of all keys at once, masks, softmax,
+/// weighted sum. Returns out [batch, seq, heads, hd] and per element the scale sum_j p_j |v_j| (1 + 2 S)
+/// with S = scale max_j sum_i |q_i k_ji| (the first-order error scale of scores and weights).
+template <class C>
+std::pair<std::vector<double>, std::vector<double>> direct_attention(const std::vector<C>& q, const nn::kv_cache<C>& cache,
+                                                                     std::size_t seq, std::size_t heads, bool causal,
+                                                                     double scale, double (*round_c)(double)) {
+  const std::size_t batch = cache.batch(), hd = cache.head_dim(), total = cache.size();
+  const std::size_t group = heads / cache.n_kv_heads();
+  std::vector<double> out(batch * seq * heads * hd, 0.0), mag(out.size(), 0.0);
+  for (std::size_t b = 0; b < batch; ++b) {
+    for (std::size_t t = 0; t < seq; ++t) {
+      const std::size_t pos = total - seq + t;
+      for (std::size_t h = 0; h < heads; ++h) {
+        const auto keys = cache.keys(b, h / group);
+        const auto values = cache.values(b, h / group);
+        const C* qv = &q[((b * seq + t) * heads + h) * hd];
+        std::vector<double> s(total, -std::numeric_limits<double>::infinity());
+        double smag = 0.0;
+        for (std::size_t j = 0; j < total; ++j) {
+          if ((causal && j > pos) || !cache.is_valid(b, j)) continue;
+          double dot = 0.0, m = 0.0;
+          for (std::size_t i = 0; i < hd; ++i) {
+            dot += static_cast<double>(qv[i]) * static_cast<double>(keys[j * hd + i]);
+            m += std::abs(static_cast<double>(qv[i]) * static_cast<double>(keys[j * hd + i]));
+          }
+          s[j] = round_c != nullptr ? round_c(dot * scale) : dot * scale;
+          smag = std::max(smag, m * scale);
+        }
+        const double mx = *std::max_element(s.begin(), s.end());
+        if (mx == -std::numeric_limits<double>::infinity()) continue;
+        double l = 0.0;
+        for (double sj : s) l += std::exp(sj - mx);
+        double* o = &out[((b * seq + t) * heads + h) * hd];
+        double* om = &mag[((b * seq + t) * heads + h) * hd];
+        for (std::size_t j = 0; j < total; ++j) {
+          double p = std::exp(s[j] - mx) / l;
+          if (round_c != nullptr) p = round_c(p);
+          for (std::size_t i = 0; i < hd; ++i) {
+            o[i] += p * static_cast<double>(values[j * hd + i]);
+            om[i] += p * std::abs(static_cast<double>(values[j * hd + i])) * (1.0 + 2.0 * smag);
+          }
+        }
+      }
+    }
+  }
+  return {out, mag};
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("tiled online-softmax attention equals the direct formula for every tiling", "[nn][attention]",
+                   float, bfloat16, double) {
+  using C = TestType;
+  using A = mixprec::accumulator_t<C>;
+  const std::size_t batch = 2, total = 37, seq = 37, heads = 4, kv_heads = 2, hd = 8;
+  for (bool causal : {false, true}) {
+    const auto cache = random_cache<C>(batch, kv_heads, hd, total, 31, /*padded=*/true);
+    std::mt19937 rng(32);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::vector<C> q(batch * seq * heads * hd);
+    for (auto& e : q) e = static_cast<C>(normal(rng));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    const auto [ref, mag] = direct_attention(q, cache, seq, heads, causal, scale, nullptr);
+    // Error: scores carry (hd + 2) u_acc of their magnitude (dot product, scale), weights exp(s - m) add
+    // (key_block + tiles + 4) u_acc of rescaling and summing, the weighted sum (key_block + tiles) u_acc,
+    // then one rounding of the output to C. 2 (total + hd + 8) u_acc covers all the tilings below.
+    const double u_c = std::is_same_v<C, A> ? 0.0 : unit_roundoff<C>();
+    const double eps = 2.0 * static_cast<double>(total + hd + 8) * unit_roundoff<A>();
+    // key_block 64 >= 37 keys is a single tile: the direct two-pass softmax (max, exp, sum, divide).
+    for (std::size_t qb : {1u, 4u, 64u}) {
+      for (std::size_t kb : {1u, 5u, 16u, 64u}) {
+        nn::attention_config cfg{.d_model = heads * hd, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = hd,
+                                 .causal = causal, .query_block = qb, .key_block = kb};
+        std::vector<C> out(q.size());
+        nn::attention_workspace<A> ws;
+        nn::scaled_dot_product_attention<C>(std::span<const C>(q), cache, seq, cfg, std::span<C>(out), ws);
+        INFO("causal " << causal << ", query_block " << qb << ", key_block " << kb);
+        for (std::size_t i = 0; i < out.size(); ++i) {
+          INFO("element " << i << ": got " << static_cast<double>(out[i]) << ", direct " << ref[i]);
+          REQUIRE(std::abs(static_cast<double>(out[i]) - ref[i]) <= eps * mag[i] + u_c * std::abs(ref[i]));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("softmax_precision::compute rounds scores and weights to the compute type; opmath does not",
+          "[nn][attention]") {
+  // One query q = 1.25 and two keys 80.5 and 80 (head_dim 1, scale 1), values 1 and 0: the scores are
+  // 100.625 and 100. In bfloat16 (8 significant bits, spacing 0.5 in [64, 128)) 100.625 rounds to 100.5.
+  // opmath: output = softmax weight of key 0 = 1 / (1 + e^-0.625) = 0.65135;
+  // compute: 1 / (1 + e^-0.5) = 0.62246. Each is then rounded to bfloat16 (relative 2^-8).
+  nn::kv_cache<bfloat16> cache(1, 1, 1, 2);
+  const std::vector<bfloat16> k{bfloat16(80.5f), bfloat16(80.0f)}, v{bfloat16(1.0f), bfloat16(0.0f)};
+  cache.append(std::span<const bfloat16>(k), std::span<const bfloat16>(v), 2);
+  const std::vector<bfloat16> q{bfloat16(1.25f)};
+  std::vector<bfloat16> out(1);
+  nn::attention_workspace<float> ws;
+  nn::attention_config cfg{.d_model = 1, .n_heads = 1, .scale = 1.0};
+  // The query attends as the last position (seq 1 against 2 cached positions).
+  nn::scaled_dot_product_attention<bfloat16>(std::span<const bfloat16>(q), cache, 1, cfg, std::span<bfloat16>(out), ws);
+  const double opmath = 1.0 / (1.0 + std::exp(-0.625));
+  CHECK(std::abs(static_cast<double>(out[0]) - opmath) <= std::ldexp(1.0, -8) * opmath);
+  cfg.softmax = kernels::softmax_precision::compute;
+  nn::scaled_dot_product_attention<bfloat16>(std::span<const bfloat16>(q), cache, 1, cfg, std::span<bfloat16>(out), ws);
+  const double compute = 1.0 / (1.0 + std::exp(-0.5));
+  CHECK(std::abs(static_cast<double>(out[0]) - compute) <= std::ldexp(1.0, -8) * compute);
+}
+
+TEST_CASE("softmax_precision::compute matches the reference that rounds scores and probabilities",
+          "[nn][attention]") {
+  auto cfg = small_config();
+  cfg.softmax = kernels::softmax_precision::compute;
+  const auto layer = random_layer<p_c_bf16>(cfg, 41, true);
+  const auto x = random_input<float>(2, 8, cfg.d_model, 42);
+  const auto y = layer(x);
+  const auto r = reference_attention(cfg, 2, 8, to_doubles(x), read_weights(layer), {}, &round_to<bfloat16>);
+  check_against(y, r, eps_for<bfloat16>(16 + 8 + 8), {}, cfg.d_model);
+  // For float32 compute the option changes nothing: bit-identical outputs.
+  auto cfg32 = cfg;
+  const auto l_compute = random_layer<p_f32>(cfg32, 43, false);
+  cfg32.softmax = kernels::softmax_precision::opmath;
+  const auto l_opmath = random_layer<p_f32>(cfg32, 43, false);
+  CHECK(max_abs_difference(l_compute(x), l_opmath(x)) == 0.0);
+}
+
+TEST_CASE("a 4096-token sequence runs with scratch memory bounded by the tiles, never seq x seq",
+          "[nn][attention][long]") {
+  const std::size_t seq = 4096;
+  nn::attention_config cfg{.d_model = 16, .n_heads = 2, .n_kv_heads = 1, .head_dim = 8, .causal = true,
+                           .rotary = nn::rotary_config{}};
+  const auto layer = random_layer<p_c_bf16>(cfg, 51, false);
+  const auto x = random_input<float>(1, seq, 16, 52);
+
+  alloc_tracking::start();
+  const auto y = layer(x);
+  alloc_tracking::stop();
+  // The O(seq) buffers (q, k, v, cache, attended heads, output, matmul scratch) hold about 1.1 MB; one
+  // seq x seq matrix of float scores alone would be 64 MiB, of bytes 16 MiB.
+  INFO("peak live bytes " << alloc_tracking::peak << ", largest allocation " << alloc_tracking::largest);
+  CHECK(alloc_tracking::largest <= seq * 16 * sizeof(float));  // nothing bigger than the output itself
+  CHECK(alloc_tracking::peak < seq * seq / 4);
+
+  // Correct at the first, a middle and the last token against the float64 reference.
+  const std::vector<std::size_t> rows{0, 1, 2047, 4095};
+  const auto r = reference_attention(cfg, 1, seq, to_doubles(x), read_weights(layer), {}, nullptr, rows);
+  check_against(y, r, eps_for<bfloat16>(16 + 8 + 128 + seq / 128), rows, 16);
+}
+
+TEST_CASE("the attention workspace holds query_block x (key_block + 2 head_dim) + 2 key_block x head_dim values, "
+          "whatever the sequence length", "[nn][attention][long]") {
+  // 64 queries (the last positions) against 512 and 4096 cached keys, bfloat16 compute: the tiles are
+  // widened to float32 in the workspace.
+  nn::attention_config cfg{.d_model = 16, .n_heads = 2, .n_kv_heads = 1, .head_dim = 8, .causal = true};
+  std::vector<std::size_t> sizes;
+  for (std::size_t total : {512u, 4096u}) {
+    const auto cache = random_cache<bfloat16>(1, 1, 8, total, 53, false);
+    std::vector<bfloat16> q(64 * 2 * 8, bfloat16(0.5f)), out(q.size());
+    nn::attention_workspace<float> ws;
+    nn::scaled_dot_product_attention<bfloat16>(std::span<const bfloat16>(q), cache, 64, cfg, std::span<bfloat16>(out),
+                                               ws);
+    sizes.push_back(ws.elements());
+  }
+  CHECK(sizes[0] == sizes[1]);
+  CHECK(sizes[1] == 64 * (128 + 2 * 8) + 2 * 128 * 8 + 2 * 64);
+}
+
+TEST_CASE("llama2.c stories260K attention: [out, in] weights, adjacent RoPE, decoding one token at a time",
+          "[nn][attention]") {
+  // dim 64, n_heads 8, n_kv_heads 4, head_size 8, RoPE pairs (2i, 2i + 1) with theta 10000, scale
+  // 1/sqrt(8), causal, no biases (karpathy/llama2.c run.c).
+  nn::attention_config cfg{.d_model = 64, .n_heads = 8, .n_kv_heads = 4, .head_dim = 8, .causal = true,
+                           .rotary = nn::rotary_config{.layout = nn::rope_layout::adjacent_pairs, .theta = 10000.0}};
+  std::mt19937 rng(61);
+  auto random_out_in = [&](std::size_t out, std::size_t in) {
+    std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(static_cast<float>(in)));
+    auto w = xt::xtensor<float, 2>::from_shape({out, in});
+    for (auto& e : w) e = normal(rng);
+    return w;
+  };
+  const auto wq = random_out_in(64, 64), wk = random_out_in(32, 64), wv = random_out_in(32, 64),
+             wo = random_out_in(64, 64);
+  const std::size_t steps = 20;
+  const auto x = random_input<float>(1, steps, 64, 62);
+  // Reference weights [in, out] from the [out, in] matrices, transposed here.
+  auto transpose = [](const xt::xtensor<float, 2>& w) {
+    std::vector<double> t(w.size());
+    for (std::size_t o = 0; o < w.shape()[0]; ++o) {
+      for (std::size_t i = 0; i < w.shape()[1]; ++i) t[i * w.shape()[0] + o] = static_cast<double>(w(o, i));
+    }
+    return t;
+  };
+  const weights64 w{transpose(wq), transpose(wk), transpose(wv), transpose(wo), {}, {}, {}, {}};
+  const auto r = reference_attention(cfg, 1, steps, to_doubles(x), w, {}, nullptr);
+
+  auto decode = [&]<class P>(P) {
+    const auto layer = nn::attention<P>::from_weights(cfg, wq, wk, wv, wo, nn::weight_layout::out_in);
+    auto cache = layer.template make_cache<float>(1, 512);
+    auto y = xt::xtensor<float, 3>::from_shape({1, steps, 64});
+    for (std::size_t pos = 0; pos < steps; ++pos) put_tokens(y, layer(tokens(x, pos, pos + 1), cache), pos);
+    check_against(y, r, eps_for<nn::compute_t<P, float>>(64 + steps + 8), {}, 64);
+  };
+  decode(p_f32{});
+  decode(p_c_bf16{});
+
+  SECTION("a decoding step allocates the same whatever the position (past one key tile)") {
+    const auto layer = nn::attention<p_f32>::from_weights(cfg, wq, wk, wv, wo, nn::weight_layout::out_in);
+    auto cache = layer.make_cache<float>(1, 512);
+    const auto token = random_input<float>(1, 1, 64, 63);
+    std::vector<std::size_t> counts, bytes;
+    std::size_t elements = 0;
+    for (std::size_t pos = 0; pos < 400; ++pos) {
+      const bool measure = pos == 200 || pos == 399;
+      if (measure) alloc_tracking::start();
+      elements += layer(token, cache).size();
+      if (measure) {
+        alloc_tracking::stop();
+        counts.push_back(alloc_tracking::count);
+        bytes.push_back(alloc_tracking::peak);
+      }
+    }
+    CHECK(cache.size() == 400);
+    CHECK(elements == 400 * 64);
+    CHECK(counts[0] == counts[1]);
+    CHECK(bytes[0] == bytes[1]);
+    CHECK(bytes[1] < 16384);  // a few small buffers: q, k, v, scratch tiles, output
+  }
+}
+
+TEST_CASE("attention accepts [seq, d_model], [batch, seq, d_model] and xt::xarray inputs alike", "[nn][attention]") {
+  const auto cfg = small_config();
+  const auto layer = random_layer<p_c_bf16>(cfg, 71, true);
+  const auto x3 = random_input<float>(1, 5, 16, 72);
+  auto x2 = xt::xtensor<float, 2>::from_shape({5, 16});
+  std::copy_n(x3.data(), x3.size(), x2.data());
+  const xt::xarray<float> xa = x3;
+  const auto y3 = layer(x3);
+  const auto y2 = layer(x2);
+  const auto ya = layer(xa);
+  REQUIRE(y2.shape()[0] == 5);
+  REQUIRE(ya.dimension() == 3);
+  for (std::size_t i = 0; i < y3.size(); ++i) {
+    CHECK(y2.data()[i] == y3.data()[i]);
+    CHECK(ya.data()[i] == y3.data()[i]);
+  }
+  // A [seq] mask for a [seq, d_model] input.
+  auto m1 = xt::xtensor<bool, 1>::from_shape({5});
+  m1.fill(true);
+  const auto ym = layer(x2, m1);
+  for (std::size_t i = 0; i < ym.size(); ++i) CHECK(ym.data()[i] == y3.data()[i]);
+  // An empty sequence gives an empty output.
+  const auto empty = layer(xt::xtensor<float, 3>::from_shape({2, 0, 16}));
+  CHECK(empty.size() == 0);
+}
+
+TEST_CASE("attention rejects bad shapes, caches and configs with messages naming both sides", "[nn][attention]") {
+  const auto cfg = small_config();  // d_model 16, 4 heads of 4, 2 kv heads
+  const auto layer = random_layer<p_f32>(cfg, 81, false);
+  CHECK_THROWS_WITH(layer(xt::xtensor<float, 3>::from_shape({2, 5, 15})),
+                    Contains("[2, 5, 15]") && Contains("expects 16") && Contains("[16, 16]"));
+  CHECK_THROWS_WITH(layer(xt::xarray<float>::from_shape({16})), Contains("[16]") && Contains("[seq, d_model]"));
+  CHECK_THROWS_WITH(layer(xt::xarray<float>::from_shape({1, 2, 3, 16})), Contains("[1, 2, 3, 16]"));
+  const auto x = random_input<float>(2, 5, 16, 82);
+  auto bad_mask = xt::xtensor<bool, 2>::from_shape({2, 4});
+  bad_mask.fill(true);
+  CHECK_THROWS_WITH(layer(x, bad_mask), Contains("[2, 4]") && Contains("[2, 5, 16]") && Contains("[2, 5]"));
+
+  auto wrong_batch = layer.make_cache<float>(3, 8);
+  CHECK_THROWS_WITH(layer(x, wrong_batch), Contains("batch 3") && Contains("[2, 5, 16]") && Contains("batch 2"));
+  nn::kv_cache<float> wrong_heads(2, 4, 4, 8);
+  CHECK_THROWS_WITH(layer(x, wrong_heads), Contains("4 kv heads") && Contains("2 kv heads"));
+  auto small = layer.make_cache<float>(2, 4);
+  CHECK_THROWS_WITH(layer(x, small), Contains("5 tokens") && Contains("holds 0 of its 4"));
+  CHECK(small.size() == 0);
+
+  // Weights that do not match the config.
+  const auto w16 = xt::xtensor<float, 2>::from_shape({16, 16});
+  const auto w8 = xt::xtensor<float, 2>::from_shape({8, 16});
+  const auto w12 = xt::xtensor<float, 2>::from_shape({12, 16});
+  CHECK_NOTHROW(nn::attention<p_f32>::from_weights(cfg, w16, w8, w8, w16, nn::weight_layout::out_in));
+  CHECK_THROWS_WITH(nn::attention<p_f32>::from_weights(cfg, w16, w12, w8, w16, nn::weight_layout::out_in),
+                    Contains("wk") && Contains("[16, 12]") && Contains("[16, 8]"));
+  CHECK_THROWS_WITH(nn::attention<p_f32>::from_weights(cfg, w16, w8, w8, w8, nn::weight_layout::out_in),
+                    Contains("wo") && Contains("[16, 8]") && Contains("[16, 16]"));
+
+  // Configs.
+  CHECK_THROWS_WITH(nn::attention<p_f32>(nn::attention_config{.d_model = 16, .n_heads = 4, .n_kv_heads = 3}),
+                    Contains("n_heads = 4") && Contains("n_kv_heads = 3"));
+  CHECK_THROWS_WITH(nn::attention<p_f32>(nn::attention_config{.d_model = 15, .n_heads = 4}),
+                    Contains("d_model = 15") && Contains("head_dim"));
+  CHECK_THROWS_WITH(nn::attention<p_f32>(nn::attention_config{.d_model = 12, .n_heads = 4, .rotary = nn::rotary_config{}}),
+                    Contains("head_dim = 3") && Contains("odd"));
+  CHECK_THROWS_WITH(nn::attention<p_f32>(nn::attention_config{.d_model = 16, .n_heads = 4, .key_block = 0}),
+                    Contains("key_block = 0"));
+  CHECK_THROWS_WITH(nn::attention<p_f32>(nn::attention_config{.d_model = 16}), Contains("n_heads is 0"));
+
+  // The core: queries of the wrong size, more queries than cached positions.
+  const auto cache = random_cache<float>(1, 2, 4, 3, 83, false);
+  std::vector<float> q(5), out(5);
+  nn::attention_workspace<float> ws;
+  CHECK_THROWS_WITH(nn::scaled_dot_product_attention<float>(std::span<const float>(q), cache, 1, cfg,
+                                                            std::span<float>(out), ws),
+                    Contains("[1, 1, 4, 4]") && Contains("needs 16"));
+  std::vector<float> q4(4 * 16), out4(q4.size());
+  CHECK_THROWS_WITH(nn::scaled_dot_product_attention<float>(std::span<const float>(q4), cache, 4, cfg,
+                                                            std::span<float>(out4), ws),
+                    Contains("4 queries") && Contains("only 3"));
+}

@@ -1,0 +1,196 @@
+// Tests of nn::feed_forward<P> against float64 references written here with plain loops.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <numbers>
+#include <random>
+#include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "mixprec/nn/feed_forward.hpp"
+#include "mixprec/policy.hpp"
+#include "mixprec/types.hpp"
+
+using mixprec::bfloat16;
+using mixprec::float16;
+using mixprec::policy;
+using mixprec::promote;
+namespace nn = mixprec::nn;
+using nn::ffn_activation;
+
+namespace {
+using p_f32 = policy<float>;
+using p_c_bf16 = policy<float, bfloat16, float>;
+using p_c_f16 = policy<float, float16, float>;
+using p_bf16 = policy<bfloat16>;
+using p_f64 = policy<double>;
+using p_promote = policy<float, promote, promote>;
+using all_policies = std::tuple<p_f32, p_c_bf16, p_c_f16, p_bf16, p_f64, p_promote>;
+
+template <class T>
+double unit_roundoff() {
+  return std::ldexp(1.0, -std::numeric_limits<T>::digits);
+}
+template <class To, class From>
+double rounding_to() {
+  return std::numeric_limits<To>::digits >= std::numeric_limits<From>::digits ? 0.0 : unit_roundoff<To>();
+}
+
+// The activations, from their definitions, in double.
+double ref_act(ffn_activation a, double x) {
+  switch (a) {
+    case ffn_activation::relu: return x > 0 ? x : 0.0;
+    case ffn_activation::gelu:
+    case ffn_activation::geglu: return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+    case ffn_activation::gelu_tanh:
+    case ffn_activation::geglu_tanh:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+    case ffn_activation::silu:
+    case ffn_activation::swiglu: return x / (1.0 + std::exp(-x));
+  }
+  return 0.0;
+}
+
+const ffn_activation all_activations[] = {ffn_activation::relu,   ffn_activation::gelu,  ffn_activation::gelu_tanh,
+                                          ffn_activation::silu,   ffn_activation::swiglu, ffn_activation::geglu,
+                                          ffn_activation::geglu_tanh};
+
+/// kernel(i, o) as a double.
+template <class P>
+double w(const nn::dense<P>& d, std::size_t i, std::size_t o) {
+  return static_cast<double>(d.kernel()(i, o));
+}
+template <class P>
+double b(const nn::dense<P>& d, std::size_t o) {
+  return d.bias() ? static_cast<double>(d.bias()->data()[o]) : 0.0;
+}
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("feed_forward matches a float64 reference for every activation within derived bounds",
+                        "[nn][feed_forward]", all_policies) {
+  using P = TestType;
+  using T = float;
+  using C = nn::compute_t<P, T>;
+  using O = nn::output_t<P, T>;
+  using Acc = mixprec::accumulator_t<C>;
+  const std::size_t in = 12, hidden = 20, rows = 4;
+  const double u_c = unit_roundoff<C>(), u_acc = unit_roundoff<Acc>(), u_o = rounding_to<O, Acc>();
+  // Every activation here is Lipschitz with constant < 1.13 (max |gelu'| = 1.129 at x = 2.4; silu' < 1.1).
+  const double lipschitz = 1.13;
+  for (ffn_activation act : all_activations) {
+    CAPTURE(nn::activation_name(act));
+    std::mt19937 rng(static_cast<unsigned>(act) + 100);
+    const auto ffn = nn::feed_forward<P>::init(act, in, hidden, rng, nn::use_bias::yes);
+    auto x = xt::xtensor<T, 2>::from_shape({rows, in});
+    std::normal_distribution<float> normal(0.0f, 1.5f);
+    for (auto& v : x) v = normal(rng);
+    const auto y = ffn(x);
+    STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<O, 2>>);
+    REQUIRE(y.shape()[1] == in);
+    for (std::size_t r = 0; r < rows; ++r) {
+      // Hidden layer: value a_k and a bound da_k on |computed a_k - a_k| before its rounding to C.
+      //  h = x.w + b: (2 u_C + u_C^2) S + (K + 2) u_acc (1 + u_C)^2 S (as in dense_test.cpp);
+      //  act(h): lipschitz * e_h + the opmath error, <= 32 u_acc (|h| + 1) (activations_test.cpp bounds);
+      //  gated a = act(h1) h3: dact |h3| + |act| e3 + dact e3 + u_acc |a|.
+      std::vector<double> a(hidden), da(hidden);
+      for (std::size_t k = 0; k < hidden; ++k) {
+        auto project = [&](const nn::dense<P>& d, double& err) {
+          double h = b(d, k), s = std::abs(b(d, k));
+          for (std::size_t i = 0; i < in; ++i) {
+            h += static_cast<double>(x(r, i)) * w(d, i, k);
+            s += std::abs(static_cast<double>(x(r, i)) * w(d, i, k));
+          }
+          err = (2 * u_c + u_c * u_c) * s + static_cast<double>(in + 2) * u_acc * (1 + u_c) * (1 + u_c) * s;
+          return h;
+        };
+        double e1 = 0.0;
+        const double h1 = project(ffn.w1(), e1);
+        const double act_v = ref_act(act, h1);
+        const double dact = lipschitz * e1 + 32 * u_acc * (std::abs(h1) + 1);
+        if (nn::is_gated(act)) {
+          double e3 = 0.0;
+          const double h3 = project(*ffn.w3(), e3);
+          a[k] = act_v * h3;
+          da[k] = dact * std::abs(h3) + std::abs(act_v) * e3 + dact * e3 + u_acc * std::abs(a[k]);
+        } else {
+          a[k] = act_v;
+          da[k] = dact;
+        }
+      }
+      // Output: y = a.w2 + b2, with a rounded to C (u_C (|a| + da)), w2 and b2 rounded to C, the
+      // accumulation bound, and the output rounding.
+      for (std::size_t o = 0; o < in; ++o) {
+        double ref = b(ffn.w2(), o);
+        double err = u_c * std::abs(b(ffn.w2(), o));
+        double s = std::abs(b(ffn.w2(), o));
+        for (std::size_t k = 0; k < hidden; ++k) {
+          const double wk = w(ffn.w2(), k, o);
+          ref += a[k] * wk;
+          const double a_mag = std::abs(a[k]) + da[k];
+          err += (da[k] + u_c * a_mag) * std::abs(wk) * (1 + u_c) + u_c * a_mag * std::abs(wk);
+          s += a_mag * std::abs(wk) * (1 + u_c) * (1 + u_c);
+        }
+        err += static_cast<double>(hidden + 2) * u_acc * s;
+        const double tol = err + u_o * (std::abs(ref) + err);
+        const double got = static_cast<double>(y(r, o));
+        INFO("row " << r << " out " << o << ": got " << got << ", reference " << ref << ", tolerance " << tol);
+        REQUIRE(std::abs(got - ref) <= tol);
+      }
+    }
+  }
+}
+
+TEST_CASE("feed_forward output dtypes follow the policy and Flax's promote rule", "[nn][feed_forward]") {
+  std::mt19937 rng(1);
+  const auto ffn = nn::feed_forward<p_promote>::init(ffn_activation::swiglu, 4, 8, rng);
+  STATIC_REQUIRE(std::is_same_v<decltype(ffn(xt::xtensor<bfloat16, 2>{}))::value_type, float>);
+  STATIC_REQUIRE(std::is_same_v<decltype(ffn(xt::xtensor<double, 3>{}))::value_type, double>);
+  const auto bf = nn::feed_forward<policy<float, bfloat16>>::init(ffn_activation::geglu, 4, 8, rng);
+  STATIC_REQUIRE(std::is_same_v<decltype(bf(xt::xtensor<float, 1>{}))::value_type, bfloat16>);
+  const auto xa = xt::xarray<float>::from_shape({2, 1, 4});
+  const auto ya = bf(xa);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(ya)>, xt::xarray<bfloat16>>);
+  CHECK(ya.dimension() == 3);
+}
+
+TEST_CASE("feed_forward processes many rows in chunks without changing the result", "[nn][feed_forward]") {
+  // 4099 rows of hidden width 64: the hidden scratch (kernels::matmul_block_elements = 2^18 elements)
+  // holds 4096 rows, so the last 3 rows form a second chunk. Small integer data keep every sum exact in float: the expected output
+  // is computed exactly here. x in {-2..2}, w1 in {-1, 0, 1}, w2 in {-1, 0, 1}: relu(x w1) w2.
+  const std::size_t rows = 4099, hidden = 64;
+  REQUIRE(mixprec::kernels::matmul_block_elements / hidden == 4096);
+  auto w1 = xt::xtensor<float, 2>::from_shape({1, hidden});
+  auto w2 = xt::xtensor<float, 2>::from_shape({hidden, 1});
+  for (std::size_t k = 0; k < hidden; ++k) {
+    w1(0, k) = static_cast<float>(static_cast<int>(k % 3) - 1);
+    w2(k, 0) = static_cast<float>(static_cast<int>((k / 3) % 3) - 1);
+  }
+  const nn::feed_forward<p_c_bf16> ffn(ffn_activation::relu,
+                                       nn::dense<p_c_bf16>::from_weights(w1, nn::weight_layout::in_out),
+                                       nn::dense<p_c_bf16>::from_weights(w2, nn::weight_layout::in_out));
+  auto x = xt::xtensor<float, 2>::from_shape({rows, 1});
+  for (std::size_t r = 0; r < rows; ++r) x(r, 0) = static_cast<float>(static_cast<int>(r % 5) - 2);
+  const auto y = ffn(x);
+  for (std::size_t r = 0; r < rows; ++r) {
+    double ref = 0.0;
+    for (std::size_t k = 0; k < hidden; ++k) ref += std::max(0.0, static_cast<double>(x(r, 0)) * w1(0, k)) * w2(k, 0);
+    REQUIRE(static_cast<double>(y(r, 0)) == ref);
+  }
+}
+
+TEST_CASE("feed_forward checks that its projections chain and that w3 matches the gating", "[nn][feed_forward]") {
+  using Catch::Matchers::Contains;
+  using D = nn::dense<p_f32>;
+  CHECK_THROWS_WITH(nn::feed_forward<p_f32>(ffn_activation::relu, D(4, 8), D(7, 4)),
+                    Contains("w1 has 8 outputs") && Contains("[4, 8]") && Contains("w2 takes 7 inputs") && Contains("[7, 4]"));
+  CHECK_THROWS_WITH(nn::feed_forward<p_f32>(ffn_activation::swiglu, D(4, 8), D(8, 4)), Contains("swiglu is gated"));
+  CHECK_THROWS_WITH(nn::feed_forward<p_f32>(ffn_activation::gelu, D(4, 8), D(8, 4), D(4, 8)), Contains("not gated"));
+  CHECK_THROWS_WITH(nn::feed_forward<p_f32>(ffn_activation::geglu, D(4, 8), D(8, 4), D(4, 9)),
+                    Contains("w3 has kernel [4, 9]") && Contains("[4, 8]"));
+  const nn::feed_forward<p_f32> ffn(ffn_activation::silu, D(4, 8), D(8, 4));
+  CHECK_THROWS_WITH(ffn(xt::xtensor<float, 2>::from_shape({3, 5})),
+                    Contains("feed_forward") && Contains("[3, 5]") && Contains("[4, 8]") && Contains("expects 4"));
+}

@@ -1,0 +1,206 @@
+// Tests of nn::layer_norm<P> against float64 / long double references written here.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <complex>
+#include <cstddef>
+#include <random>
+#include <stdexcept>
+#include <tuple>
+#include <type_traits>
+
+#include "mixprec/nn/layer_norm.hpp"
+#include "mixprec/policy.hpp"
+#include "mixprec/types.hpp"
+
+using mixprec::bfloat16;
+using mixprec::float16;
+using mixprec::policy;
+using mixprec::promote;
+namespace nn = mixprec::nn;
+
+namespace {
+using p_f32 = policy<float>;
+using p_c_bf16 = policy<float, bfloat16, float>;
+using p_c_f16 = policy<float, float16, float>;
+using p_bf16 = policy<bfloat16>;
+using p_f64 = policy<double>;
+using p_promote = policy<float, promote, promote>;
+using all_policies = std::tuple<p_f32, p_c_bf16, p_c_f16, p_bf16, p_f64, p_promote>;
+
+template <class T>
+double unit_roundoff() {
+  return std::ldexp(1.0, -std::numeric_limits<T>::digits);
+}
+/// The unit roundoff of rounding a `From` value to `To`: 0 when `To` holds every `From` value.
+template <class To, class From>
+double rounding_to() {
+  return std::numeric_limits<To>::digits >= std::numeric_limits<From>::digits ? 0.0 : unit_roundoff<To>();
+}
+
+struct row_stats {
+  long double mean, sd;
+};
+/// Two-pass mean and population standard deviation in long double of values as given.
+template <class It>
+row_stats stats_of(It first, std::size_t n) {
+  long double m = 0.0L;
+  for (std::size_t i = 0; i < n; ++i) m += static_cast<long double>(static_cast<double>(first[i]));
+  m /= static_cast<long double>(n);
+  long double v = 0.0L;
+  for (std::size_t i = 0; i < n; ++i) {
+    const long double d = static_cast<long double>(static_cast<double>(first[i])) - m;
+    v += d * d;
+  }
+  return {m, std::sqrt(v / static_cast<long double>(n))};
+}
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("layer_norm matches a float64 reference within bounds derived from the formats", "[nn][layer_norm]",
+                        all_policies) {
+  using P = TestType;
+  using T = float;
+  using Param = typename P::param_type;
+  using C = nn::compute_t<P, T>;
+  using O = nn::output_t<P, T>;
+  using S = mixprec::accumulator_t<C>;
+  const std::size_t f = 48;
+  std::mt19937 rng(21);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto scale = xt::xtensor<double, 1>::from_shape({f});
+  auto bias = xt::xtensor<double, 1>::from_shape({f});
+  for (std::size_t j = 0; j < f; ++j) {
+    scale(j) = 1.0 + 0.5 * normal(rng);
+    bias(j) = 0.3 * normal(rng);
+  }
+  const auto ln = nn::layer_norm<P>::from_params(scale, bias, 1e-5);
+  auto x = xt::xtensor<T, 3>::from_shape({2, 2, f});
+  for (auto& v : x) v = static_cast<T>(3.0 + 2.0 * normal(rng));
+  const auto y = ln(x);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<O, 3>>);
+
+  // Per element, with xhat = (x - mean) / sqrt(var + eps) and A = max|x_row| / sd:
+  //  - x rounded to C (u_in, when C is narrower than T): every x_i, the mean and the standard deviation
+  //    move by at most u_in max|x|, so xhat moves by <= u_in A (2 + |xhat|);
+  //  - statistics and normalisation in S: compensated sums, a square root, a division, 3 products:
+  //    <= 8 u_S (2 + |xhat|) A covers them with margin;
+  //  - scale and bias rounded to C (u_par when C is narrower than the param type): u_par (|s xhat| + |b|);
+  //  - the output rounding: u_O |y|.
+  const double u_in = rounding_to<C, T>();
+  const double u_par = rounding_to<C, Param>();
+  const double u_s = unit_roundoff<S>();
+  const double u_o = rounding_to<O, S>();
+  for (std::size_t r = 0; r < 4; ++r) {
+    const T* row = x.data() + r * f;
+    const auto st = stats_of(row, f);
+    const long double sd_eps = std::sqrt(st.sd * st.sd + 1e-5L);
+    double max_abs = 0.0;
+    for (std::size_t j = 0; j < f; ++j) max_abs = std::max(max_abs, std::abs(static_cast<double>(row[j])));
+    const double a = max_abs / static_cast<double>(sd_eps);
+    for (std::size_t j = 0; j < f; ++j) {
+      const double s = static_cast<double>(ln.scale()->data()[j]);
+      const double b = static_cast<double>(ln.bias()->data()[j]);
+      const double xhat = static_cast<double>((static_cast<long double>(row[j]) - st.mean) / sd_eps);
+      const double ref = xhat * s + b;
+      const double err = std::abs(s) * (u_in + 8 * u_s) * a * (2 + std::abs(xhat)) + u_par * (std::abs(s * xhat) + std::abs(b));
+      const double tol = err + u_o * (std::abs(ref) + err);
+      const double got = static_cast<double>(y.data()[r * f + j]);
+      INFO("row " << r << " feature " << j << ": got " << got << ", reference " << ref << ", tolerance " << tol);
+      REQUIRE(std::abs(got - ref) <= tol);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("layer_norm is accurate at a large common offset (values ~1e6, unit spread)", "[nn][layer_norm]",
+                   float, double) {
+  // float32 data 1e6 + N(0, 1): the spacing of float at 1e6 is 0.0625, so the rounded mean alone is off by
+  // up to 0.03 (3% of a unit deviation); the layer subtracts the mean's rounding error too, and the
+  // variance is two-pass. Bound: a few u_S of each normalised value (8 u_S (1 + |xhat|), no A factor:
+  // the deviations x - mean are exact here), relative to the inputs as given (no rounding: C = T).
+  using P = policy<TestType>;
+  const std::size_t f = 256;
+  std::mt19937 rng(4);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto x = xt::xtensor<TestType, 2>::from_shape({3, f});
+  for (auto& v : x) v = static_cast<TestType>(1e6 + normal(rng));
+  const nn::layer_norm<P> ln(f, {.epsilon = 1e-6, .use_scale = false, .use_bias = false});
+  const auto y = ln(x);
+  const double u_s = unit_roundoff<TestType>();
+  for (std::size_t r = 0; r < 3; ++r) {
+    const auto st = stats_of(x.data() + r * f, f);
+    const long double sd_eps = std::sqrt(st.sd * st.sd + 1e-6L);
+    for (std::size_t j = 0; j < f; ++j) {
+      const double ref = static_cast<double>((static_cast<long double>(x(r, j)) - st.mean) / sd_eps);
+      REQUIRE(std::abs(static_cast<double>(y(r, j)) - ref) <= 8 * u_s * (1 + std::abs(ref)));
+    }
+  }
+}
+
+TEST_CASE("layer_norm of complex input uses mean(|x - mean|^2) as the variance", "[nn][layer_norm]") {
+  const std::size_t f = 20;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto x = xt::xtensor<std::complex<float>, 2>::from_shape({2, f});
+  for (auto& v : x) v = {1.0f + normal(rng), -2.0f + 3.0f * normal(rng)};
+  auto scale = xt::xtensor<float, 1>::from_shape({f});
+  auto bias = xt::xtensor<float, 1>::from_shape({f});
+  for (std::size_t j = 0; j < f; ++j) {
+    scale(j) = 0.5f + 0.1f * static_cast<float>(j);
+    bias(j) = 0.25f * static_cast<float>(j) - 2.0f;
+  }
+  const auto ln = nn::layer_norm<p_f32>::from_params(scale, bias);
+  const auto y = ln(x);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<std::complex<float>, 2>>);
+  for (std::size_t r = 0; r < 2; ++r) {
+    std::complex<double> mean = 0.0;
+    for (std::size_t j = 0; j < f; ++j) mean += std::complex<double>(x(r, j).real(), x(r, j).imag());
+    mean /= static_cast<double>(f);
+    double var = 0.0;
+    for (std::size_t j = 0; j < f; ++j) var += std::norm(std::complex<double>(x(r, j).real(), x(r, j).imag()) - mean);
+    var /= static_cast<double>(f);
+    for (std::size_t j = 0; j < f; ++j) {
+      const std::complex<double> xhat = (std::complex<double>(x(r, j).real(), x(r, j).imag()) - mean) / std::sqrt(var + 1e-6);
+      const std::complex<double> ref = xhat * static_cast<double>(scale(j)) + static_cast<double>(bias(j));
+      const std::complex<double> got(y(r, j).real(), y(r, j).imag());
+      // As in the real case with A = max|x| / sd ~ 3: 8 u (2 + |xhat|) A |s| + a rounding of |y|.
+      CHECK(std::abs(got - ref) <= 8 * std::ldexp(1.0, -24) * (2 + std::abs(xhat)) * 3 * (std::abs(scale(j)) + 1) +
+                                       std::ldexp(1.0, -24) * std::abs(ref));
+    }
+  }
+}
+
+TEST_CASE("layer_norm output dtypes follow the policy and Flax's promote rule", "[nn][layer_norm]") {
+  const nn::layer_norm<p_promote> ln(4);
+  STATIC_REQUIRE(std::is_same_v<decltype(ln(xt::xtensor<bfloat16, 2>{}))::value_type, float>);
+  STATIC_REQUIRE(std::is_same_v<decltype(ln(xt::xtensor<double, 2>{}))::value_type, double>);
+  STATIC_REQUIRE(std::is_same_v<decltype(ln(xt::xtensor<std::complex<float>, 2>{}))::value_type, std::complex<float>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::layer_norm<p_bf16>(4)(xt::xtensor<float, 2>{}))::value_type, bfloat16>);
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::layer_norm<p_c_bf16>(4)(xt::xtensor<float, 2>{}))::value_type, float>);
+  STATIC_REQUIRE(std::is_same_v<decltype(nn::layer_norm<policy<float, bfloat16>>(4)(xt::xtensor<float, 2>{}))::value_type,
+                                bfloat16>);
+  // The statistics type: float32 for 16-bit compute, float64 for float64 (layer_types.hpp's statistics_t).
+  STATIC_REQUIRE(std::is_same_v<mixprec::accumulator_t<bfloat16>, nn::statistics_t<bfloat16>>);
+  STATIC_REQUIRE(std::is_same_v<mixprec::accumulator_t<double>, nn::statistics_t<double>>);
+  // bf16 input 1, 2, 3, 4 under promote: computed in float32, (x - 2.5) / sqrt(1.25 + 1e-6).
+  xt::xtensor<bfloat16, 1> x = {bfloat16(1.0f), bfloat16(2.0f), bfloat16(3.0f), bfloat16(4.0f)};
+  const auto y = ln(x);
+  for (std::size_t j = 0; j < 4; ++j) {
+    const double ref = (static_cast<double>(j + 1) - 2.5) / std::sqrt(1.25 + 1e-6);
+    CHECK(std::abs(static_cast<double>(y(j)) - ref) <= 8 * std::ldexp(1.0, -24) * 2);
+  }
+}
+
+TEST_CASE("layer_norm rejects mismatched shapes, naming both", "[nn][layer_norm]") {
+  using Catch::Matchers::Contains;
+  const nn::layer_norm<p_f32> ln(8);
+  CHECK_THROWS_WITH(ln(xt::xtensor<float, 2>::from_shape({3, 7})),
+                    Contains("layer_norm") && Contains("[3, 7]") && Contains("[8]") && Contains("expects 8"));
+  xt::xtensor<float, 1> s = xt::ones<float>({8});
+  xt::xtensor<float, 1> b = xt::zeros<float>({5});
+  CHECK_THROWS_WITH(nn::layer_norm<p_f32>::from_params(s, b), Contains("bias has shape [5]") && Contains("[8]"));
+  // No scale, no bias: plain normalisation; an input row of equal values gives zeros (var = 0 + eps).
+  const nn::layer_norm<p_f32> plain(3, {.use_scale = false, .use_bias = false});
+  CHECK_FALSE(plain.scale().has_value());
+  const auto y = plain(xt::xtensor<float, 1>{2.0f, 2.0f, 2.0f});
+  for (float v : y) CHECK(v == 0.0f);
+}
