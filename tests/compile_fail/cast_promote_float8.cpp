@@ -1,0 +1,14 @@
+// Must not compile: Flax's promote over leaves with no common type on the JAX lattice (a float8 type
+// and bfloat16); promotion.hpp's static_assert says to cast one explicitly. Two bfloat16 leaves compile.
+#include <mixprec/cast.hpp>
+#include <mixprec/types/bfloat16.hpp>
+#include <mixprec/types/float8.hpp>
+#include <utility>
+
+inline auto promote_leaves() {
+#ifdef MIXPREC_EXPECT_COMPILE_ERROR
+  return mixprec::cast_floating<mixprec::promote>(std::pair{mixprec::float8_e4m3fn(1.0f), mixprec::bfloat16(1.0f)});
+#else
+  return mixprec::cast_floating<mixprec::promote>(std::pair{mixprec::bfloat16(1.0f), mixprec::bfloat16(1.0f)});
+#endif
+}

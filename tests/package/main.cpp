@@ -1,0 +1,25 @@
+// A consumer of the installed (or add_subdirectory'd) mixprec: includes both umbrellas, uses the
+// core and both adapters (so Eigen and xtensor must reach it through mixprec::mixprec), and checks
+// values against references worked out by hand.
+#include <mixprec/core.hpp>
+#include <mixprec/mixprec.hpp>
+
+#include <cstdio>
+
+int main() {
+  // float(1/3) = 0x3EAAAAAB; rounding to the top 16 bits: the dropped half 0xAAAB is above 0x8000,
+  // so the result rounds up to 0x3EAB (= 0.333984375).
+  const mixprec::bfloat16 third(1.0f / 3.0f);
+  bool ok = third.bits() == 0x3EAB && static_cast<float>(third) == 0.333984375f;
+  ok = ok && mixprec::name(mixprec::dtype_of_v<mixprec::bfloat16>) == "bfloat16";
+
+  // Through the adapters: 1.0f is exact in bfloat16, pattern 0x3F80 (the top half of float 1.0f).
+  const Eigen::Matrix2f ones = Eigen::Matrix2f::Ones();
+  const Eigen::Matrix<mixprec::bfloat16, 2, 2> e = mixprec::cast_floating<mixprec::bfloat16>(ones);
+  const xt::xtensor<float, 1> x = {1.0f, 1.0f};
+  const xt::xtensor<mixprec::bfloat16, 1> h = mixprec::cast_floating<mixprec::bfloat16>(x);
+  ok = ok && e(1, 1).bits() == 0x3F80 && h(1).bits() == 0x3F80;
+
+  std::printf("mixprec consumer %s: bfloat16(1/3) = 0x%04x\n", ok ? "OK" : "FAILED", static_cast<unsigned>(third.bits()));
+  return ok ? 0 : 1;
+}
