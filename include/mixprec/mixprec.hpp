@@ -1,6 +1,7 @@
 /// \file
 /// \brief The full umbrella: everything in `<mixprec/core.hpp>` (formats, dtypes, promotion,
-/// policies, casting, loss scaling) plus the Eigen and xtensor adapters. Needs Eigen 3.4 and
+/// policies, casting, loss scaling) plus the Eigen and xtensor adapters, the kernels, the layers
+/// (`nn::`) and the diagnostics. Needs Eigen 3.4 and
 /// xtensor 0.24 on the include path (the CMake target `mixprec::mixprec` puts them there). Code that
 /// needs neither should include `<mixprec/core.hpp>` instead.
 #pragma once
@@ -9,4 +10,25 @@
 #include "mixprec/core.hpp"
 #include "mixprec/eigen.hpp"
 #include "mixprec/xtensor.hpp"
+
+#include "mixprec/kernels/activations.hpp"
+#include "mixprec/kernels/gemm.hpp"
+#include "mixprec/kernels/reductions.hpp"
+#include "mixprec/kernels/softmax.hpp"
+
+#include "mixprec/nn/attention.hpp"
+#include "mixprec/nn/dense.hpp"
+#include "mixprec/nn/embedding.hpp"
+#include "mixprec/nn/feed_forward.hpp"
+#include "mixprec/nn/kv_cache.hpp"
+#include "mixprec/nn/layer_norm.hpp"
+#include "mixprec/nn/layer_types.hpp"
+#include "mixprec/nn/rms_norm.hpp"
+#include "mixprec/nn/rotary.hpp"
+
+#include "mixprec/diagnostics/parity.hpp"
+#include "mixprec/diagnostics/probe.hpp"
+#include "mixprec/diagnostics/quantile.hpp"
+#include "mixprec/diagnostics/recording_probe.hpp"
+#include "mixprec/diagnostics/tensor_stats.hpp"
 // IWYU pragma: end_exports
