@@ -23,6 +23,7 @@
 #include "mixprec/nn/attention.hpp"
 #include "mixprec/policy.hpp"
 #include "mixprec/types.hpp"
+#include "policies.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -49,6 +50,7 @@ void stop() { active = false; }
 }  // namespace alloc_tracking
 
 namespace {
+using namespace layer_tests;  // NOLINT(google-build-using-namespace): test support
 constexpr std::size_t header = 16;  // keeps the default new alignment (16 on x86-64)
 }  // namespace
 
@@ -111,19 +113,7 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept { ::operator del
 
 namespace {
 
-// The policies of docs/layers.md.
-using p_f32 = policy<float>;                        // f32 everywhere
-using p_c_bf16 = policy<float, bfloat16, float>;    // p=f32, c=bf16, o=f32
-using p_c_f16 = policy<float, float16, float>;      // p=f32, c=f16, o=f32
-using p_bf16 = policy<bfloat16>;                    // bf16 everywhere
-using p_f64 = policy<double>;                       // f64 everywhere
-using p_promote = policy<float, promote, promote>;  // Flax dtype=None, param_dtype=float32
-using all_policies = std::tuple<p_f32, p_c_bf16, p_c_f16, p_bf16, p_f64, p_promote>;
 
-template <class T>
-double unit_roundoff() {
-  return std::ldexp(1.0, -std::numeric_limits<T>::digits);
-}
 
 /// `x` rounded to the real type C, as a double.
 template <class C>

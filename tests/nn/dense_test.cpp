@@ -13,6 +13,7 @@
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/policy.hpp"
 #include "mixprec/types.hpp"
+#include "policies.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -21,21 +22,10 @@ using mixprec::promote;
 namespace nn = mixprec::nn;
 
 namespace {
+using namespace layer_tests;  // NOLINT(google-build-using-namespace): test support
 
-// The policies of docs/layers.md.
-using p_f32 = policy<float>;                         // f32 everywhere
-using p_c_bf16 = policy<float, bfloat16, float>;     // p=f32, c=bf16, o=f32
-using p_c_f16 = policy<float, float16, float>;       // p=f32, c=f16, o=f32
-using p_bf16 = policy<bfloat16>;                     // bf16 everywhere
-using p_f64 = policy<double>;                        // f64 everywhere
-using p_promote = policy<float, promote, promote>;   // Flax dtype=None, param_dtype=float32
-using all_policies = std::tuple<p_f32, p_c_bf16, p_c_f16, p_bf16, p_f64, p_promote>;
 
 /// Unit roundoff 2^-p of a real type with p significand bits.
-template <class T>
-double unit_roundoff() {
-  return std::ldexp(1.0, -std::numeric_limits<T>::digits);
-}
 
 /// `x` rounded to C (real C), as a double.
 template <class C, class S>

@@ -13,6 +13,7 @@
 #include "mixprec/nn/embedding.hpp"
 #include "mixprec/policy.hpp"
 #include "mixprec/types.hpp"
+#include "policies.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -21,18 +22,8 @@ using mixprec::promote;
 namespace nn = mixprec::nn;
 
 namespace {
-using p_f32 = policy<float>;
-using p_c_bf16 = policy<float, bfloat16, float>;
-using p_c_f16 = policy<float, float16, float>;
-using p_bf16 = policy<bfloat16>;
-using p_f64 = policy<double>;
-using p_promote = policy<float, promote, promote>;
-using all_policies = std::tuple<p_f32, p_c_bf16, p_c_f16, p_bf16, p_f64, p_promote>;
+using namespace layer_tests;  // NOLINT(google-build-using-namespace): test support
 
-template <class T>
-double unit_roundoff() {
-  return std::ldexp(1.0, -std::numeric_limits<T>::digits);
-}
 
 /// A [vocab, features] table of distinct values with more digits than bfloat16 or float16 keep.
 xt::xtensor<double, 2> make_table(std::size_t vocab, std::size_t features) {

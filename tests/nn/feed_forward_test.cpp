@@ -13,6 +13,7 @@
 #include "mixprec/nn/feed_forward.hpp"
 #include "mixprec/policy.hpp"
 #include "mixprec/types.hpp"
+#include "policies.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -22,22 +23,7 @@ namespace nn = mixprec::nn;
 using nn::ffn_activation;
 
 namespace {
-using p_f32 = policy<float>;
-using p_c_bf16 = policy<float, bfloat16, float>;
-using p_c_f16 = policy<float, float16, float>;
-using p_bf16 = policy<bfloat16>;
-using p_f64 = policy<double>;
-using p_promote = policy<float, promote, promote>;
-using all_policies = std::tuple<p_f32, p_c_bf16, p_c_f16, p_bf16, p_f64, p_promote>;
-
-template <class T>
-double unit_roundoff() {
-  return std::ldexp(1.0, -std::numeric_limits<T>::digits);
-}
-template <class To, class From>
-double rounding_to() {
-  return std::numeric_limits<To>::digits >= std::numeric_limits<From>::digits ? 0.0 : unit_roundoff<To>();
-}
+using namespace layer_tests;  // NOLINT(google-build-using-namespace): test support
 
 // The activations, from their definitions, in double.
 double ref_act(ffn_activation a, double x) {
