@@ -3,7 +3,7 @@
 # tests, the no-Eigen/xtensor check, the package consumers and the examples), on a Debian machine.
 # Installs missing Debian packages first.
 #
-#   ./scripts/test.sh                  GCC, RelWithDebInfo (-O2 -g)
+#   ./scripts/test.sh                  GCC, Debug (also builds the benchmarks, checks every header)
 #   ./scripts/test.sh gcc clang asan   each configure preset of CMakePresets.json in turn
 #                                      (asan: GCC with AddressSanitizer + UndefinedBehaviorSanitizer)
 #

@@ -123,7 +123,8 @@ inline void check_convert_sizes(std::size_t in, std::size_t out) {
 
 template <class From, class To>
 inline constexpr void static_check_convertible() {
-  static_assert(bulk_convertible<From, To>,
+  static_assert(!std::is_const_v<To>, "mixprec::convert writes into `out`: pass a span of mutable elements, not of const ones.");
+  static_assert(bulk_convertible<From, std::remove_const_t<To>>,
                 "mixprec::convert converts float or double to a small float (bfloat16, float16, float8_*, float6_*, "
                 "float4_e2m1fn) or a small float to float or double; convert other pairs through float.");
 }
@@ -172,7 +173,7 @@ inline constexpr std::string_view convert_instruction_sets =
 template <class From, class To>
 void convert(std::span<const From> in, std::span<To> out, overflow_mode mode = overflow_mode::to_inf_or_nan) {
   detail::static_check_convertible<From, To>();
-  if constexpr (detail::bulk_convertible<From, To>) {
+  if constexpr (detail::bulk_convertible<From, To> && !std::is_const_v<To>) {
     detail::check_convert_sizes(in.size(), out.size());
     detail::convert_n<From, To, true>(in.data(), out.data(), in.size(), mode);
   }
@@ -205,7 +206,7 @@ inline namespace MIXPREC_DETAIL_CONVERT_ISA {
 template <class From, class To>
 void convert_portable(std::span<const From> in, std::span<To> out, overflow_mode mode = overflow_mode::to_inf_or_nan) {
   static_check_convertible<From, To>();
-  if constexpr (bulk_convertible<From, To>) {
+  if constexpr (bulk_convertible<From, To> && !std::is_const_v<To>) {
     check_convert_sizes(in.size(), out.size());
     convert_n<From, To, false>(in.data(), out.data(), in.size(), mode);
   }
