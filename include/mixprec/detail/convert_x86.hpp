@@ -27,11 +27,13 @@
 #if defined(MIXPREC_DETAIL_CONVERT_AVX512) || defined(MIXPREC_DETAIL_CONVERT_F16C)
 #include <immintrin.h>
 
-// GCC 12 warns "'__Y' may be used uninitialized" inside its own AVX-512 intrinsics once they are
-// inlined (GCC bug 105593: _mm512_undefined_epi32). GCC checks the pragma at every level of the
-// inlining stack, so disabling the warning over the functions below silences exactly these reports.
+// GCC 12 warns "'__Y' is used uninitialized" / "may be used uninitialized" inside its own AVX-512
+// intrinsics once they are inlined (GCC bug 105593: _mm512_undefined_epi32). GCC checks the pragma at
+// every level of the inlining stack, so disabling both warnings over the functions below silences
+// exactly these reports.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
