@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/types/bfloat16.hpp"
-#include "mixprec/types/convert.hpp"
-#include "mixprec/types/float16.hpp"
-#include "mixprec/types/float8.hpp"
-#include "mixprec/types/saturate_cast.hpp"
+#include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/formats/convert.hpp"
+#include "mixprec/formats/float16.hpp"
+#include "mixprec/formats/float8.hpp"
+#include "mixprec/formats/saturate_cast.hpp"
 
 namespace {
 

@@ -24,8 +24,8 @@
 // which then also covers the plain Eigen products below in the AVX-512 (_simd) build with -Werror.
 #include "mixprec/kernels/gemm.hpp"
 
-#include "mixprec/eigen.hpp"
-#include "mixprec/types.hpp"
+#include "mixprec/arrays/eigen.hpp"
+#include "mixprec/core.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <system_error>
 #include <vector>
 
-#include <mixprec/runtime_policy.hpp>
+#include <mixprec/policies/runtime_policy.hpp>
 
 namespace llama {
 
@@ -57,12 +57,12 @@ struct options {
   bool help = false;           ///< --help: print the usage and exit 0
 };
 
-/// Environment variable naming the shared data folder (holding stories260K/), overriding the folder
+/// Environment variable naming the data folder (holding stories260K/), overriding the folder
 /// baked in at configure time.
 inline constexpr const char* data_dir_env = "MIXPREC_DATA_DIR";
 
 /// The data folder: $MIXPREC_DATA_DIR when set and non-empty, else `baked` (CMake's
-/// ${MIXPREC_SHARED_DIR}/data, i.e. ../shared/data beside the repository root).
+/// ${MIXPREC_DATA_DIR}, by default the repository's data/).
 [[nodiscard]] inline std::filesystem::path data_dir(const char* baked) {
   if (const char* env = std::getenv(data_dir_env); env != nullptr && *env != '\0') return env;
   return baked;

@@ -24,7 +24,7 @@
 #include "report.hpp"
 
 #ifndef MIXPREC_LLAMA_DATA_DIR
-#error "MIXPREC_LLAMA_DATA_DIR must name the shared data folder (examples/llama/CMakeLists.txt sets it)"
+#error "MIXPREC_LLAMA_DATA_DIR must name the data folder (examples/llama/CMakeLists.txt sets it)"
 #endif
 #ifndef MIXPREC_LLAMA_BUILD_TYPE
 #define MIXPREC_LLAMA_BUILD_TYPE "unknown build type"
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   } catch (const llama2c::file_error& e) {
     std::cerr << program << ": error: " << e.what() << "\n";
     if (!std::filesystem::exists(e.path())) {
-      std::cerr << "(stories260K is not part of the repository: give --model and --tokenizer, or set "
+      std::cerr << "(stories260K ships in the repository's data/ folder: give --model and --tokenizer, or set "
                 << llama::data_dir_env << " to the folder holding stories260K/; the default folder is "
                 << data.string() << ")\n";
     }

@@ -44,8 +44,8 @@
 #include <mixprec/nn/embedding.hpp>
 #include <mixprec/nn/feed_forward.hpp>
 #include <mixprec/nn/rms_norm.hpp>
-#include <mixprec/policy.hpp>
-#include <mixprec/xtensor.hpp>
+#include <mixprec/policies/policy.hpp>
+#include <mixprec/arrays/xtensor.hpp>
 
 #include "llama2c_checkpoint.hpp"
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include <mixprec/diagnostics/recording_probe.hpp>
-#include <mixprec/dtype.hpp>
-#include <mixprec/runtime_policy.hpp>
+#include <mixprec/dtypes/dtype.hpp>
+#include <mixprec/policies/runtime_policy.hpp>
 
 #include "cli.hpp"
 #include "generation.hpp"

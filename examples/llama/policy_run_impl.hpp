@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include <mixprec/runtime_policy.hpp>
+#include <mixprec/policies/runtime_policy.hpp>
 
 #include "generate.hpp"
 #include "model.hpp"

@@ -20,7 +20,7 @@
 
 #include <mixprec/diagnostics/parity.hpp>
 #include <mixprec/diagnostics/recording_probe.hpp>
-#include <mixprec/runtime_policy.hpp>
+#include <mixprec/policies/runtime_policy.hpp>
 
 #include "cli.hpp"
 #include "generation.hpp"

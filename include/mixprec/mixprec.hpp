@@ -8,8 +8,8 @@
 
 // IWYU pragma: begin_exports
 #include "mixprec/core.hpp"
-#include "mixprec/eigen.hpp"
-#include "mixprec/xtensor.hpp"
+#include "mixprec/arrays/eigen.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 
 #include "mixprec/kernels/activations.hpp"
 #include "mixprec/kernels/gemm.hpp"

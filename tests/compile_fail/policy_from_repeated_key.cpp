@@ -1,5 +1,5 @@
 // Must not compile: policy_from<"p=f32,params=bf16"> is malformed; the static_assert says why.
-#include <mixprec/policy_string.hpp>
+#include <mixprec/policies/policy_string.hpp>
 
 #ifdef MIXPREC_EXPECT_COMPILE_ERROR
 using chosen = mixprec::policy_from<"p=f32,params=bf16">;

@@ -1,5 +1,5 @@
 // Must not compile: visit's f must return one type for all 64 policies (like std::visit).
-#include <mixprec/runtime_policy.hpp>
+#include <mixprec/policies/runtime_policy.hpp>
 
 inline auto run(const mixprec::runtime_policy& p) {
 #ifdef MIXPREC_EXPECT_COMPILE_ERROR

@@ -1,6 +1,6 @@
 // Must not compile: a struct that has not opted in (no mixprec::tree_traits) is not a tree; the
-// static_assert in mixprec/tree.hpp says how to opt in. The opted-in twin compiles.
-#include <mixprec/cast.hpp>
+// static_assert in mixprec/arrays/tree.hpp says how to opt in. The opted-in twin compiles.
+#include <mixprec/policies/cast.hpp>
 #include <tuple>
 
 namespace {

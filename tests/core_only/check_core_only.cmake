@@ -1,7 +1,8 @@
 # cmake -P script behind the ctest case core_only/no_eigen_no_xtensor.
 #
 # Proves that the core headers (everything under include/mixprec/ except the array adapters
-# eigen.hpp / xtensor.hpp, the full umbrella mixprec.hpp and the nn/ and kernels/ folders) compile
+# arrays/eigen.hpp and arrays/xtensor.hpp, the full umbrella mixprec.hpp and the folders kernels/,
+# nn/, scaled/ and train/) compile
 # and work without Eigen or xtensor.
 #
 # Why not just compile against the `mixprec::mixprec` target? It brings Eigen and xtensor on the
@@ -33,7 +34,8 @@ function(is_forbidden path out)
   file(RELATIVE_PATH rel "${INCLUDE_DIR}" "${path}")
   if(NOT rel MATCHES "^\\.\\./" AND NOT IS_ABSOLUTE "${rel}")
     # One of our own headers: forbidden if it is outside the core.
-    if(rel MATCHES "^mixprec/(eigen|xtensor)(\\.hpp$|/)" OR rel MATCHES "^mixprec/(nn|kernels)/" OR rel STREQUAL "mixprec/mixprec.hpp")
+    if(rel MATCHES "^mixprec/arrays/(eigen|xtensor)\\.hpp$" OR rel MATCHES "^mixprec/(kernels|nn|scaled|train)/"
+       OR rel STREQUAL "mixprec/mixprec.hpp")
       set(result TRUE)
     endif()
   else()

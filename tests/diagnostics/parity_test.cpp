@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "mixprec/diagnostics/parity.hpp"
-#include "mixprec/types.hpp"
+#include "mixprec/core.hpp"
 
 using mixprec::bfloat16;
 using mixprec::diagnostics::capture;

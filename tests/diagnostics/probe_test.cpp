@@ -16,8 +16,8 @@
 
 #include "mixprec/diagnostics/probe.hpp"
 #include "mixprec/diagnostics/recording_probe.hpp"
-#include "mixprec/types.hpp"
-#include "mixprec/xtensor.hpp"
+#include "mixprec/core.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;

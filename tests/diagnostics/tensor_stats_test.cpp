@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "mixprec/diagnostics/tensor_stats.hpp"
-#include "mixprec/types.hpp"
+#include "mixprec/core.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;

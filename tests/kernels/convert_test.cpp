@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "mixprec/kernels/detail/convert.hpp"
-#include "mixprec/types.hpp"
+#include "mixprec/core.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "mixprec/kernels/gemm.hpp"
-#include "mixprec/types.hpp"
+#include "mixprec/core.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;

@@ -1,5 +1,5 @@
 // llama2c_checkpoint.hpp: small checkpoints written here byte by byte (layout from
-// shared/data/stories260K/SOURCE.md and llama2.c run.c), every error path, and the real stories260K.bin
+// data/stories260K/SOURCE.md and llama2.c run.c), every error path, and the real stories260K.bin
 // against the header and per-tensor maxima listed in SOURCE.md.
 #include "llama/llama2c_checkpoint.hpp"
 
@@ -12,7 +12,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "shared_data.hpp"
+#include "data.hpp"
 #include "test_files.hpp"
 
 namespace {
@@ -210,7 +210,7 @@ TEST_CASE("read_checkpoint rejects truncated files, trailing data and non-finite
 }
 
 TEST_CASE("stories260K.bin parses with SOURCE.md's header and per-tensor maxima", "[llama][checkpoint]") {
-  if (!llama_test::stories260k_available()) return;
+
   const auto ck = llama2c::read_checkpoint(llama_test::stories260k_dir() / "stories260K.bin");
   // SOURCE.md "Architecture": dim 64, hidden 172, 5 layers, 8 heads, 4 kv heads, vocab 512 (shared), seq 512.
   CHECK(ck.config.dim == 64);

@@ -3,8 +3,8 @@
 //  - the float64 oracle tests/llama/reference_llama.hpp (plain loops, no library code), on the real
 //    stories260K and on a small random checkpoint built here (so the structure is checked without the data);
 //  - karpathy/llama2.c's published output for stories260K (test_all.py, commit 350e04fe; quoted in
-//    shared/data/stories260K/SOURCE.md) and the first 40 greedy tokens listed in SOURCE.md.
-// Tests that need shared/data/stories260K WARN and check nothing when it is absent; the command-line error
+//    data/stories260K/SOURCE.md) and the first 40 greedy tokens listed in SOURCE.md.
+// The data ships with the repository (data/stories260K); the command-line error
 // paths run on files written here, so they need no data.
 #include "llama/model.hpp"
 
@@ -24,15 +24,15 @@
 
 #include <catch2/catch.hpp>
 #include <mixprec/diagnostics/recording_probe.hpp>
-#include <mixprec/policy.hpp>
-#include <mixprec/types.hpp>
+#include <mixprec/policies/policy.hpp>
+#include <mixprec/core.hpp>
 
 #include "llama/generate.hpp"
 #include "llama/llama2c_checkpoint.hpp"
 #include "llama/llama2c_tokenizer.hpp"
 #include "llama/sampler.hpp"
 #include "reference_llama.hpp"
-#include "shared_data.hpp"
+#include "data.hpp"
 #include "test_files.hpp"
 
 namespace {
@@ -219,10 +219,16 @@ constexpr bool have_executable = false;
 const char* const executable = "";
 #endif
 
+// False (and the test is reported as skipped: ctest's SKIP_REGULAR_EXPRESSION matches "SKIPPED:") only
+// in a build without examples; in a build with them, a missing executable fails the test.
 bool executable_available() {
-  if (have_executable && std::filesystem::is_regular_file(executable)) return true;
-  WARN("SKIPPED: the mixprec-llama executable is not available (examples not built: MIXPREC_BUILD_EXAMPLES=OFF)");
-  return false;
+  if (!have_executable) {
+    WARN("SKIPPED: the mixprec-llama executable is not built here (MIXPREC_BUILD_EXAMPLES=OFF)");
+    return false;
+  }
+  INFO("mixprec-llama should have been built at " << executable);
+  REQUIRE(std::filesystem::is_regular_file(executable));
+  return true;
 }
 
 struct process_result {
@@ -378,7 +384,7 @@ TEST_CASE("generate stops at seq_len, at BOS, and teacher_force replays the same
 // =========================================================================================================
 
 TEST_CASE("the float32 model decodes llama2.c's published 464-byte text in 200 greedy steps", "[llama][model]") {
-  if (!llama_test::stories260k_available()) return;
+
   const auto ck = load_stories260k();
   const auto tok = llama2c::read_tokenizer(llama_test::stories260k_dir() / "tok512.bin", ck.config.vocab_size);
   llama::model<f32_policy> m(ck);
@@ -393,7 +399,7 @@ TEST_CASE("the float32 model decodes llama2.c's published 464-byte text in 200 g
 }
 
 TEST_CASE("every policy of the report decodes SOURCE.md's first 40 greedy tokens", "[llama][model]") {
-  if (!llama_test::stories260k_available()) return;
+
   const auto ck = load_stories260k();
   auto first_40 = [&]<class P>(P) {
     llama::model<P> m(ck);
@@ -410,7 +416,7 @@ TEST_CASE("every policy of the report decodes SOURCE.md's first 40 greedy tokens
 }
 
 TEST_CASE("stories260K logits match the float64 oracle within each format's rounding bound", "[llama][model]") {
-  if (!llama_test::stories260k_available()) return;
+
   const auto ck = load_stories260k();
   // BOS, then the first greedy tokens: positions 0..7 (step 0 is BOS at position 0).
   const std::vector<int> tokens{1, 403, 407, 261, 378, 432, 383, 286};
@@ -448,7 +454,7 @@ TEST_CASE("stories260K logits match the float64 oracle within each format's roun
 
 TEST_CASE("mixprec-llama --text-only --policy f32 prints llama2.c's published text byte for byte",
           "[llama][cli]") {
-  if (!executable_available() || !llama_test::stories260k_available()) return;
+  if (!executable_available()) return;
   const process_result r = run_llama(data_files() + std::vector<std::string>{"--text-only", "--policy", "f32"});
   CHECK(r.status == 0);
   CHECK(r.err.empty());
@@ -457,7 +463,7 @@ TEST_CASE("mixprec-llama --text-only --policy f32 prints llama2.c's published te
 }
 
 TEST_CASE("mixprec-llama samples as run.c does for a seed and temperature", "[llama][cli]") {
-  if (!executable_available() || !llama_test::stories260k_available()) return;
+  if (!executable_available()) return;
   const auto ck = load_stories260k();
   const auto tok = llama2c::read_tokenizer(llama_test::stories260k_dir() / "tok512.bin", ck.config.vocab_size);
   // The expected tokens: the oracle's logits (rounded to float, as run.c's are float) through run.c's sampler.
@@ -481,7 +487,7 @@ TEST_CASE("mixprec-llama samples as run.c does for a seed and temperature", "[ll
 }
 
 TEST_CASE("mixprec-llama's report covers every policy, per site, and writes a chart", "[llama][cli]") {
-  if (!executable_available() || !llama_test::stories260k_available()) return;
+  if (!executable_available()) return;
   const llama_test::temp_file svg("plot", "");
   const process_result r = run_llama(
       data_files() + std::vector<std::string>{"--steps", "12", "--repeats", "1", "--plot", svg.path().string()});

@@ -1,5 +1,5 @@
 // The float64 oracle (reference_llama.hpp) against published facts about stories260K
-// (shared/data/stories260K/SOURCE.md): karpathy/llama2.c test_all.py's expected 200-step greedy output, and
+// (data/stories260K/SOURCE.md): karpathy/llama2.c test_all.py's expected 200-step greedy output, and
 // the reference facts listed there (step-0 logits, first 40 greedy tokens, activation ranges).
 #include "reference_llama.hpp"
 
@@ -12,7 +12,7 @@
 
 #include "llama/llama2c_checkpoint.hpp"
 #include "llama/llama2c_tokenizer.hpp"
-#include "shared_data.hpp"
+#include "data.hpp"
 
 namespace {
 
@@ -39,7 +39,7 @@ TEST_CASE("the published stories260K text is the 464-byte string SOURCE.md descr
 }
 
 TEST_CASE("reference forward pass reproduces stories260K's step-0 logits", "[llama][reference]") {
-  if (!llama_test::stories260k_available()) return;
+
   const auto ck = load_model();
   reference_llama model(ck);
   const std::vector<double> logits = model.forward(1, 0);  // BOS at position 0
@@ -53,7 +53,7 @@ TEST_CASE("reference forward pass reproduces stories260K's step-0 logits", "[lla
 }
 
 TEST_CASE("reference greedy decoding reproduces stories260K's first 40 tokens", "[llama][reference]") {
-  if (!llama_test::stories260k_available()) return;
+
   const auto ck = load_model();
   reference_llama model(ck);
   const std::vector<int> expected{403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317,
@@ -63,7 +63,7 @@ TEST_CASE("reference greedy decoding reproduces stories260K's first 40 tokens", 
 }
 
 TEST_CASE("reference 200-step greedy decode equals llama2.c's published output byte for byte", "[llama][reference]") {
-  if (!llama_test::stories260k_available()) return;
+
   const auto ck = load_model();
   const auto tok = llama2c::read_tokenizer(llama_test::stories260k_dir() / "tok512.bin", ck.config.vocab_size);
   reference_llama model(ck);
@@ -81,7 +81,7 @@ TEST_CASE("reference 200-step greedy decode equals llama2.c's published output b
 }
 
 TEST_CASE("stories260K's exported RoPE tables are cos and sin of pos * 10000^(-2i/head_size)", "[llama][reference]") {
-  if (!llama_test::stories260k_available()) return;
+
   const auto ck = load_model();
   const std::size_t half = static_cast<std::size_t>(ck.config.head_size() / 2);
   REQUIRE(ck.freq_cis_real.shape == std::vector<std::size_t>{512, 4});

@@ -12,7 +12,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "shared_data.hpp"
+#include "data.hpp"
 #include "test_files.hpp"
 
 namespace {
@@ -179,7 +179,7 @@ TEST_CASE("read_tokenizer names the file and the problem for bad files", "[llama
 }
 
 TEST_CASE("tok512.bin parses as SOURCE.md describes", "[llama][tokenizer]") {
-  if (!llama_test::stories260k_available()) return;
+
   const auto path = llama_test::stories260k_dir() / "tok512.bin";
   const auto tok = llama2c::read_tokenizer(path, 512);
   CHECK(tok.vocab_size() == 512);

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "mixprec/nn/attention.hpp"
-#include "mixprec/policy.hpp"
-#include "mixprec/types.hpp"
+#include "mixprec/policies/policy.hpp"
+#include "mixprec/core.hpp"
 #include "policies.hpp"
 
 using mixprec::bfloat16;

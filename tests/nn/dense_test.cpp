@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "mixprec/nn/dense.hpp"
-#include "mixprec/policy.hpp"
-#include "mixprec/types.hpp"
+#include "mixprec/policies/policy.hpp"
+#include "mixprec/core.hpp"
 #include "policies.hpp"
 
 using mixprec::bfloat16;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "mixprec/nn/kv_cache.hpp"
-#include "mixprec/types.hpp"
+#include "mixprec/core.hpp"
 
 using mixprec::bfloat16;
 namespace nn = mixprec::nn;

@@ -10,8 +10,8 @@
 #include <type_traits>
 
 #include "mixprec/nn/layer_norm.hpp"
-#include "mixprec/policy.hpp"
-#include "mixprec/types.hpp"
+#include "mixprec/policies/policy.hpp"
+#include "mixprec/core.hpp"
 #include "policies.hpp"
 
 using mixprec::bfloat16;

@@ -5,8 +5,8 @@
 #include <limits>
 #include <tuple>
 
-#include "mixprec/policy.hpp"
-#include "mixprec/types.hpp"
+#include "mixprec/policies/policy.hpp"
+#include "mixprec/core.hpp"
 
 namespace layer_tests {
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "mixprec/nn/rms_norm.hpp"
-#include "mixprec/policy.hpp"
-#include "mixprec/types.hpp"
+#include "mixprec/policies/policy.hpp"
+#include "mixprec/core.hpp"
 #include "policies.hpp"
 
 using mixprec::bfloat16;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "mixprec/nn/rotary.hpp"
-#include "mixprec/types.hpp"
+#include "mixprec/core.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;

@@ -1,11 +1,11 @@
-// Compile-time checks of mixprec/policy.hpp and mixprec/policy_string.hpp. Compiling is passing.
+// Compile-time checks of mixprec/policies/policy.hpp and mixprec/policies/policy_string.hpp. Compiling is passing.
 // Expected types follow jmp's grammar and defaults (google-deepmind/jmp, jmp/_src/policy.py at
 // 7b3a5f784eca7e1f0f9d231ef8c9dae181f01f16) and, for promote, JAX's published promotion table.
 #include <type_traits>
 
-#include "mixprec/policy.hpp"
-#include "mixprec/policy_string.hpp"
-#include "mixprec/runtime_policy.hpp"
+#include "mixprec/policies/policy.hpp"
+#include "mixprec/policies/policy_string.hpp"
+#include "mixprec/policies/runtime_policy.hpp"
 
 namespace {
 

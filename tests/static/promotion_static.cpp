@@ -1,15 +1,15 @@
-// Compile-time tests of mixprec/promotion.hpp: static_asserts only; compiling this file is passing.
+// Compile-time tests of mixprec/dtypes/promotion.hpp: static_asserts only; compiling this file is passing.
 // Expected values: JAX's published promotion table (docs/type_promotion.rst) and JAX's
 // tests/dtypes_test.py; the lattice laws hold for JAX's lattice by construction (see
 // docs/promotion.md). The exhaustive associativity check over triples is a run-time test
-// (tests/promotion/promotion_test.cpp): it exceeds Clang's default constexpr step limit.
+// (tests/dtypes/promotion_test.cpp): it exceeds Clang's default constexpr step limit.
 
 #include <array>
 #include <complex>
 #include <cstdint>
 #include <type_traits>
 
-#include "mixprec/promotion.hpp"
+#include "mixprec/dtypes/promotion.hpp"
 
 namespace {
 

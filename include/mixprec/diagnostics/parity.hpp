@@ -35,7 +35,7 @@
 #include "mixprec/diagnostics/detail/text_table.hpp"
 #include "mixprec/diagnostics/quantile.hpp"
 #include "mixprec/diagnostics/recording_probe.hpp"
-#include "mixprec/types/finfo.hpp"
+#include "mixprec/formats/finfo.hpp"
 
 namespace mixprec::diagnostics {
 

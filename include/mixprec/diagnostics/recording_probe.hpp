@@ -22,7 +22,7 @@
 #include "mixprec/diagnostics/detail/text_table.hpp"
 #include "mixprec/diagnostics/probe.hpp"
 #include "mixprec/diagnostics/tensor_stats.hpp"
-#include "mixprec/dtype.hpp"
+#include "mixprec/dtypes/dtype.hpp"
 
 namespace mixprec::diagnostics {
 

@@ -17,9 +17,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "mixprec/dtype.hpp"
-#include "mixprec/types/basic_float.hpp"
-#include "mixprec/types/finfo.hpp"
+#include "mixprec/dtypes/dtype.hpp"
+#include "mixprec/formats/basic_float.hpp"
+#include "mixprec/formats/finfo.hpp"
 
 namespace mixprec::diagnostics {
 

@@ -32,14 +32,14 @@
 // GCC 12 reports false -W(maybe-)uninitialized warnings inside its own avx512fintrin.h (the
 // _mm512_undefined_* idiom) when Eigen's AVX-512 GEMM kernels are inlined (-mavx512f / -march=native
 // builds), which breaks -Werror builds of every program that calls matmul. Silenced for Eigen and this
-// header (mixprec/eigen.hpp silences them around Eigen itself; this covers the kernels below).
+// header (mixprec/arrays/eigen.hpp silences them around Eigen itself; this covers the kernels below).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-#include "mixprec/eigen.hpp"
-#include "mixprec/accumulator.hpp"
+#include "mixprec/arrays/eigen.hpp"
+#include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <type_traits>
 
-#include "mixprec/accumulator.hpp"
+#include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 

@@ -50,8 +50,8 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/eigen.hpp"
-#include "mixprec/accumulator.hpp"
+#include "mixprec/arrays/eigen.hpp"
+#include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/softmax.hpp"
@@ -60,7 +60,7 @@
 #include "mixprec/nn/kv_cache.hpp"
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/rotary.hpp"
-#include "mixprec/xtensor.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn {
 

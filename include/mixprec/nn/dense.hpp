@@ -19,8 +19,7 @@
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/layer_types.hpp"
-#include "mixprec/nn/layer_types.hpp"
-#include "mixprec/xtensor.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn {
 

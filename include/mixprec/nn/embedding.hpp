@@ -21,9 +21,8 @@
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/layer_types.hpp"
-#include "mixprec/nn/layer_types.hpp"
-#include "mixprec/types/intn.hpp"
-#include "mixprec/xtensor.hpp"
+#include "mixprec/formats/intn.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn {
 

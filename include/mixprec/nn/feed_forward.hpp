@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/accumulator.hpp"
+#include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/activations.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
@@ -23,8 +23,7 @@
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/layer_types.hpp"
-#include "mixprec/nn/layer_types.hpp"
-#include "mixprec/xtensor.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn {
 

@@ -26,7 +26,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "mixprec/types/basic_float.hpp"
+#include "mixprec/formats/basic_float.hpp"
 
 namespace mixprec::nn {
 

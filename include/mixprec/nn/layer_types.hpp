@@ -15,8 +15,8 @@
 #include <complex>
 #include <type_traits>
 
-#include "mixprec/policy.hpp"
-#include "mixprec/promotion.hpp"
+#include "mixprec/policies/policy.hpp"
+#include "mixprec/dtypes/promotion.hpp"
 
 namespace mixprec::nn {
 

@@ -32,14 +32,13 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/accumulator.hpp"
+#include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/layer_types.hpp"
-#include "mixprec/nn/layer_types.hpp"
-#include "mixprec/xtensor.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn {
 

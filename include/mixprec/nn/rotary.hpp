@@ -33,7 +33,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "mixprec/accumulator.hpp"
+#include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 
 namespace mixprec::nn {

@@ -11,10 +11,10 @@
 #include <span>
 #include <type_traits>
 
-#include "mixprec/accumulator.hpp"
-#include "mixprec/types/basic_float.hpp"
-#include "mixprec/types/bfloat16.hpp"
-#include "mixprec/types/convert.hpp"
+#include "mixprec/arrays/accumulator.hpp"
+#include "mixprec/formats/basic_float.hpp"
+#include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/formats/convert.hpp"
 
 namespace mixprec::kernels::detail {
 

@@ -14,7 +14,7 @@
 
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
-#include "mixprec/xtensor.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn::detail {
 

@@ -1,0 +1,119 @@
+/// \file
+/// \brief The xtensor adapter: xtensor containers (`xt::xarray`, `xt::xtensor`, `xt::xtensor_fixed`)
+/// as tree nodes, so that `cast_floating`, `cast_to_compute`, loss scaling and `all_finite` work on
+/// them. One of the two headers allowed to include xtensor (the other adapter is `mixprec/arrays/eigen.hpp`).
+///
+/// Casting gives an evaluated container of the new element type with the same shape, layout and
+/// strides (`xt::xarray<float>` -> `xt::xarray<bfloat16>`), never a lazy `auto` expression that could
+/// outlive its operands (xtensor's pitfall docs). Lazy expressions (`a + b`, views) are not trees:
+/// evaluate them into a container first (`xt::xarray<float> c = a + b;`). The result uses xtensor's
+/// default data container and allocator for the new element type.
+///
+/// **Example**:
+///
+///     xt::xtensor<float, 2> x = {{1.0f, 2.0f}, {3.0f, 4.0f}};
+///     xt::xtensor<mixprec::bfloat16, 2> h = mixprec::cast_floating<mixprec::bfloat16>(x);
+#pragma once
+
+#if __has_include(<xtensor/containers/xarray.hpp>)  // xtensor >= 0.26
+#include <xtensor/containers/xarray.hpp>
+#include <xtensor/containers/xfixed.hpp>
+#include <xtensor/containers/xtensor.hpp>
+#else  // xtensor <= 0.25 (Debian bookworm: 0.24.3)
+#include <xtensor/xarray.hpp>
+#include <xtensor/xfixed.hpp>
+#include <xtensor/xtensor.hpp>
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include "mixprec/arrays/tree.hpp"
+
+namespace mixprec {
+
+namespace detail {
+/// The tree protocol for an xtensor container of scalars: children are the elements in storage
+/// order; `map` builds `Out` (the same kind of container of the transformed type) with the same shape
+/// and strides, so storage orders match.
+template <class Element>
+struct xtensor_tree_traits_base {
+  static_assert(tree_leaf<Element>,
+                "mixprec trees: an xtensor container is a tree node only when its elements are scalar leaves "
+                "(arithmetic, std::complex, mixprec small floats).");
+  using element_type = Element;
+
+  template <class Container, class F>
+  static void for_each(Container& c, F&& f) {
+    for (auto& x : c.storage()) f(x);
+  }
+
+  template <class Out, class Container, class F>
+  static void fill(Out& out, const Container& in, F&& f) {
+    auto dst = out.storage().begin();
+    for (const auto& x : in.storage()) *dst++ = f(x);
+  }
+
+  template <class Out, class Container>
+  static void resize_like(Out& out, const Container& in) {
+    if constexpr (Out::static_layout == xt::layout_type::dynamic) {
+      auto strides = xtl::make_sequence<typename Out::strides_type>(in.strides().size());
+      std::copy(in.strides().cbegin(), in.strides().cend(), strides.begin());
+      out.resize(in.shape(), strides);
+    } else {
+      out.resize(in.shape());
+    }
+  }
+
+  template <class F>
+  using mapped_t = std::remove_cvref_t<decltype(std::declval<F&>()(std::declval<const Element&>()))>;
+};
+}  // namespace detail
+
+/// `xt::xarray_container` (`xt::xarray<T, L>`) of scalar leaves: a range node over its elements.
+/// Casting gives `xt::xarray<U, L>` of the same shape.
+template <class EC, xt::layout_type L, class SC>
+struct tree_traits<xt::xarray_container<EC, L, SC, xt::xtensor_expression_tag>>
+    : detail::xtensor_tree_traits_base<typename EC::value_type> {
+  using base = detail::xtensor_tree_traits_base<typename EC::value_type>;
+  template <class F>
+  static auto map(const xt::xarray_container<EC, L, SC, xt::xtensor_expression_tag>& a, F&& f) {
+    xt::xarray<typename base::template mapped_t<F>, L> out;
+    base::resize_like(out, a);
+    base::fill(out, a, f);
+    return out;
+  }
+};
+
+/// `xt::xtensor_container` (`xt::xtensor<T, N, L>`) of scalar leaves: a range node over its elements.
+/// Casting gives `xt::xtensor<U, N, L>` of the same shape.
+template <class EC, std::size_t N, xt::layout_type L>
+struct tree_traits<xt::xtensor_container<EC, N, L, xt::xtensor_expression_tag>>
+    : detail::xtensor_tree_traits_base<typename EC::value_type> {
+  using base = detail::xtensor_tree_traits_base<typename EC::value_type>;
+  template <class F>
+  static auto map(const xt::xtensor_container<EC, N, L, xt::xtensor_expression_tag>& a, F&& f) {
+    xt::xtensor<typename base::template mapped_t<F>, N, L> out;
+    base::resize_like(out, a);
+    base::fill(out, a, f);
+    return out;
+  }
+};
+
+/// `xt::xfixed_container` (`xt::xtensor_fixed<T, xt::xshape<...>, L>`) of scalar leaves: a range node
+/// over its elements. Casting gives `xt::xtensor_fixed<U, same shape, L>`.
+template <class ET, class S, xt::layout_type L, bool Sharable>
+struct tree_traits<xt::xfixed_container<ET, S, L, Sharable, xt::xtensor_expression_tag>>
+    : detail::xtensor_tree_traits_base<ET> {
+  using base = detail::xtensor_tree_traits_base<ET>;
+  template <class F>
+  static auto map(const xt::xfixed_container<ET, S, L, Sharable, xt::xtensor_expression_tag>& a, F&& f) {
+    xt::xtensor_fixed<typename base::template mapped_t<F>, S, L, Sharable> out;
+    base::fill(out, a, f);
+    return out;
+  }
+};
+
+}  // namespace mixprec

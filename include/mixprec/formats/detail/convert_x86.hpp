@@ -1,0 +1,327 @@
+/// \file
+/// \brief Private: the x86 SIMD loops of `mixprec::convert`, compiled only when the compiler targets
+/// the instruction sets (`-mavx512f -mavx512bw -mavx512vl [-mavx512bf16]`, or `-mf16c`; `-march=native`
+/// on a CPU that has them). Users include `<mixprec/formats/convert.hpp>`.
+///
+/// Every result is bit-identical to the scalar codec (`float_codec.hpp`):
+///  - AVX-512 (F, BW, VL): 16 lanes of `encode_lane` / `decode_lane` (convert_lanewise.hpp) in
+///    integer intrinsics, operation for operation, for every format.
+///  - float16 uses the hardware conversions VCVTPS2PH (round to nearest even from the immediate, so
+///    MXCSR.RC does not matter; MXCSR.FTZ is ignored by the instruction; a DAZ-flushed float subnormal
+///    rounds to the same +-0) and VCVTPH2PS (exact; NaN keeps its payload and gets the quiet bit, which
+///    is the scalar definition). VCVTPS2PH keeps NaN payload bits where the scalar codec gives the
+///    canonical quiet NaN, and gives Inf where saturation wants +-max: those lanes are redone.
+///  - bfloat16 with AVX512-BF16 uses VCVTNEPS2BF16 (round to nearest even; never consults MXCSR), which
+///    flushes float subnormal inputs to zero and keeps NaN payloads: those lanes, and overflowing lanes
+///    when saturating, are redone with the integer path. A `kortest` skips the repair when no lane needs it.
+///  - F16C alone (AVX2-class CPUs): float16 with the 256-bit forms of the same instructions.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include "mixprec/formats/detail/convert_lanewise.hpp"  // decides MIXPREC_DETAIL_CONVERT_{AVX512,AVX512BF16,F16C}
+#include "mixprec/formats/float_format.hpp"
+
+#if defined(MIXPREC_DETAIL_CONVERT_AVX512) || defined(MIXPREC_DETAIL_CONVERT_F16C)
+#include <immintrin.h>
+
+// GCC 12 warns "'__Y' is used uninitialized" / "may be used uninitialized" inside its own AVX-512
+// intrinsics once they are inlined (GCC bug 105593: _mm512_undefined_epi32). GCC checks the pragma at
+// every level of the inlining stack, so disabling both warnings over the functions below silences
+// exactly these reports.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace mixprec::detail {
+inline namespace MIXPREC_DETAIL_CONVERT_ISA {
+namespace x86 {
+
+#if defined(MIXPREC_DETAIL_CONVERT_AVX512)
+
+/// Whether the AVX-512 path converts format `F` (all formats; the trait keeps the dispatch uniform).
+template <float_format F>
+inline constexpr bool handles = true;
+
+[[nodiscard]] inline __m512i splat(std::uint32_t v) noexcept { return _mm512_set1_epi32(static_cast<int>(v)); }
+
+/// Per lane: `neg` where `negative` is set, else `pos`.
+[[nodiscard]] inline __m512i by_sign(__mmask16 negative, std::uint32_t pos, std::uint32_t neg) noexcept {
+  return _mm512_mask_mov_epi32(splat(pos), negative, splat(neg));
+}
+
+/// Mask of the first `count` lanes, count < 16.
+[[nodiscard]] inline __mmask16 first_lanes(std::size_t count) noexcept {
+  return static_cast<__mmask16>((1U << count) - 1U);
+}
+
+/// 16 lanes of `encode_lane<F, Mode>`: float bits in, pattern of F (zero-extended) out.
+template <float_format F, overflow_mode Mode>
+[[nodiscard]] inline __m512i encode16(__m512i u) noexcept {
+  using C = encode_constants<F, Mode>;
+  const __m512i one = splat(1U);
+  const __m512i a = _mm512_and_si512(u, splat(float_bits::magnitude));
+  const __mmask16 negative = _mm512_cmpneq_epi32_mask(u, a);
+  const __m512i rebiased = _mm512_sub_epi32(a, splat(C::rebias));
+  const __m512i parity = _mm512_and_si512(_mm512_srli_epi32(rebiased, C::shift), one);
+  __m512i mag = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(rebiased, splat(C::round_bias)), parity), C::shift);
+  const __mmask16 subnormal = _mm512_cmplt_epu32_mask(a, splat(C::subnormal_below));
+  if constexpr (F.has_zero && C::B == float_bits::exponent_bias) {
+    // bfloat16: its subnormals are float's, and the normal formula above already rounds them.
+  } else if constexpr (F.has_zero && C::subnormal_by_scaling) {
+    // |x| * 2^(B + M - 1) is exact (a power-of-two scaling that stays normal where used), and
+    // rounding it to an integer, nearest even, is the subnormal magnitude. Both use embedded rounding
+    // {rn-sae}: MXCSR.RC is ignored and no flag is raised. DAZ/FTZ can only turn a float subnormal
+    // input into 0, and such an input rounds to 0 anyway (below half of F's smallest subnormal).
+    constexpr int rn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m512 scaled = _mm512_mul_round_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(splat(C::subnormal_scale)), rn);
+    mag = _mm512_mask_mov_epi32(mag, subnormal, _mm512_cvt_roundps_epi32(scaled, rn));
+  } else {  // no zero (e8m0): |x| below 2^-126 becomes 2^-127 or 2^-126
+    const __mmask16 up = _mm512_cmpgt_epu32_mask(a, splat(C::no_zero_midpoint));
+    mag = _mm512_mask_mov_epi32(mag, subnormal, _mm512_maskz_mov_epi32(up, one));
+  }
+  __m512i r = mag;
+  if constexpr (C::sign != 0U) r = _mm512_mask_or_epi32(mag, negative, mag, splat(C::sign));
+  const __mmask16 overflow = _mm512_cmpgt_epu32_mask(mag, splat(C::max_magnitude));
+  r = _mm512_mask_mov_epi32(r, overflow, by_sign(negative, C::overflow_pos, C::overflow_neg));
+  if constexpr (F.nan == nan_encoding::negative_zero) {
+    r = _mm512_mask_mov_epi32(r, _mm512_testn_epi32_mask(mag, mag), _mm512_setzero_si512());  // no -0
+  }
+  if constexpr (!F.is_signed) r = _mm512_mask_mov_epi32(r, negative, splat(C::negative_finite));
+  const __mmask16 zero = _mm512_testn_epi32_mask(a, a);
+  const __mmask16 not_finite = _mm512_cmpge_epu32_mask(a, splat(float_bits::infinity));
+  if (_kortestz_mask16_u8(zero, not_finite) == 0) {  // rare: skip when no lane is 0, Inf or NaN
+    r = _mm512_mask_mov_epi32(r, zero, by_sign(negative, C::zero_pos, C::zero_neg));
+    const __mmask16 inf = _mm512_cmpeq_epi32_mask(a, splat(float_bits::infinity));
+    r = _mm512_mask_mov_epi32(r, inf, by_sign(negative, C::inf_pos, C::inf_neg));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, splat(float_bits::infinity));
+    r = _mm512_mask_mov_epi32(r, nan, by_sign(negative, C::nan_pos, C::nan_neg));
+  }
+  return r;
+}
+
+/// 16 lanes of `decode_lane<F>`: pattern of F (zero-extended) in, float bits out.
+template <float_format F>
+[[nodiscard]] inline __m512i decode16(__m512i x) noexcept {
+  using C = decode_constants<F>;
+  if constexpr (F == formats::bfloat16) {
+    // The top half of a float: only NaNs change, they get the quiet bit.
+    const __m512i u = _mm512_slli_epi32(x, C::shift);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, splat(float_bits::magnitude)), splat(float_bits::infinity));
+    return _mm512_mask_or_epi32(u, nan, u, splat(float_bits::quiet_nan));
+  } else if constexpr (!F.has_zero) {
+    __m512i r = _mm512_slli_epi32(x, float_bits::mantissa_bits);
+    r = _mm512_mask_mov_epi32(r, _mm512_testn_epi32_mask(x, x), splat(C::no_zero_smallest));
+    static_assert(F.nan == nan_encoding::all_ones, "e8m0's NaN is its all-ones pattern");
+    return _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(x, splat(F.magnitude_mask())), splat(float_bits::quiet_nan));
+  } else {
+    __m512i sign = _mm512_setzero_si512();
+    if constexpr (F.is_signed) sign = _mm512_slli_epi32(_mm512_and_si512(x, splat(F.sign_mask())), C::sign_shift);
+    const __m512i mag = _mm512_and_si512(x, splat(F.magnitude_mask()));
+    const __m512i exponent = _mm512_srli_epi32(mag, C::M);
+    const __m512i mantissa = _mm512_and_si512(mag, splat(C::mantissa_mask));
+    __m512i r = _mm512_add_epi32(_mm512_slli_epi32(mag, C::shift), splat(C::rebias));
+    if constexpr (C::subnormal_detour) {
+      const __m512i as_float = _mm512_castps_si512(_mm512_cvtepi32_ps(mantissa));  // exact: mantissa < 2^10
+      const __m512i sub = _mm512_maskz_add_epi32(_mm512_test_epi32_mask(mantissa, mantissa), as_float, splat(C::subnormal_rebias));
+      r = _mm512_mask_mov_epi32(r, _mm512_testn_epi32_mask(exponent, exponent), sub);
+    }
+    if constexpr (F.nan == nan_encoding::ieee) {
+      const __m512i special = _mm512_mask_or_epi32(splat(float_bits::infinity), _mm512_test_epi32_mask(mantissa, mantissa),
+                                                   splat(float_bits::quiet_nan), _mm512_slli_epi32(mantissa, C::shift));
+      r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(exponent, splat(C::max_exponent)), special);
+    } else if constexpr (F.nan == nan_encoding::all_ones) {
+      r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(mag, splat(F.magnitude_mask())), splat(float_bits::quiet_nan));
+    } else if constexpr (F.nan == nan_encoding::negative_zero) {
+      r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(x, splat(F.sign_mask())), splat(float_bits::quiet_nan));
+    }
+    return _mm512_or_si512(sign, r);
+  }
+}
+
+/// Loads 16 patterns (`Full`) or the lanes of `mask` of a 1- or 2-byte format, zero-extended to 32 bits.
+template <bool Full, class T>
+[[nodiscard]] inline __m512i load_patterns(const T* p, __mmask16 mask) noexcept {
+  if constexpr (sizeof(T) == 1) {
+    if constexpr (Full) return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, p));
+  } else {
+    if constexpr (Full) return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p));
+  }
+}
+
+/// Stores the low 8 or 16 bits of all 16 lanes (`Full`) or of the lanes of `mask`.
+template <bool Full, class T>
+inline void store_patterns(T* p, __m512i r, __mmask16 mask) noexcept {
+  if constexpr (sizeof(T) == 1) {
+    if constexpr (Full) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(r));
+    } else {
+      _mm512_mask_cvtepi32_storeu_epi8(p, mask, r);
+    }
+  } else {
+    if constexpr (Full) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+    } else {
+      _mm512_mask_cvtepi32_storeu_epi16(p, mask, r);
+    }
+  }
+}
+
+/// Encodes 16 floats (bits `u`) into the 16-bit patterns of F, for the hardware-assisted formats.
+template <float_format F, overflow_mode Mode>
+[[nodiscard]] inline __m256i encode16_narrow(__m512i u) noexcept {
+  using C = encode_constants<F, Mode>;
+  const __m512i a = _mm512_and_si512(u, splat(float_bits::magnitude));
+  __mmask16 redo = _mm512_cmpgt_epu32_mask(a, splat(float_bits::infinity));  // NaN: the hardware keeps payloads
+  if constexpr (Mode == overflow_mode::saturate) {
+    redo = _mm512_cmpgt_epu32_mask(a, splat(C::max_float_bits));  // may round past max; Inf; NaN
+  }
+  __m256i h;
+  if constexpr (F == formats::float16) {
+    h = _mm512_cvtps_ph(_mm512_castsi512_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  } else {
+    static_assert(F == formats::bfloat16);
+#if defined(MIXPREC_DETAIL_CONVERT_AVX512BF16)
+    h = std::bit_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_castsi512_ps(u)));
+    // Float subnormals (0 < |x| < 2^-126): the instruction reads them as zero.
+    redo |= _mm512_cmplt_epu32_mask(_mm512_sub_epi32(a, splat(1U)), splat(float_bits::mantissa));
+#endif
+  }
+  if (redo != 0) h = _mm256_mask_mov_epi16(h, redo, _mm512_cvtepi32_epi16(encode16<F, Mode>(u)));
+  return h;
+}
+
+/// Whether F has a hardware-assisted encoder here.
+template <float_format F>
+inline constexpr bool narrow_in_hardware = F == formats::float16
+#if defined(MIXPREC_DETAIL_CONVERT_AVX512BF16)
+                                           || F == formats::bfloat16
+#endif
+    ;
+
+/// Encodes 16 floats (`Full`) or the lanes of `mask`.
+template <class To, overflow_mode Mode, bool Full>
+inline void encode_block(const float* in, To* out, __mmask16 mask) noexcept {
+  constexpr float_format F = To::format;
+  const __m512i u = Full ? _mm512_loadu_si512(in) : _mm512_maskz_loadu_epi32(mask, in);
+  if constexpr (narrow_in_hardware<F>) {
+    const __m256i h = encode16_narrow<F, Mode>(u);
+    if constexpr (Full) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), h);
+    } else {
+      _mm256_mask_storeu_epi16(out, mask, h);
+    }
+  } else {
+    store_patterns<Full>(out, encode16<F, Mode>(u), mask);
+  }
+}
+
+/// out[i] = encode<F>(in[i], Mode) for i < n, with To a 1- or 2-byte small float of format F.
+template <class To, overflow_mode Mode>
+inline void encode(const float* in, To* out, std::size_t n) noexcept {
+  std::size_t i = 0;
+  for (; n - i >= 16; i += 16) encode_block<To, Mode, true>(in + i, out + i, 0xFFFF);
+  if (i < n) encode_block<To, Mode, false>(in + i, out + i, first_lanes(n - i));
+}
+
+/// Decodes 16 patterns (`Full`) or the lanes of `mask`.
+template <class From, bool Full>
+inline void decode_block(const From* in, float* out, __mmask16 mask) noexcept {
+  constexpr float_format F = From::format;
+  __m512 r;
+  if constexpr (F == formats::float16) {
+    const __m256i h = Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in)) : _mm256_maskz_loadu_epi16(mask, in);
+    r = _mm512_cvtph_ps(h);  // exact; NaN: payload kept, quiet bit set (the scalar definition)
+  } else {
+    r = _mm512_castsi512_ps(decode16<F>(load_patterns<Full>(in, mask)));
+  }
+  if constexpr (Full) {
+    _mm512_storeu_ps(out, r);
+  } else {
+    _mm512_mask_storeu_ps(out, mask, r);
+  }
+}
+
+/// out[i] = decode_to_float<F>(in[i]) for i < n.
+template <class From>
+inline void decode(const From* in, float* out, std::size_t n) noexcept {
+  std::size_t i = 0;
+  for (; n - i >= 16; i += 16) decode_block<From, true>(in + i, out + i, 0xFFFF);
+  if (i < n) decode_block<From, false>(in + i, out + i, first_lanes(n - i));
+}
+
+#elif defined(MIXPREC_DETAIL_CONVERT_F16C)
+
+/// With F16C alone only float16 has a SIMD path; the other formats use the portable loops.
+template <float_format F>
+inline constexpr bool handles = F == formats::float16;
+
+/// Encodes 8 floats into float16 with VCVTPS2PH, then repairs NaN lanes (canonical quiet NaN with
+/// the input's sign) and, when saturating, Inf lanes (+-max).
+template <overflow_mode Mode>
+[[nodiscard]] inline __m128i encode8_float16(__m256 v) noexcept {
+  using C = encode_constants<formats::float16, Mode>;
+  static_assert(C::nan_neg == (C::nan_pos | C::sign) && C::overflow_neg == (C::overflow_pos | C::sign) &&
+                C::inf_neg == (C::inf_pos | C::sign));
+  const auto s16 = [](std::uint32_t bits) { return _mm_set1_epi16(static_cast<short>(bits)); };
+  __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+  const __m128i sign = _mm_and_si128(h, s16(C::sign));  // VCVTPS2PH keeps the sign of every input
+  if constexpr (Mode == overflow_mode::saturate) {
+    // Inf results come from Inf or overflowing inputs only; NaN results are not Inf patterns.
+    const __m128i inf = _mm_cmpeq_epi16(_mm_andnot_si128(s16(C::sign), h), s16(formats::float16.exponent_mask()));
+    h = _mm_blendv_epi8(h, _mm_or_si128(sign, s16(C::overflow_pos)), inf);
+  }
+  const __m256i nan32 = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m128i nan = _mm_packs_epi32(_mm256_castsi256_si128(nan32), _mm256_extractf128_si256(nan32, 1));
+  return _mm_blendv_epi8(h, _mm_or_si128(sign, s16(C::nan_pos)), nan);
+}
+
+template <class To, overflow_mode Mode>
+inline void encode(const float* in, To* out, std::size_t n) noexcept {
+  static_assert(To::format == formats::float16);
+  std::size_t i = 0;
+  for (; n - i >= 8; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), encode8_float16<Mode>(_mm256_loadu_ps(in + i)));
+  }
+  if (i < n) {  // tail through a zero-padded buffer
+    alignas(32) float buffer[8] = {};
+    alignas(16) std::uint16_t result[8];
+    for (std::size_t j = 0; j < n - i; ++j) buffer[j] = in[i + j];
+    _mm_store_si128(reinterpret_cast<__m128i*>(result), encode8_float16<Mode>(_mm256_load_ps(buffer)));
+    for (std::size_t j = 0; j < n - i; ++j) out[i + j] = To::from_bits(result[j]);
+  }
+}
+
+template <class From>
+inline void decode(const From* in, float* out, std::size_t n) noexcept {
+  static_assert(From::format == formats::float16);
+  std::size_t i = 0;
+  for (; n - i >= 8; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+  }
+  if (i < n) {
+    alignas(16) std::uint16_t buffer[8] = {};
+    alignas(32) float result[8];
+    for (std::size_t j = 0; j < n - i; ++j) buffer[j] = in[i + j].bits();
+    _mm256_store_ps(result, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(buffer))));
+    for (std::size_t j = 0; j < n - i; ++j) out[i + j] = result[j];
+  }
+}
+
+#endif
+
+}  // namespace x86
+}  // namespace MIXPREC_DETAIL_CONVERT_ISA
+}  // namespace mixprec::detail
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#endif  // MIXPREC_DETAIL_CONVERT_AVX512 || MIXPREC_DETAIL_CONVERT_F16C

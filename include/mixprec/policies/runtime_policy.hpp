@@ -1,0 +1,353 @@
+/// \file
+/// \brief Run-time policies: `runtime_policy` (three dtypes), `parse_policy` (jmp's `get_policy`
+/// grammar, strict), `to_string` / `operator<<`, `resolve`, `to_runtime_policy`, and `visit`, which
+/// turns a run-time policy into the matching compile-time `policy<...>` so a configuration string can
+/// select a templated code path.
+#pragma once
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <functional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "mixprec/policies/detail/policy_grammar.hpp"
+#include "mixprec/dtypes/dtype.hpp"
+#include "mixprec/policies/policy.hpp"
+
+namespace mixprec {
+
+/// A mixed-precision policy chosen at run time (jmp's `Policy`): the dtype parameters are stored in,
+/// the dtype compute happens in, and the dtype outputs are returned in. Default: all float32.
+/// `parse_policy` only makes policies whose three dtypes are real floating, non-weak dtypes; `to_string`
+/// and `visit` reject anything else. There is no run-time `promote` (jmp's grammar has none).
+struct runtime_policy {
+  dtype param = dtype::float32;    ///< storage dtype of weights
+  dtype compute = dtype::float32;  ///< dtype activations and weights are cast to before a kernel
+  dtype output = dtype::float32;   ///< dtype returned to the caller
+
+  /// Equal when all three dtypes are equal.
+  friend constexpr bool operator==(const runtime_policy&, const runtime_policy&) noexcept = default;
+};
+
+/// Thrown by `parse_policy` for a malformed policy string. `what()` names the bad token, its 0-based
+/// character offset in the input, the input, and how to fix it; `code()`, `position()` and `token()`
+/// give the same facts to code.
+class policy_parse_error : public std::invalid_argument {
+ public:
+  /// `message` is the full `what()` text; `token` is the offending text (empty when a token is
+  /// missing, then `position` is where it was expected).
+  policy_parse_error(policy_parse_errc code, std::size_t position, std::string token, const std::string& message)
+      : std::invalid_argument(message), code_(code), position_(position), token_(std::move(token)) {}
+
+  /// Why the string was rejected.
+  [[nodiscard]] policy_parse_errc code() const noexcept { return code_; }
+  /// 0-based character offset of the offending token in the input.
+  [[nodiscard]] std::size_t position() const noexcept { return position_; }
+  /// The offending token ("" when something is missing).
+  [[nodiscard]] const std::string& token() const noexcept { return token_; }
+
+ private:
+  policy_parse_errc code_;
+  std::size_t position_;
+  std::string token_;
+};
+
+namespace detail {
+
+/// "the param dtype" etc., for messages.
+[[nodiscard]] constexpr std::string_view role_name(semantic_dtype role) noexcept {
+  switch (role) {
+    case semantic_dtype::param: return "param";
+    case semantic_dtype::compute: return "compute";
+    case semantic_dtype::output: break;
+  }
+  return "output";
+}
+
+/// Appends every part to `out`. Messages are built by appending views rather than with chains of
+/// `operator+` on temporaries: GCC 12 at -O2/-O3 inlines those chains and reports impossible overlaps
+/// and sizes in libstdc++'s copies (-Wrestrict, -Wstringop-overflow; GCC bug 105329).
+template <class... Parts>
+void append_all(std::string& out, const Parts&... parts) {
+  (out.append(std::string_view(parts)), ...);
+}
+
+/// Builds the `policy_parse_error` for a failed `parse_policy_grammar(text)`.
+[[nodiscard]] inline policy_parse_error make_policy_parse_error(std::string_view text, const policy_grammar_result& r) {
+  const std::string_view token = text.substr(r.position, r.size);
+  const std::string_view part = text.substr(r.part_position, r.part_size);
+  const std::string position = std::to_string(r.position);
+  std::string at;
+  append_all(at, " at position ", position, " in \"", text, "\"");
+  constexpr std::string_view dtypes_hint =
+      "write f32 (or float32, full), bf16 (bfloat16), f16 (float16) or f64 (float64)";
+  std::string message = "mixprec::parse_policy: ";
+  switch (r.error) {
+    case policy_parse_errc::empty_input:
+      append_all(message, "empty policy string \"", text, "\"",
+                 ": write a dtype such as \"f32\", or key=value parts such as \"p=f32,c=bf16,o=f32\"");
+      break;
+    case policy_parse_errc::empty_part:
+      append_all(message, "empty part", at, " (a doubled, leading or trailing comma): remove the extra comma");
+      break;
+    case policy_parse_errc::missing_equals:
+      append_all(message, "part '", token, "'", at,
+                 " has no '=': when a policy has several comma-separated parts, each is key=value (p=, c=, o=)");
+      break;
+    case policy_parse_errc::missing_key:
+      append_all(message, "missing key before '='", at, " (part '", part,
+                 "'): write p=, c= or o= (or params=, compute=, output=)");
+      break;
+    case policy_parse_errc::unknown_key:
+      append_all(message, "unknown key '", token, "'", at,
+                 ": keys are p (or params), c (or compute) and o (or output)");
+      break;
+    case policy_parse_errc::repeated_key: {
+      std::string_view role = "a";
+      for (const auto& [key, named] : policy_keys) {
+        if (key == token) role = role_name(named);
+      }
+      append_all(message, "key '", token, "'", at, " sets the ", role, " dtype again (already set by '",
+                 text.substr(r.previous_position, r.previous_size), "' at position ",
+                 std::to_string(r.previous_position),
+                 "): give each of p, c and o at most once (jmp silently keeps the last; mixprec rejects it)");
+      break;
+    }
+    case policy_parse_errc::missing_value:
+      append_all(message, "missing dtype after '", text.substr(r.part_position, r.position - r.part_position), "'",
+                 at, ": ", dtypes_hint);
+      break;
+    case policy_parse_errc::extra_equals:
+      append_all(message, "second '='", at, " (part '", part,
+                 "'): write one key=value per part and separate parts with commas, as in \"p=f32,c=bf16\"");
+      break;
+    case policy_parse_errc::unknown_dtype:
+      append_all(message, "unknown dtype '", token, "'", at, ": ", dtypes_hint,
+                 ", or another floating dtype name such as float8_e4m3fn");
+      break;
+    case policy_parse_errc::platform_dependent_dtype:
+      append_all(message, "dtype '", token, "'", at,
+                 " is platform-dependent in jmp (bfloat16 on TPU, float16 elsewhere): write bf16 or f16");
+      break;
+    case policy_parse_errc::not_floating_dtype:
+      append_all(message, "dtype '", token, "'", at,
+                 " is not a floating dtype (a policy casts floating values only): ", dtypes_hint);
+      break;
+    case policy_parse_errc::weak_dtype:
+      append_all(message, "dtype '", token, "'", at, " is JAX's weakly typed float, not a storage type: ",
+                 dtypes_hint);
+      break;
+  }
+  return policy_parse_error(r.error, r.position, std::string(token), message);
+}
+
+/// Throws std::invalid_argument unless `d` is a real floating, non-weak dtype (the only dtypes a
+/// runtime_policy may hold).
+inline void check_runtime_policy_dtype(dtype d, semantic_dtype role, std::string_view caller) {
+  const auto index = static_cast<std::size_t>(d);
+  if (index >= dtype_count) {
+    std::string message;
+    append_all(message, caller, ": runtime_policy.", role_name(role), " holds ", std::to_string(index),
+               ", which is not a dtype enumerator");
+    throw std::invalid_argument(message);
+  }
+  if (!is_floating(d) || is_weak(d)) {
+    std::string message;
+    append_all(message, caller, ": runtime_policy.", role_name(role), " is ", name(d),
+               ", which is not a real floating dtype; a policy holds floating dtypes only "
+               "(f32, bf16, f16, f64, or a float8/float6/float4 type)");
+    throw std::invalid_argument(message);
+  }
+}
+
+}  // namespace detail
+
+/// Parses a policy string in jmp's `get_policy` grammar (jmp/_src/policy.py):
+///
+/// | form | meaning |
+/// |---|---|
+/// | `"bf16"` | a lone dtype: param = compute = output = bfloat16 |
+/// | `"p=f32,c=bf16,o=f32"` | comma-separated key=value parts, any order |
+/// | keys | `p` / `params`, `c` / `compute`, `o` / `output` |
+/// | dtypes | `f32` / `float32` / `full`, `bf16` / `bfloat16`, `f16` / `float16`, `f64` / `float64`, and any other floating dtype name of `parse_dtype` (e.g. `float8_e4m3fn`) |
+/// | defaults | unset p is float32, unset c follows p, unset o follows c (`"c=bf16"` is p=f32,c=bf16,o=bf16) |
+///
+/// Spaces around tokens are ignored; names are case-sensitive, as in jmp.
+///
+/// Errors: throws `policy_parse_error` (a std::invalid_argument) naming the bad token and its 0-based
+/// character offset for: empty input, an empty part (`"p=f32,,c=bf16"`, trailing comma), a part without
+/// '=' in a multi-part policy, a missing key or value (`"=f32"`, `"p="`), an unknown key, a repeated
+/// role (`"p=f32,params=bf16"`; jmp keeps the last, mixprec rejects), a second '=', an unknown dtype,
+/// `"half"` (platform-dependent in jmp), a non-floating dtype (`"int8"`), and `"float*"`.
+///
+/// **Example**:
+/// ```cpp
+/// auto p = mixprec::parse_policy("p=f32,c=bf16,o=f32");
+/// assert(p == (mixprec::runtime_policy{dtype::float32, dtype::bfloat16, dtype::float32}));
+/// ```
+[[nodiscard]] inline runtime_policy parse_policy(std::string_view text) {
+  const detail::policy_grammar_result r = detail::parse_policy_grammar(text);
+  if (!r.ok) throw detail::make_policy_parse_error(text, r);
+  return {r.param, r.compute, r.output};
+}
+
+/// The canonical policy string "p=<param>,c=<compute>,o=<output>", each dtype written with its
+/// shortest jmp name (f32, bf16, f16, f64) or, for other floats, its NumPy/JAX name
+/// (float8_e4m3fn). `parse_policy(to_string(p)) == p` for every valid `p`. jmp's `Policy.__str__`
+/// writes the same form but spells float32 "full".
+///
+/// Errors: throws std::invalid_argument if a member is not a real floating, non-weak dtype.
+[[nodiscard]] inline std::string to_string(const runtime_policy& p) {
+  detail::check_runtime_policy_dtype(p.param, semantic_dtype::param, "mixprec::to_string");
+  detail::check_runtime_policy_dtype(p.compute, semantic_dtype::compute, "mixprec::to_string");
+  detail::check_runtime_policy_dtype(p.output, semantic_dtype::output, "mixprec::to_string");
+  std::string text;
+  text += detail::policy_key_name(semantic_dtype::param);
+  text += '=';
+  text += detail::policy_dtype_name(p.param);
+  text += ',';
+  text += detail::policy_key_name(semantic_dtype::compute);
+  text += '=';
+  text += detail::policy_dtype_name(p.compute);
+  text += ',';
+  text += detail::policy_key_name(semantic_dtype::output);
+  text += '=';
+  text += detail::policy_dtype_name(p.output);
+  return text;
+}
+
+/// Writes `to_string(p)`. Errors: as `to_string`.
+inline std::ostream& operator<<(std::ostream& os, const runtime_policy& p) { return os << to_string(p); }
+
+/// The dtype of `role` in `p` (jmp's `param_dtype` / `compute_dtype` / `output_dtype`).
+[[nodiscard]] constexpr dtype resolve(semantic_dtype role, const runtime_policy& p) noexcept {
+  switch (role) {
+    case semantic_dtype::param: return p.param;
+    case semantic_dtype::compute: return p.compute;
+    case semantic_dtype::output: break;
+  }
+  return p.output;
+}
+
+/// The run-time form of the compile-time policy `P`: `to_runtime_policy(mixed_bfloat16{})` is
+/// {float32, bfloat16, float32}. A policy that uses `promote` has no run-time form (static_assert).
+template <compile_time_policy P>
+[[nodiscard]] constexpr runtime_policy to_runtime_policy(P = {}) noexcept {
+  static_assert(!uses_promote_v<P>,
+                "A policy whose compute or output type is mixprec::promote has no runtime_policy form: the "
+                "promoted dtype depends on the inputs. Use resolve(role, policy, input_dtypes...) instead.");
+  using Q = std::remove_cvref_t<P>;
+  if constexpr (uses_promote_v<P>) {
+    return {};
+  } else {
+    return {dtype_of_v<typename Q::param_type>, dtype_of_v<typename Q::compute_type>,
+            dtype_of_v<typename Q::output_type>};
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// visit: run-time policy -> compile-time policy
+// ---------------------------------------------------------------------------------------------
+
+/// The dtypes `visit` dispatches over, in index order: the four that jmp's grammar names.
+inline constexpr std::array<dtype, 4> visit_dtypes{dtype::float32, dtype::float64, dtype::bfloat16, dtype::float16};
+
+namespace detail {
+
+/// Number of dtypes `visit` dispatches over (n), so n^3 policies.
+inline constexpr std::size_t visit_n = visit_dtypes.size();
+
+/// The policy `visit` passes for table index I = n^2 * param + n * compute + output (indices into
+/// `visit_dtypes`).
+template <std::size_t I>
+using visit_policy_t = policy<type_of_t<visit_dtypes[I / (visit_n * visit_n)]>,
+                              type_of_t<visit_dtypes[(I / visit_n) % visit_n]>, type_of_t<visit_dtypes[I % visit_n]>>;
+
+/// Index of `d` in `visit_dtypes`, or visit_dtypes.size().
+[[nodiscard]] constexpr std::size_t visit_index(dtype d) noexcept {
+  for (std::size_t i = 0; i < visit_dtypes.size(); ++i) {
+    if (visit_dtypes[i] == d) return i;
+  }
+  return visit_dtypes.size();
+}
+
+template <class F, std::size_t... I>
+consteval bool visit_invocable(std::index_sequence<I...>) {
+  return (std::is_invocable_v<F, visit_policy_t<I>> && ...);
+}
+
+template <class F, std::size_t... I>
+consteval bool visit_same_result(std::index_sequence<I...>) {
+  using R = std::invoke_result_t<F, visit_policy_t<0>>;
+  return (std::is_same_v<R, std::invoke_result_t<F, visit_policy_t<I>>> && ...);
+}
+
+template <class R, class F, std::size_t I>
+R visit_call(F&& f) {
+  return std::invoke(std::forward<F>(f), visit_policy_t<I>{});
+}
+
+/// Throws std::invalid_argument naming the role and dtype that `visit` cannot dispatch.
+inline void check_visit_dtype(dtype d, semantic_dtype role, const runtime_policy& p) {
+  if (visit_index(d) < visit_dtypes.size()) return;
+  const auto index = static_cast<std::size_t>(d);
+  const std::string found = index < dtype_count ? std::string(name(d)) : "the non-enumerator " + std::to_string(index);
+  std::string shown;
+  for (semantic_dtype r : {semantic_dtype::param, semantic_dtype::compute, semantic_dtype::output}) {
+    const dtype rd = resolve(r, p);
+    if (!shown.empty()) shown += ',';
+    shown += std::string(policy_key_name(r)) + "=" +
+             (static_cast<std::size_t>(rd) < dtype_count ? std::string(policy_dtype_name(rd)) : "?");
+  }
+  throw std::invalid_argument("mixprec::visit: the " + std::string(role_name(role)) + " dtype of policy " + shown +
+                              " is " + found +
+                              "; visit dispatches only float32, float64, bfloat16 and float16 (4^3 = 64 policies). "
+                              "For other types name the compile-time policy<...> directly.");
+}
+
+}  // namespace detail
+
+/// Calls `f(policy<P, C, O>{})` for the compile-time policy whose types match the dtypes of `p`, and
+/// returns what `f` returns. `f` must accept all 64 policies over {float, double, bfloat16, float16}
+/// (a generic lambda, typically) and return the same type for each (static_assert otherwise).
+/// Dispatch is one indexed call through a table of 64 function pointers.
+///
+/// Errors: throws std::invalid_argument if a dtype of `p` is not float32, float64, bfloat16 or float16.
+///
+/// **Example**:
+/// ```cpp
+/// auto policy = mixprec::parse_policy(config_string);
+/// double loss = mixprec::visit(policy, [&]<class P>(P) { return train_step<P>(batch); });
+/// ```
+template <class F>
+decltype(auto) visit(const runtime_policy& p, F&& f) {
+  constexpr auto all = std::make_index_sequence<detail::visit_n * detail::visit_n * detail::visit_n>{};
+  static_assert(detail::visit_invocable<F>(all),
+                "mixprec::visit: f must be callable with every policy<P, C, O> for P, C, O in {float, double, "
+                "bfloat16, float16}; write f as a generic lambda, e.g. [](auto policy) { ... }.");
+  if constexpr (detail::visit_invocable<F>(all)) {
+    static_assert(detail::visit_same_result<F>(all),
+                  "mixprec::visit: f must return the same type for all 64 policies (like std::visit); convert the "
+                  "results to one type inside f.");
+    using R = std::invoke_result_t<F, detail::visit_policy_t<0>>;
+    detail::check_visit_dtype(p.param, semantic_dtype::param, p);
+    detail::check_visit_dtype(p.compute, semantic_dtype::compute, p);
+    detail::check_visit_dtype(p.output, semantic_dtype::output, p);
+    constexpr std::size_t n = detail::visit_n;
+    const std::size_t index =
+        n * n * detail::visit_index(p.param) + n * detail::visit_index(p.compute) + detail::visit_index(p.output);
+    return [&]<std::size_t... I>(std::index_sequence<I...>) -> R {
+      using call = R (*)(F&&);
+      static constexpr std::array<call, sizeof...(I)> table{&detail::visit_call<R, F, I>...};
+      return table[index](std::forward<F>(f));
+    }(all);
+  }
+}
+
+}  // namespace mixprec

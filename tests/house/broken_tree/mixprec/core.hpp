@@ -1,0 +1,3 @@
+#pragma once
+// Fixture: an umbrella.
+#include "mixprec/formats/format.hpp"

@@ -1,0 +1,2 @@
+#pragma once
+// Fixture: a folder that is not a layer.

@@ -1,0 +1,3 @@
+#pragma once
+// Fixture: a layer that includes an umbrella.
+#include <mixprec/core.hpp>
