@@ -63,7 +63,8 @@ const std::vector<T>& patterns() {
 template <class From, class To>
 void count(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n));
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n * (sizeof(From) + sizeof(To))));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(n * (sizeof(From) + sizeof(To))));
 }
 
 // float -> T
@@ -163,10 +164,12 @@ template <class T>
 void register_format(const std::string& name, bool both_modes) {
   using mixprec::overflow_mode;
   benchmark::RegisterBenchmark(("float->" + name + "/scalar_loop").c_str(), encode_scalar_loop<T>);
-  benchmark::RegisterBenchmark(("float->" + name + "/convert").c_str(), encode_convert<T, overflow_mode::to_inf_or_nan>);
+  benchmark::RegisterBenchmark(("float->" + name + "/convert").c_str(),
+                               encode_convert<T, overflow_mode::to_inf_or_nan>);
   if (both_modes) {
     benchmark::RegisterBenchmark(("float->" + name + "/saturate/scalar_loop").c_str(), encode_saturate_scalar_loop<T>);
-    benchmark::RegisterBenchmark(("float->" + name + "/saturate/convert").c_str(), encode_convert<T, overflow_mode::saturate>);
+    benchmark::RegisterBenchmark(("float->" + name + "/saturate/convert").c_str(),
+                                 encode_convert<T, overflow_mode::saturate>);
   }
   benchmark::RegisterBenchmark((name + "->float/scalar_loop").c_str(), decode_scalar_loop<T>);
   benchmark::RegisterBenchmark((name + "->float/convert").c_str(), decode_convert<T>);

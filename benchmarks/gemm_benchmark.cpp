@@ -40,8 +40,12 @@ struct problem {
 };
 
 problem make_problem(const benchmark::State& state) {
-  problem p{static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)),
-            static_cast<std::size_t>(state.range(2)), {}, {}, {}};
+  problem p{static_cast<std::size_t>(state.range(0)),
+            static_cast<std::size_t>(state.range(1)),
+            static_cast<std::size_t>(state.range(2)),
+            {},
+            {},
+            {}};
   std::mt19937 rng(42);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   p.x.resize(p.m * p.k);

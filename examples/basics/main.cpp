@@ -34,5 +34,5 @@ int main() {
   bool finite = all_finite(grads);
   ls.adjust(finite);
   std::cout << std::boolalpha << "grads[0] = " << grads[0] << ", finite: " << finite  // 0.5, false
-            << ", loss scale now " << ls.loss_scale() << '\n';                         // 512
+            << ", loss scale now " << ls.loss_scale() << '\n';                        // 512
 }

@@ -30,8 +30,8 @@ class usage_error : public std::invalid_argument {
 
 /// A policy named on the command line, with the text it was given as.
 struct policy_arg {
-  std::string text;                 ///< as typed, e.g. "p=f32,c=bf16,o=f32"
-  mixprec::runtime_policy policy;   ///< parsed (jmp grammar)
+  std::string text;                ///< as typed, e.g. "p=f32,c=bf16,o=f32"
+  mixprec::runtime_policy policy;  ///< parsed (jmp grammar)
 };
 
 /// The policies compared by default (besides the reference): bfloat16 and float16 compute with float32
@@ -45,16 +45,16 @@ struct options {
   std::vector<policy_arg> policies;
   /// The policy the others are compared against (and whose tokens they replay). Default f32.
   policy_arg reference;
-  int steps = 200;             ///< forward passes (run.c -n); at most the model's seq_len
-  float temperature = 0.0f;    ///< 0 = greedy (run.c -t)
-  float topp = 0.9f;           ///< nucleus mass when sampling (run.c -p; 0 or 1 = plain multinomial)
-  std::uint64_t seed = 42;     ///< sampler seed (run.c -s), non-zero
-  int repeats = 3;             ///< timed generations per policy; tokens/s is the fastest's
-  std::filesystem::path model;      ///< checkpoint (llama2.c version 0)
-  std::filesystem::path tokenizer;  ///< tokenizer (tok512.bin)
+  int steps = 200;                            ///< forward passes (run.c -n); at most the model's seq_len
+  float temperature = 0.0f;                   ///< 0 = greedy (run.c -t)
+  float topp = 0.9f;                          ///< nucleus mass when sampling (run.c -p; 0 or 1 = plain multinomial)
+  std::uint64_t seed = 42;                    ///< sampler seed (run.c -s), non-zero
+  int repeats = 3;                            ///< timed generations per policy; tokens/s is the fastest's
+  std::filesystem::path model;                ///< checkpoint (llama2.c version 0)
+  std::filesystem::path tokenizer;            ///< tokenizer (tok512.bin)
   std::optional<std::filesystem::path> plot;  ///< --plot FILE.svg
-  bool text_only = false;      ///< print the generated text only (no newline added)
-  bool help = false;           ///< --help: print the usage and exit 0
+  bool text_only = false;                     ///< print the generated text only (no newline added)
+  bool help = false;                          ///< --help: print the usage and exit 0
 };
 
 /// Environment variable naming the data folder (holding stories260K/), overriding the folder

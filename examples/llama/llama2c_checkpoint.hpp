@@ -34,14 +34,14 @@ namespace llama2c {
 
 /// The hyper-parameters in a checkpoint's 28-byte header, validated (see `read_checkpoint`).
 struct model_config {
-  int dim = 0;                     ///< d_model, the residual-stream width.
-  int hidden_dim = 0;              ///< SwiGLU hidden width (rows of w1 and w3).
-  int n_layers = 0;                ///< Number of transformer blocks, L.
-  int n_heads = 0;                 ///< Query heads.
-  int n_kv_heads = 0;              ///< Key/value heads (grouped-query attention when < n_heads).
-  int vocab_size = 0;              ///< Vocabulary size, always positive here (the sign is in shared_classifier).
-  int seq_len = 0;                 ///< Maximum sequence length (rows of the RoPE tables).
-  bool shared_classifier = true;   ///< True when the header's vocab_size was positive: classifier = token embedding.
+  int dim = 0;                    ///< d_model, the residual-stream width.
+  int hidden_dim = 0;             ///< SwiGLU hidden width (rows of w1 and w3).
+  int n_layers = 0;               ///< Number of transformer blocks, L.
+  int n_heads = 0;                ///< Query heads.
+  int n_kv_heads = 0;             ///< Key/value heads (grouped-query attention when < n_heads).
+  int vocab_size = 0;             ///< Vocabulary size, always positive here (the sign is in shared_classifier).
+  int seq_len = 0;                ///< Maximum sequence length (rows of the RoPE tables).
+  bool shared_classifier = true;  ///< True when the header's vocab_size was positive: classifier = token embedding.
 
   /// Width of one attention head: dim / n_heads.
   [[nodiscard]] constexpr int head_size() const noexcept { return dim / n_heads; }
@@ -76,34 +76,41 @@ struct tensor {
 ///
 /// Shapes (L = n_layers, kv_dim = n_kv_heads * head_size, all `[out, in]` for y = W x):
 struct checkpoint {
-  model_config config;   ///< The validated header.
+  model_config config;     ///< The validated header.
   tensor token_embedding;  ///< [vocab_size, dim]
-  tensor rms_att;        ///< [L, dim]          RMSNorm gain before attention.
-  tensor wq;             ///< [L, dim, dim]     query projection (out = n_heads * head_size = dim).
-  tensor wk;             ///< [L, kv_dim, dim]  key projection.
-  tensor wv;             ///< [L, kv_dim, dim]  value projection.
-  tensor wo;             ///< [L, dim, dim]     attention output projection.
-  tensor rms_ffn;        ///< [L, dim]          RMSNorm gain before the feed-forward block.
-  tensor w1;             ///< [L, hidden_dim, dim]  SwiGLU gate projection (goes through SiLU).
-  tensor w2;             ///< [L, dim, hidden_dim]  SwiGLU down projection.
-  tensor w3;             ///< [L, hidden_dim, dim]  SwiGLU up projection.
-  tensor rms_final;      ///< [dim]             final RMSNorm gain.
-  tensor freq_cis_real;  ///< [seq_len, head_size / 2]  cos(pos * theta_i) as exported (run.c ignores it).
-  tensor freq_cis_imag;  ///< [seq_len, head_size / 2]  sin(pos * theta_i) as exported (run.c ignores it).
-  tensor wcls;           ///< [vocab_size, dim] when !config.shared_classifier; empty (shape {}) when tied.
+  tensor rms_att;          ///< [L, dim]          RMSNorm gain before attention.
+  tensor wq;               ///< [L, dim, dim]     query projection (out = n_heads * head_size = dim).
+  tensor wk;               ///< [L, kv_dim, dim]  key projection.
+  tensor wv;               ///< [L, kv_dim, dim]  value projection.
+  tensor wo;               ///< [L, dim, dim]     attention output projection.
+  tensor rms_ffn;          ///< [L, dim]          RMSNorm gain before the feed-forward block.
+  tensor w1;               ///< [L, hidden_dim, dim]  SwiGLU gate projection (goes through SiLU).
+  tensor w2;               ///< [L, dim, hidden_dim]  SwiGLU down projection.
+  tensor w3;               ///< [L, hidden_dim, dim]  SwiGLU up projection.
+  tensor rms_final;        ///< [dim]             final RMSNorm gain.
+  tensor freq_cis_real;    ///< [seq_len, head_size / 2]  cos(pos * theta_i) as exported (run.c ignores it).
+  tensor freq_cis_imag;    ///< [seq_len, head_size / 2]  sin(pos * theta_i) as exported (run.c ignores it).
+  tensor wcls;             ///< [vocab_size, dim] when !config.shared_classifier; empty (shape {}) when tied.
 
   /// The classifier matrix `[vocab_size, dim]`: `wcls`, or `token_embedding` when tied.
-  [[nodiscard]] const tensor& classifier() const noexcept {
-    return config.shared_classifier ? token_embedding : wcls;
-  }
+  [[nodiscard]] const tensor& classifier() const noexcept { return config.shared_classifier ? token_embedding : wcls; }
 
   /// The tensors in file order with their names ("token_embedding", "rms_att", ..., "freq_cis_imag", and
   /// "wcls" only when it is stored).
   [[nodiscard]] std::vector<std::pair<std::string_view, const tensor*>> named_tensors() const {
-    std::vector<std::pair<std::string_view, const tensor*>> out{
-        {"token_embedding", &token_embedding}, {"rms_att", &rms_att}, {"wq", &wq}, {"wk", &wk}, {"wv", &wv},
-        {"wo", &wo}, {"rms_ffn", &rms_ffn}, {"w1", &w1}, {"w2", &w2}, {"w3", &w3}, {"rms_final", &rms_final},
-        {"freq_cis_real", &freq_cis_real}, {"freq_cis_imag", &freq_cis_imag}};
+    std::vector<std::pair<std::string_view, const tensor*>> out{{"token_embedding", &token_embedding},
+                                                                {"rms_att", &rms_att},
+                                                                {"wq", &wq},
+                                                                {"wk", &wk},
+                                                                {"wv", &wv},
+                                                                {"wo", &wo},
+                                                                {"rms_ffn", &rms_ffn},
+                                                                {"w1", &w1},
+                                                                {"w2", &w2},
+                                                                {"w3", &w3},
+                                                                {"rms_final", &rms_final},
+                                                                {"freq_cis_real", &freq_cis_real},
+                                                                {"freq_cis_imag", &freq_cis_imag}};
     if (!config.shared_classifier) out.emplace_back("wcls", &wcls);
     return out;
   }
@@ -124,8 +131,8 @@ struct tensor_spec {
 /// The arrays of a version-0 file in file order (llama2.c run.c `memory_map_weights`).
 [[nodiscard]] inline std::vector<tensor_spec> checkpoint_layout(const model_config& c) {
   const auto z = [](int v) { return static_cast<std::size_t>(v); };
-  const std::size_t L = z(c.n_layers), d = z(c.dim), h = z(c.hidden_dim), kv = z(c.kv_dim()),
-                    v = z(c.vocab_size), s = z(c.seq_len), half = z(c.head_size() / 2);
+  const std::size_t L = z(c.n_layers), d = z(c.dim), h = z(c.hidden_dim), kv = z(c.kv_dim()), v = z(c.vocab_size),
+                    s = z(c.seq_len), half = z(c.head_size() / 2);
   std::vector<tensor_spec> specs{
       {"token_embedding", &checkpoint::token_embedding, {v, d}},
       {"rms_att", &checkpoint::rms_att, {L, d}},
@@ -166,11 +173,11 @@ struct tensor_spec {
 inline void validate_config(const std::filesystem::path& path, const model_config& c, std::int32_t raw_vocab) {
   const auto bad = [&](const std::string& problem) { throw file_error(path, "invalid header: " + problem); };
   const std::array<std::pair<const char*, std::int32_t>, 6> positive{{{"dim", c.dim},
-                                                                       {"hidden_dim", c.hidden_dim},
-                                                                       {"n_layers", c.n_layers},
-                                                                       {"n_heads", c.n_heads},
-                                                                       {"n_kv_heads", c.n_kv_heads},
-                                                                       {"seq_len", c.seq_len}}};
+                                                                      {"hidden_dim", c.hidden_dim},
+                                                                      {"n_layers", c.n_layers},
+                                                                      {"n_heads", c.n_heads},
+                                                                      {"n_kv_heads", c.n_kv_heads},
+                                                                      {"seq_len", c.seq_len}}};
   for (const auto& [name, value] : positive) {
     if (value <= 0) bad(std::string(name) + " = " + std::to_string(value) + " must be positive");
   }
@@ -215,8 +222,7 @@ inline void validate_config(const std::filesystem::path& path, const model_confi
   detail::binary_file file(path, "checkpoint");
   if (file.size() < checkpoint_header_bytes) {
     throw file_error(path, "not a llama2.c checkpoint: the file has " + std::to_string(file.size()) +
-                               " bytes, fewer than the " + std::to_string(checkpoint_header_bytes) +
-                               "-byte header");
+                               " bytes, fewer than the " + std::to_string(checkpoint_header_bytes) + "-byte header");
   }
   std::array<unsigned char, checkpoint_header_bytes> header{};
   file.read(header.data(), header.size(), "the header");
@@ -261,8 +267,8 @@ inline void validate_config(const std::filesystem::path& path, const model_confi
                                "-byte header, the file has " + std::to_string(file.remaining()));
   }
   if (weight_bytes < file.remaining()) {
-    throw file_error(path, "trailing data: " + std::to_string(file.remaining() - weight_bytes) +
-                               " bytes after the " + std::to_string(weight_bytes) +
+    throw file_error(path, "trailing data: " + std::to_string(file.remaining() - weight_bytes) + " bytes after the " +
+                               std::to_string(weight_bytes) +
                                " bytes of weights the header promises (a wrong header, another export "
                                "format, or a corrupt file)");
   }

@@ -112,8 +112,8 @@ class tokenizer {
  private:
   [[nodiscard]] std::size_t checked(int token) const {
     if (token < 0 || token >= vocab_size()) {
-      throw std::out_of_range("llama2c::tokenizer: token " + std::to_string(token) +
-                              " is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
+      throw std::out_of_range("llama2c::tokenizer: token " + std::to_string(token) + " is outside the vocabulary [0, " +
+                              std::to_string(vocab_size()) + ")");
     }
     return static_cast<std::size_t>(token);
   }

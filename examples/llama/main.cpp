@@ -78,17 +78,15 @@ void print_report(const llama::options& o, const llama2c::checkpoint& ck, const 
             << tok.decode_text(first.free.tokens) << "\n\n";
 
   std::cout << "== Summary: each policy against " << c.reference.name << " ==\n"
-            << llama::summary(c)
-            << "tokens = " << c.reference.name << ": generated tokens equal to " << c.reference.name
-            << "'s before the first divergence (each policy decoding freely).\n";
+            << llama::summary(c) << "tokens = " << c.reference.name << ": generated tokens equal to "
+            << c.reference.name << "'s before the first divergence (each policy decoding freely).\n";
   if (const auto call = llama::closest_greedy_call(c.reference, static_cast<std::size_t>(cfg.vocab_size));
       call && o.temperature == 0.0f) {
     std::cout << "          " << c.reference.name << "'s closest greedy call: step " << call->step
               << ", top-2 logit gap " << llama::detail::format("%.3g", call->gap)
               << " (a policy erring by more there may pick another token).\n";
   }
-  std::cout
-            << "max|a-b|, p99.9: over every element of the site in all " << c.reference.free.inputs.size()
+  std::cout << "max|a-b|, p99.9: over every element of the site in all " << c.reference.free.inputs.size()
             << " steps, each policy fed " << c.reference.name << "'s tokens (teacher-forced).\n"
             << "tokens/s: forward passes per second of the free-running generation (wall clock, steady_clock;\n"
             << "          "
@@ -147,8 +145,8 @@ int main(int argc, char** argv) {
     std::cerr << program << ": error: " << e.what() << "\n";
     if (!std::filesystem::exists(e.path())) {
       std::cerr << "(stories260K ships in the repository's data/ folder: give --model and --tokenizer, or set "
-                << llama::data_dir_env << " to the folder holding stories260K/; the default folder is "
-                << data.string() << ")\n";
+                << llama::data_dir_env << " to the folder holding stories260K/; the default folder is " << data.string()
+                << ")\n";
     }
     return 1;
   } catch (const std::exception& e) {

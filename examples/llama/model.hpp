@@ -39,13 +39,13 @@
 #include <utility>
 #include <vector>
 
+#include <mixprec/arrays/xtensor.hpp>
 #include <mixprec/diagnostics/probe.hpp>
 #include <mixprec/nn/attention.hpp>
 #include <mixprec/nn/embedding.hpp>
 #include <mixprec/nn/feed_forward.hpp>
 #include <mixprec/nn/rms_norm.hpp>
 #include <mixprec/policies/policy.hpp>
-#include <mixprec/arrays/xtensor.hpp>
 
 #include "llama2c_checkpoint.hpp"
 
@@ -122,9 +122,9 @@ class model {
                 "activations between layers have the policy's output type.");
 
  public:
-  using policy_type = P;                              ///< the policy
-  using param_type = typename P::param_type;          ///< element type the weights are stored in
-  using compute_type = typename P::compute_type;      ///< element type the layers compute in
+  using policy_type = P;                          ///< the policy
+  using param_type = typename P::param_type;      ///< element type the weights are stored in
+  using compute_type = typename P::compute_type;  ///< element type the layers compute in
   /// Element type of the activations between layers and of the logits: the policy's output type.
   using activation_type = typename P::output_type;
   /// Element type of the residual stream (float32, or float64 under float64 compute).
@@ -157,10 +157,9 @@ class model {
     for (std::size_t l = 0; l < size(config_.n_layers); ++l) {
       layer block{
           norm_from(ck.rms_att.slice(l)),
-          mixprec::nn::attention<P>::from_weights(attention_config, detail::matrix(ck.wq, l, dim, dim),
-                                                  detail::matrix(ck.wk, l, kv_dim, dim),
-                                                  detail::matrix(ck.wv, l, kv_dim, dim),
-                                                  detail::matrix(ck.wo, l, dim, dim), out_in),
+          mixprec::nn::attention<P>::from_weights(
+              attention_config, detail::matrix(ck.wq, l, dim, dim), detail::matrix(ck.wk, l, kv_dim, dim),
+              detail::matrix(ck.wv, l, kv_dim, dim), detail::matrix(ck.wo, l, dim, dim), out_in),
           norm_from(ck.rms_ffn.slice(l)),
           mixprec::nn::feed_forward<P>(mixprec::nn::ffn_activation::swiglu,
                                        dense::from_weights(detail::matrix(ck.w1, l, hidden, dim), out_in),

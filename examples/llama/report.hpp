@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <functional>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <istream>
 #include <optional>
 #include <ostream>

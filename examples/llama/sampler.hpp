@@ -63,8 +63,7 @@ class xorshift_rng {
   int best = 0;
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (std::isnan(values[i])) {
-      throw std::domain_error("llama2c::sample_argmax: value " + std::to_string(i) +
-                              " is NaN (an overflow upstream?)");
+      throw std::domain_error("llama2c::sample_argmax: value " + std::to_string(i) + " is NaN (an overflow upstream?)");
     }
     if (values[i] > values[static_cast<std::size_t>(best)]) best = static_cast<int>(i);
   }

@@ -131,9 +131,7 @@ namespace detail {
     double d_lo = std::floor(lo), d_hi = std::ceil(hi);
     if (d_hi - d_lo < 1) d_hi = d_lo + 1;
     const double floor_decade = d_lo - 1;  // where zeros are drawn
-    const auto y_of = [&](double log_value) {
-      return y0 + panel_height * (d_hi - log_value) / (d_hi - floor_decade);
-    };
+    const auto y_of = [&](double log_value) { return y0 + panel_height * (d_hi - log_value) / (d_hi - floor_decade); };
     // Frame, grid, y ticks.
     svg += "<rect x=\"" + num(left) + "\" y=\"" + num(y0) + "\" width=\"" + num(plot_width) + "\" height=\"" +
            num(panel_height) + "\" fill=\"none\" stroke=\"#333\"/>\n";

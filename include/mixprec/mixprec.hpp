@@ -7,9 +7,9 @@
 #pragma once
 
 // IWYU pragma: begin_exports
-#include "mixprec/core.hpp"
 #include "mixprec/arrays/eigen.hpp"
 #include "mixprec/arrays/xtensor.hpp"
+#include "mixprec/core.hpp"
 
 #include "mixprec/kernels/activations.hpp"
 #include "mixprec/kernels/gemm.hpp"

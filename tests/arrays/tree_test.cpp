@@ -183,9 +183,9 @@ TEST_CASE("a user struct template opts in with children and rebuild, and mapping
 TEST_CASE("tree_leaf_types_t lists leaf types in tree order from the type alone", "[tree]") {
   using T = std::tuple<float, std::vector<std::pair<mixprec::bfloat16, int>>, layer_params<double>,
                        std::map<std::string, std::complex<float>>>;
-  STATIC_REQUIRE(std::is_same_v<mixprec::tree_leaf_types_t<T>,
-                                mixprec::type_list<float, mixprec::bfloat16, int, double, double, int,
-                                                   std::complex<float>>>);
+  STATIC_REQUIRE(
+      std::is_same_v<mixprec::tree_leaf_types_t<T>,
+                     mixprec::type_list<float, mixprec::bfloat16, int, double, double, int, std::complex<float>>>);
   STATIC_REQUIRE(std::is_same_v<mixprec::tree_leaf_types_t<std::tuple<>>, mixprec::type_list<>>);
   STATIC_REQUIRE(std::is_same_v<mixprec::tree_leaf_types_t<mixprec::int4>, mixprec::type_list<mixprec::int4>>);
 }

@@ -1,8 +1,8 @@
 // Must not compile: Flax's promote over leaves with no common type on the JAX lattice (a float8 type
 // and bfloat16); promotion.hpp's static_assert says to cast one explicitly. Two bfloat16 leaves compile.
-#include <mixprec/policies/cast.hpp>
 #include <mixprec/formats/bfloat16.hpp>
 #include <mixprec/formats/float8.hpp>
+#include <mixprec/policies/cast.hpp>
 #include <utility>
 
 inline auto promote_leaves() {

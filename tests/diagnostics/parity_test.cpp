@@ -15,17 +15,17 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/diagnostics/parity.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/diagnostics/parity.hpp"
 
+using Catch::Matchers::Contains;
+using Catch::Matchers::WithinRel;
 using mixprec::bfloat16;
 using mixprec::diagnostics::capture;
 using mixprec::diagnostics::compare_runs;
 using mixprec::diagnostics::parity_options;
 using mixprec::diagnostics::parity_report;
 using mixprec::diagnostics::recording_probe;
-using Catch::Matchers::Contains;
-using Catch::Matchers::WithinRel;
 
 namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();
@@ -181,9 +181,9 @@ TEST_CASE("compare_runs rejects runs that observed different sites or sizes, nam
   a.observe("x", std::vector<float>(12, 1.0f));
   SECTION("a site in run a only") {
     CHECK_THROWS_AS(compare_runs(a, b), std::invalid_argument);
-    CHECK_THROWS_WITH(compare_runs(a, b, {.label_a = "bf16", .label_b = "f32"}),
-                      Contains("'x'") && Contains("12 elements in run 'bf16'") &&
-                          Contains("absent (0 elements) from run 'f32'"));
+    CHECK_THROWS_WITH(
+        compare_runs(a, b, {.label_a = "bf16", .label_b = "f32"}),
+        Contains("'x'") && Contains("12 elements in run 'bf16'") && Contains("absent (0 elements) from run 'f32'"));
   }
   SECTION("a site in the reference run only") {
     b.observe("x", std::vector<float>(12, 1.0f));
@@ -193,8 +193,8 @@ TEST_CASE("compare_runs rejects runs that observed different sites or sizes, nam
   }
   SECTION("different sizes at a site") {
     b.observe("x", std::vector<float>(16, 1.0f));
-    CHECK_THROWS_WITH(compare_runs(a, b), Contains("'x'") && Contains("12 elements in run 'a'") &&
-                                              Contains("16 in run 'reference'"));
+    CHECK_THROWS_WITH(compare_runs(a, b),
+                      Contains("'x'") && Contains("12 elements in run 'a'") && Contains("16 in run 'reference'"));
   }
   SECTION("different sizes reached over several calls") {
     b.observe("x", std::vector<float>(6, 1.0f));
@@ -230,10 +230,14 @@ TEST_CASE("a parity report prints as an aligned table with the first non-finite 
   const auto report = compare_runs(bf16_run, f32_run, {.label_a = "bf16", .label_b = "f32"});
   const std::string expected =
       "parity of bf16 against f32 (|a-b| per element; rel = |a-b| / max(|b|, 2.225e-308))\n"
-      "site    elements   max|a-b|    max rel        p50        p99      p99.9     p99.99  nonfinite bf16  nonfinite f32\n"
-      "------  --------  ---------  ---------  ---------  ---------  ---------  ---------  --------------  -------------\n"
-      "proj           3  1.953e-03  1.949e-03  1.953e-03  1.953e-03  1.953e-03  1.953e-03               0              0\n"
-      "logits         2        inf        inf  0.000e+00        inf        inf        inf               1              0\n"
+      "site    elements   max|a-b|    max rel        p50        p99      p99.9     p99.99  nonfinite bf16  nonfinite "
+      "f32\n"
+      "------  --------  ---------  ---------  ---------  ---------  ---------  ---------  --------------  "
+      "-------------\n"
+      "proj           3  1.953e-03  1.949e-03  1.953e-03  1.953e-03  1.953e-03  1.953e-03               0              "
+      "0\n"
+      "logits         2        inf        inf  0.000e+00        inf        inf        inf               1              "
+      "0\n"
       "first non-finite site in bf16: logits\n";
   CHECK(mixprec::diagnostics::to_string(report) == expected);
   std::ostringstream os;

@@ -14,20 +14,20 @@
 #include <type_traits>
 #include <vector>
 
+#include "mixprec/arrays/xtensor.hpp"
+#include "mixprec/core.hpp"
 #include "mixprec/diagnostics/probe.hpp"
 #include "mixprec/diagnostics/recording_probe.hpp"
-#include "mixprec/core.hpp"
-#include "mixprec/arrays/xtensor.hpp"
 
+using Catch::Matchers::Contains;
+using Catch::Matchers::WithinAbs;
+using Catch::Matchers::WithinRel;
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::diagnostics::capture;
 using mixprec::diagnostics::null_probe;
 using mixprec::diagnostics::probe_enabled_v;
 using mixprec::diagnostics::recording_probe;
-using Catch::Matchers::Contains;
-using Catch::Matchers::WithinAbs;
-using Catch::Matchers::WithinRel;
 
 namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();

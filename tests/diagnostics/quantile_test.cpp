@@ -14,11 +14,11 @@
 
 #include "mixprec/diagnostics/quantile.hpp"
 
+using Catch::Matchers::Contains;
 using mixprec::diagnostics::nearest_rank;
 using mixprec::diagnostics::parity_quantile_levels;
 using mixprec::diagnostics::quantile_level;
 using mixprec::diagnostics::quantile_nearest_rank;
-using Catch::Matchers::Contains;
 
 namespace {
 /// 1, 2, ..., n in a shuffled order (so that a quantile must sort to find its rank).

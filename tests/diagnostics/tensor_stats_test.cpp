@@ -14,18 +14,18 @@
 #include <stdexcept>
 #include <vector>
 
-#include "mixprec/diagnostics/tensor_stats.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/diagnostics/tensor_stats.hpp"
 
+using Catch::Matchers::Contains;
+using Catch::Matchers::WithinAbs;
+using Catch::Matchers::WithinRel;
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::diagnostics::compute_stats;
 using mixprec::diagnostics::format_max;
 using mixprec::diagnostics::headroom_bits;
 using mixprec::diagnostics::tensor_stats;
-using Catch::Matchers::Contains;
-using Catch::Matchers::WithinAbs;
-using Catch::Matchers::WithinRel;
 
 namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();

@@ -31,14 +31,14 @@ constexpr promotion_options strict{.mode = promotion_mode::strict, .x64 = true};
 
 TEST_CASE("promote_t gives the C++ type of JAX's promotion of strong types", "[promotion][promote_t]") {
   // Docs table cells, as C++ types.
-  STATIC_REQUIRE(std::is_same_v<promote_t<bfloat16, float16>, float>);                     // bf x f2 = f4
-  STATIC_REQUIRE(std::is_same_v<promote_t<std::int8_t, std::uint8_t>, std::int16_t>);      // i1 x u1 = i2
-  STATIC_REQUIRE(std::is_same_v<promote_t<std::uint32_t, std::int32_t>, std::int64_t>);    // u4 x i4 = i8
-  STATIC_REQUIRE(std::is_same_v<promote_t<std::int64_t, bfloat16>, bfloat16>);             // i8 x bf = bf
-  STATIC_REQUIRE(std::is_same_v<promote_t<bfloat16, double>, double>);                     // bf x f8 = f8
+  STATIC_REQUIRE(std::is_same_v<promote_t<bfloat16, float16>, float>);                           // bf x f2 = f4
+  STATIC_REQUIRE(std::is_same_v<promote_t<std::int8_t, std::uint8_t>, std::int16_t>);            // i1 x u1 = i2
+  STATIC_REQUIRE(std::is_same_v<promote_t<std::uint32_t, std::int32_t>, std::int64_t>);          // u4 x i4 = i8
+  STATIC_REQUIRE(std::is_same_v<promote_t<std::int64_t, bfloat16>, bfloat16>);                   // i8 x bf = bf
+  STATIC_REQUIRE(std::is_same_v<promote_t<bfloat16, double>, double>);                           // bf x f8 = f8
   STATIC_REQUIRE(std::is_same_v<promote_t<std::complex<float>, double>, std::complex<double>>);  // c8 x f8 = c16
-  STATIC_REQUIRE(std::is_same_v<promote_t<bool, std::uint16_t>, std::uint16_t>);           // b1 x u2 = u2
-  STATIC_REQUIRE(std::is_same_v<promote_t<float16, std::int32_t, bool>, float16>);         // f2 x i4 x b1 = f2
+  STATIC_REQUIRE(std::is_same_v<promote_t<bool, std::uint16_t>, std::uint16_t>);                 // b1 x u2 = u2
+  STATIC_REQUIRE(std::is_same_v<promote_t<float16, std::int32_t, bool>, float16>);               // f2 x i4 x b1 = f2
   // One type: itself, spelled as dtype.hpp's canonical C++ type for its dtype.
   STATIC_REQUIRE(std::is_same_v<promote_t<float>, float>);
   STATIC_REQUIRE(std::is_same_v<promote_t<const double>, double>);

@@ -24,10 +24,10 @@
 
 #include "mixprec/dtypes/promotion.hpp"
 
+using Catch::Matchers::Contains;
 using mixprec::dtype;
 using mixprec::promotion_mode;
 using mixprec::promotion_options;
-using Catch::Matchers::Contains;
 
 namespace Catch {
 template <>
@@ -79,11 +79,24 @@ using code_row = std::array<std::string_view, table_size>;
 
 dtype from_docs_code(std::string_view code) {
   static constexpr std::array<std::pair<std::string_view, dtype>, table_size> codes{{
-      {"b1", dtype::bool_},      {"u1", dtype::uint8},      {"u2", dtype::uint16},     {"u4", dtype::uint32},
-      {"u8", dtype::uint64},     {"i1", dtype::int8},       {"i2", dtype::int16},      {"i4", dtype::int32},
-      {"i8", dtype::int64},      {"bf", dtype::bfloat16},   {"f2", dtype::float16},    {"f4", dtype::float32},
-      {"f8", dtype::float64},    {"c8", dtype::complex64},  {"c16", dtype::complex128}, {"i*", dtype::weak_int},
-      {"f*", dtype::weak_float}, {"c*", dtype::weak_complex},
+      {"b1", dtype::bool_},
+      {"u1", dtype::uint8},
+      {"u2", dtype::uint16},
+      {"u4", dtype::uint32},
+      {"u8", dtype::uint64},
+      {"i1", dtype::int8},
+      {"i2", dtype::int16},
+      {"i4", dtype::int32},
+      {"i8", dtype::int64},
+      {"bf", dtype::bfloat16},
+      {"f2", dtype::float16},
+      {"f4", dtype::float32},
+      {"f8", dtype::float64},
+      {"c8", dtype::complex64},
+      {"c16", dtype::complex128},
+      {"i*", dtype::weak_int},
+      {"f*", dtype::weak_float},
+      {"c*", dtype::weak_complex},
   }};
   for (const auto& [c, d] : codes) {
     if (c == code) return d;
@@ -93,7 +106,7 @@ dtype from_docs_code(std::string_view code) {
 
 // docs/type_promotion.rst, "Promotion between any two types is given by their join on this
 // lattice, which generates the following binary promotion table" (x64 enabled), cell by cell.
-constexpr code_row docs_header{"b1", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8",
+constexpr code_row docs_header{"b1", "u1", "u2", "u4", "u8", "i1",  "i2", "i4", "i8",
                                "bf", "f2", "f4", "f8", "c8", "c16", "i*", "f*", "c*"};
 constexpr std::array<code_row, table_size> docs_table{{
     // Columns in docs_header order. The first column (x b1) is the row's own type, since bool is the
@@ -136,11 +149,24 @@ constexpr std::array<code_row, table_size> docs_table{{
 
 dtype from_jax_test_code(std::string_view code) {
   static constexpr std::array<std::pair<std::string_view, dtype>, table_size> codes{{
-      {"b1", dtype::bool_},      {"u1", dtype::uint8},      {"u2", dtype::uint16},    {"u4", dtype::uint32},
-      {"u8", dtype::uint64},     {"i1", dtype::int8},       {"i2", dtype::int16},     {"i4", dtype::int32},
-      {"i8", dtype::int64},      {"bf", dtype::bfloat16},   {"f2", dtype::float16},   {"f4", dtype::float32},
-      {"f8", dtype::float64},    {"c4", dtype::complex64},  {"c8", dtype::complex128}, {"i*", dtype::weak_int},
-      {"f*", dtype::weak_float}, {"c*", dtype::weak_complex},
+      {"b1", dtype::bool_},
+      {"u1", dtype::uint8},
+      {"u2", dtype::uint16},
+      {"u4", dtype::uint32},
+      {"u8", dtype::uint64},
+      {"i1", dtype::int8},
+      {"i2", dtype::int16},
+      {"i4", dtype::int32},
+      {"i8", dtype::int64},
+      {"bf", dtype::bfloat16},
+      {"f2", dtype::float16},
+      {"f4", dtype::float32},
+      {"f8", dtype::float64},
+      {"c4", dtype::complex64},
+      {"c8", dtype::complex128},
+      {"i*", dtype::weak_int},
+      {"f*", dtype::weak_float},
+      {"c*", dtype::weak_complex},
   }};
   for (const auto& [c, d] : codes) {
     if (c == code) return d;
@@ -175,22 +201,22 @@ constexpr std::array<code_row, table_size> jax_test_x32_table{{
 // The dtype groups of JAX's tests/dtypes_test.py, written out here (not taken from dtype.hpp).
 // ---------------------------------------------------------------------------------------------
 constexpr std::array bool_dtypes{dtype::bool_};
-constexpr std::array int_dtypes{dtype::int2,  dtype::int4,  dtype::int8,   dtype::int16,  dtype::int32,  dtype::int64,
+constexpr std::array int_dtypes{dtype::int2,  dtype::int4,  dtype::int8,  dtype::int16,  dtype::int32,  dtype::int64,
                                 dtype::uint2, dtype::uint4, dtype::uint8, dtype::uint16, dtype::uint32, dtype::uint64};
-constexpr std::array float_dtypes{dtype::bfloat16,       dtype::float16,        dtype::float32,
-                                  dtype::float64,        dtype::float8_e4m3fn,  dtype::float8_e5m2,
+constexpr std::array float_dtypes{dtype::bfloat16,        dtype::float16,         dtype::float32,
+                                  dtype::float64,         dtype::float8_e4m3fn,   dtype::float8_e5m2,
                                   dtype::float8_e4m3fnuz, dtype::float8_e5m2fnuz, dtype::float8_e4m3b11fnuz,
-                                  dtype::float8_e3m4,    dtype::float8_e4m3,    dtype::float8_e8m0fnu,
-                                  dtype::float6_e2m3fn,  dtype::float6_e3m2fn,  dtype::float4_e2m1fn};
+                                  dtype::float8_e3m4,     dtype::float8_e4m3,     dtype::float8_e8m0fnu,
+                                  dtype::float6_e2m3fn,   dtype::float6_e3m2fn,   dtype::float4_e2m1fn};
 constexpr std::array complex_dtypes{dtype::complex64, dtype::complex128};
-constexpr std::array fp8_dtypes{dtype::float8_e4m3fn,      dtype::float8_e5m2, dtype::float8_e4m3fnuz,
-                                dtype::float8_e5m2fnuz,    dtype::float8_e4m3b11fnuz, dtype::float8_e3m4,
-                                dtype::float8_e4m3,        dtype::float8_e8m0fnu};
+constexpr std::array fp8_dtypes{dtype::float8_e4m3fn,   dtype::float8_e5m2,        dtype::float8_e4m3fnuz,
+                                dtype::float8_e5m2fnuz, dtype::float8_e4m3b11fnuz, dtype::float8_e3m4,
+                                dtype::float8_e4m3,     dtype::float8_e8m0fnu};
 constexpr std::array intn_dtypes{dtype::int2, dtype::uint2, dtype::int4, dtype::uint4};
-constexpr std::array small_float_dtypes{dtype::float8_e4m3fn,  dtype::float8_e5m2,    dtype::float8_e4m3fnuz,
+constexpr std::array small_float_dtypes{dtype::float8_e4m3fn,   dtype::float8_e5m2,        dtype::float8_e4m3fnuz,
                                         dtype::float8_e5m2fnuz, dtype::float8_e4m3b11fnuz, dtype::float8_e3m4,
-                                        dtype::float8_e4m3,    dtype::float8_e8m0fnu, dtype::float6_e2m3fn,
-                                        dtype::float6_e3m2fn,  dtype::float4_e2m1fn};
+                                        dtype::float8_e4m3,     dtype::float8_e8m0fnu,     dtype::float6_e2m3fn,
+                                        dtype::float6_e3m2fn,   dtype::float4_e2m1fn};
 constexpr std::array weak_dtypes{dtype::weak_int, dtype::weak_float, dtype::weak_complex};
 
 /// JAX's x64-off canonicalisation, as JAX's tests/dtypes_test.py spells it
@@ -281,8 +307,7 @@ TEST_CASE("with x64 off no promotion produces a 64-bit dtype", "[promotion][x64]
   }
 }
 
-TEST_CASE("every dtype promotes with itself to itself, and with bool to itself",
-          "[promotion][laws]") {
+TEST_CASE("every dtype promotes with itself to itself, and with bool to itself", "[promotion][laws]") {
   // JAX testPromoteDtypesStandard: promote_types(t1, t1) == t1 and promote_types(t1, bool) == t1
   // for all dtypes, float8 and intn included.
   for (dtype d : mixprec::all_dtypes) {
@@ -474,14 +499,14 @@ TEST_CASE("float8 types do not promote implicitly, with a message that names bot
 
 TEST_CASE("float6 and float4 types do not promote implicitly", "[promotion][small-types][errors]") {
   // JAX _least_upper_bound: "6-bit floats do not support implicit promotion", and 4-bit likewise.
-  CHECK_THROWS_WITH(mixprec::promote_types(dtype::float6_e2m3fn, dtype::float6_e3m2fn),
-                    Contains("cannot promote float6_e2m3fn and float6_e3m2fn") &&
-                        Contains("float6 types do not promote implicitly"));
+  CHECK_THROWS_WITH(
+      mixprec::promote_types(dtype::float6_e2m3fn, dtype::float6_e3m2fn),
+      Contains("cannot promote float6_e2m3fn and float6_e3m2fn") && Contains("float6 types do not promote implicitly"));
   CHECK_THROWS_WITH(mixprec::promote_types(dtype::float6_e3m2fn, dtype::bfloat16),
                     Contains("float6 types do not promote implicitly"));
-  CHECK_THROWS_WITH(mixprec::promote_types(dtype::float4_e2m1fn, dtype::float16),
-                    Contains("cannot promote float4_e2m1fn and float16") &&
-                        Contains("float4 types do not promote implicitly"));
+  CHECK_THROWS_WITH(
+      mixprec::promote_types(dtype::float4_e2m1fn, dtype::float16),
+      Contains("cannot promote float4_e2m1fn and float16") && Contains("float4 types do not promote implicitly"));
   CHECK_THROWS_WITH(mixprec::promote_types(dtype::complex128, dtype::float4_e2m1fn),
                     Contains("float4 types do not promote implicitly"));
   // JAX tests float8 before float6 before float4.

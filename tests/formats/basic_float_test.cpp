@@ -71,19 +71,21 @@ TEMPLATE_LIST_TEST_CASE("every bit pattern converts to float and double exactly,
       // A quiet NaN with the pattern's sign (IEEE 754-2019 §6.2.1: quiet bit = first trailing
       // significand bit). IEEE formats keep their payload in the top trailing significand bits.
       bool ok = std::isnan(as_float) && std::isnan(as_double) && std::signbit(as_float) == ref.sign_of(p) &&
-                std::signbit(as_double) == ref.sign_of(p) &&
-                (mixprec_test::float_bits(as_float) & 0x00400000U) != 0 &&
+                std::signbit(as_double) == ref.sign_of(p) && (mixprec_test::float_bits(as_float) & 0x00400000U) != 0 &&
                 (mixprec_test::double_bits(as_double) & 0x0008000000000000ULL) != 0;
       if (f.kind == mixprec_test::specials::ieee) {
         const std::uint32_t payload = f.mantissa_field(p) << (23 - f.mantissa_bits);
         ok = ok && (mixprec_test::float_bits(as_float) & 0x007FFFFFU) == (payload | 0x00400000U);
         const std::uint64_t payload64 = static_cast<std::uint64_t>(f.mantissa_field(p)) << (52 - f.mantissa_bits);
-        ok = ok && (mixprec_test::double_bits(as_double) & 0x000FFFFFFFFFFFFFULL) == (payload64 | 0x0008000000000000ULL);
+        ok =
+            ok && (mixprec_test::double_bits(as_double) & 0x000FFFFFFFFFFFFFULL) == (payload64 | 0x0008000000000000ULL);
       }
       if (!ok) bad.add(hex(p) + ": expected a quiet NaN, got float " + hex(mixprec_test::float_bits(as_float)));
     } else if (!(as_float == static_cast<float>(expected) && as_double == expected &&
-                 std::signbit(as_float) == std::signbit(expected) && std::signbit(as_double) == std::signbit(expected))) {
-      bad.add(hex(p) + ": expected " + show(expected) + ", got float " + show(as_float) + ", double " + show(as_double));
+                 std::signbit(as_float) == std::signbit(expected) &&
+                 std::signbit(as_double) == std::signbit(expected))) {
+      bad.add(hex(p) + ": expected " + show(expected) + ", got float " + show(as_float) + ", double " +
+              show(as_double));
     }
   }
   INFO(f.name << ": " << bad.report());
@@ -103,7 +105,8 @@ TEMPLATE_LIST_TEST_CASE("every bit pattern survives from_bits -> float/double ->
     const auto via_float = TestType(static_cast<float>(x)).bits();
     const auto via_double = TestType(static_cast<double>(x)).bits();
     if (via_float != expected || via_double != expected) {
-      bad.add(hex(p) + ": expected " + hex(expected) + ", via float " + hex(via_float) + ", via double " + hex(via_double));
+      bad.add(hex(p) + ": expected " + hex(expected) + ", via float " + hex(via_float) + ", via double " +
+              hex(via_double));
     }
   }
   INFO(f.name << ": " << bad.report());
@@ -133,15 +136,19 @@ TEMPLATE_LIST_TEST_CASE(
   // Checks T(x) for x given as float and as double against `expected` (a pattern of the format).
   auto expect = [&](double x, std::uint32_t expected, const char* what) {
     const auto got_double = TestType(x).bits();
-    if (got_double != expected) bad.add(std::string(what) + " (double) " + show(x) + ": expected " + hex(expected) + ", got " + hex(got_double));
+    if (got_double != expected)
+      bad.add(std::string(what) + " (double) " + show(x) + ": expected " + hex(expected) + ", got " + hex(got_double));
     const auto xf = static_cast<float>(x);
     if (static_cast<double>(xf) == x) {
       const auto got_float = TestType(xf).bits();
-      if (got_float != expected) bad.add(std::string(what) + " (float) " + show(x) + ": expected " + hex(expected) + ", got " + hex(got_float));
+      if (got_float != expected)
+        bad.add(std::string(what) + " (float) " + show(x) + ": expected " + hex(expected) + ", got " + hex(got_float));
     }
     // The reference's own search must agree with the construction (a self-check of the model, on a
     // stride of the cases to keep the test fast).
-    if (++self_checks % 5 == 0 && ref.round(x) != expected) bad.add(std::string("REFERENCE ") + what + " " + show(x) + ": construction says " + hex(expected) + ", search says " + hex(ref.round(x)));
+    if (++self_checks % 5 == 0 && ref.round(x) != expected)
+      bad.add(std::string("REFERENCE ") + what + " " + show(x) + ": construction says " + hex(expected) +
+              ", search says " + hex(ref.round(x)));
   };
   const std::uint32_t sign = f.sign_bit();
   const bool signed_format = f.is_signed();
@@ -168,7 +175,8 @@ TEMPLATE_LIST_TEST_CASE(
   for (const auto& v : values) chain.push_back({v.value, v.bits, false, v.bits});
   const double max = ref.max();
   const double beyond = max + std::ldexp(1.0, std::ilogb(max) - f.mantissa_bits);  // max + ulp(max)
-  chain.push_back({beyond, ref.overflow_bits(false, mixprec_test::overflow::to_inf_or_nan), false, ref.max_bits() + 1U});
+  chain.push_back(
+      {beyond, ref.overflow_bits(false, mixprec_test::overflow::to_inf_or_nan), false, ref.max_bits() + 1U});
   for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
     const neighbour& lo = chain[i];
     const neighbour& hi = chain[i + 1];
@@ -227,12 +235,14 @@ TEMPLATE_LIST_TEST_CASE("zeros, infinities, NaN, huge and tiny inputs convert as
     CHECK(TestType(-static_cast<double>(qnan)).bits() == ref.nan_bits(true));
   }
   SECTION("huge finite inputs overflow; tiny ones underflow to zero (e8m0: to its smallest value 2^-127)") {
-    for (double huge : {0x1p20, 0x1p64, 0x1p127, 0x1.fffffep127, 0x1p128, 0x1p1000, std::numeric_limits<double>::max()}) {
+    for (double huge :
+         {0x1p20, 0x1p64, 0x1p127, 0x1.fffffep127, 0x1p128, 0x1p1000, std::numeric_limits<double>::max()}) {
       if (huge <= ref.max()) continue;
       CHECK(TestType(huge).bits() == ref.overflow_bits(false, mixprec_test::overflow::to_inf_or_nan));
       CHECK(TestType(-huge).bits() == ref.round(-huge));
       if (static_cast<double>(static_cast<float>(huge)) == huge) {
-        CHECK(TestType(static_cast<float>(huge)).bits() == ref.overflow_bits(false, mixprec_test::overflow::to_inf_or_nan));
+        CHECK(TestType(static_cast<float>(huge)).bits() ==
+              ref.overflow_bits(false, mixprec_test::overflow::to_inf_or_nan));
       }
     }
     CHECK(TestType(std::numeric_limits<float>::max()).bits() == ref.round(std::numeric_limits<float>::max()));
@@ -241,8 +251,8 @@ TEMPLATE_LIST_TEST_CASE("zeros, infinities, NaN, huge and tiny inputs convert as
                         static_cast<double>(std::numeric_limits<float>::denorm_min()),
                         static_cast<double>(std::numeric_limits<float>::min())}) {
       if (tiny >= ref.positives().front().value / 2) continue;  // below half the smallest value
-      CHECK(TestType(tiny).bits() == 0x00U);  // +0; for e8m0 (no zero) its smallest value 2^-127 = 0x00
-      CHECK(TestType(-tiny).bits() == ref.round(-tiny));        // -0 (+0 in fnuz; NaN in e8m0)
+      CHECK(TestType(tiny).bits() == 0x00U);              // +0; for e8m0 (no zero) its smallest value 2^-127 = 0x00
+      CHECK(TestType(-tiny).bits() == ref.round(-tiny));  // -0 (+0 in fnuz; NaN in e8m0)
     }
   }
 }
@@ -330,8 +340,7 @@ TEMPLATE_LIST_TEST_CASE("abs clears the sign bit of every pattern, NaN included 
   mismatches bad;
   for (std::uint32_t p = 0; p < f.patterns(); ++p) {
     // fnuz: the NaN 1.0000.000 has no sign-cleared twin (0.0000.000 is zero): it stays NaN.
-    const std::uint32_t expected =
-        (f.kind == mixprec_test::specials::fnuz && ref.is_nan(p)) ? p : (p & ~f.sign_bit());
+    const std::uint32_t expected = (f.kind == mixprec_test::specials::fnuz && ref.is_nan(p)) ? p : (p & ~f.sign_bit());
     const auto got = abs(pattern<TestType>(p)).bits();
     if (got != expected) bad.add(hex(p) + ": expected " + hex(expected) + ", got " + hex(got));
   }
@@ -347,11 +356,12 @@ TEMPLATE_LIST_TEST_CASE("negation flips the sign bit; fnuz zero and NaN stay; e8
   for (std::uint32_t p = 0; p < f.patterns(); ++p) {
     std::uint32_t expected = p ^ f.sign_bit();
     if (f.kind == mixprec_test::specials::fnuz && (p & ~f.sign_bit()) == 0) expected = p;  // +0 and the NaN
-    if (f.kind == mixprec_test::specials::e8m0) expected = ref.nan_bits(false);  // ml_dtypes: -x is 0xFF
+    if (f.kind == mixprec_test::specials::e8m0) expected = ref.nan_bits(false);            // ml_dtypes: -x is 0xFF
     const TestType x = pattern<TestType>(p);
     const auto got = (-x).bits();
     const auto plus = (+x).bits();
-    if (got != expected || plus != p) bad.add(hex(p) + ": -x expected " + hex(expected) + ", got " + hex(got) + "; +x " + hex(plus));
+    if (got != expected || plus != p)
+      bad.add(hex(p) + ": -x expected " + hex(expected) + ", got " + hex(got) + "; +x " + hex(plus));
   }
   INFO(f.name << ": " << bad.report());
   CHECK(bad.count() == 0);
@@ -444,8 +454,8 @@ void check_arithmetic(const std::vector<std::uint32_t>& patterns) {
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("+ - * / give the correctly rounded result of the exact operation",
-                        "[basic_float][arithmetic]", all_small_floats) {
+TEMPLATE_LIST_TEST_CASE("+ - * / give the correctly rounded result of the exact operation", "[basic_float][arithmetic]",
+                        all_small_floats) {
   // 4- and 6-bit formats: every pair; 8-bit formats: every pair of a 64-pattern stride set here (the
   // exhaustive 65,536 pairs are in float8_test.cpp); 16-bit formats: 120 x 120 sampled pairs (the
   // random tests of bfloat16_test.cpp and float16_test.cpp add more).
@@ -455,15 +465,16 @@ TEMPLATE_LIST_TEST_CASE("+ - * / give the correctly rounded result of the exact 
     patterns = sample_patterns<TestType>(0);
   } else if (f.bits() == 8) {
     for (std::uint32_t p = 0; p < 256; p += 3) patterns.push_back(p);
-    for (std::uint32_t p : {0x00U, 0x7FU, 0x80U, 0xFFU, 0x7EU, 0xFEU, 0x7CU, 0xFCU, 0x7BU, 0xFBU}) patterns.push_back(p);
+    for (std::uint32_t p : {0x00U, 0x7FU, 0x80U, 0xFFU, 0x7EU, 0xFEU, 0x7CU, 0xFCU, 0x7BU, 0xFBU})
+      patterns.push_back(p);
   } else {
     patterns = sample_patterns<TestType>(120);
   }
   check_arithmetic<TestType>(patterns);
 }
 
-TEMPLATE_LIST_TEST_CASE("compound assignment gives the same result as the binary operator",
-                        "[basic_float][arithmetic]", all_small_floats) {
+TEMPLATE_LIST_TEST_CASE("compound assignment gives the same result as the binary operator", "[basic_float][arithmetic]",
+                        all_small_floats) {
   std::vector<std::uint32_t> patterns;
   for (std::uint32_t p : sample_patterns<TestType>(40)) {
     if (patterns.size() < 40 || p % 7 == 0) patterns.push_back(p);
@@ -516,8 +527,8 @@ void check_cross_conversion(mismatches& bad) {
     const std::uint32_t expected = to.round(v);  // NaN: canonical NaN with the decoded sign
     const auto got = To(pattern<From>(p)).bits();
     if (got != expected) {
-      bad.add(std::string(from.spec().name) + " " + hex(p) + " (" + show(v) + ") -> " + to.spec().name +
-              ": expected " + hex(expected) + ", got " + hex(got));
+      bad.add(std::string(from.spec().name) + " " + hex(p) + " (" + show(v) + ") -> " + to.spec().name + ": expected " +
+              hex(expected) + ", got " + hex(got));
     }
   }
 }
@@ -539,8 +550,8 @@ TEMPLATE_LIST_TEST_CASE("converting a small float to another small float rounds 
 // ------------------------------------------------------------------------------------------------
 // Streams
 
-TEMPLATE_LIST_TEST_CASE("operator<< prints the float value with the stream's flags",
-                        "[basic_float][ostream]", all_small_floats) {
+TEMPLATE_LIST_TEST_CASE("operator<< prints the float value with the stream's flags", "[basic_float][ostream]",
+                        all_small_floats) {
   const auto& ref = reference_of<TestType>();
   for (std::uint32_t p : sample_patterns<TestType>(50)) {
     const auto v = static_cast<float>(ref.decode(p));

@@ -31,17 +31,17 @@ const mixprec_test::reference& ref() { return mixprec_test::reference_of<bfloat1
 }  // namespace
 
 TEST_CASE("bfloat16 spec values", "[bfloat16]") {
-  CHECK(bfloat16(1.0F).bits() == 0x3F80);      // 0.01111111.0000000: 2^(127 - 127)
-  CHECK(bfloat16(-2.0F).bits() == 0xC000);     // 1.10000000.0000000: -2^(128 - 127)
+  CHECK(bfloat16(1.0F).bits() == 0x3F80);   // 0.01111111.0000000: 2^(127 - 127)
+  CHECK(bfloat16(-2.0F).bits() == 0xC000);  // 1.10000000.0000000: -2^(128 - 127)
   // pi = 1.5707963 * 2^1: mantissa 0.5707963 * 128 = 73.06 -> 73 = 0x49; exponent 128 -> 0x4049.
   CHECK(bfloat16(3.14159265F).bits() == 0x4049);
   CHECK(bfloat16(3.14159265358979).bits() == 0x4049);
   CHECK(static_cast<double>(bfloat16::from_bits(0x4049)) == 3.140625);  // (1 + 73/128) * 2
   // max = 0.11111110.1111111 = (1 + 127/128) * 2^(254 - 127) = 0x1.FEp127
   CHECK(static_cast<double>(bfloat16::from_bits(0x7F7F)) == 0x1.FEp127);
-  CHECK(static_cast<double>(bfloat16::from_bits(0x0080)) == 0x1p-126);   // min normal
+  CHECK(static_cast<double>(bfloat16::from_bits(0x0080)) == 0x1p-126);        // min normal
   CHECK(static_cast<double>(bfloat16::from_bits(0x007F)) == 127 * 0x1p-133);  // max subnormal
-  CHECK(static_cast<double>(bfloat16::from_bits(0x0001)) == 0x1p-133);   // 1/128 * 2^-126: min subnormal
+  CHECK(static_cast<double>(bfloat16::from_bits(0x0001)) == 0x1p-133);        // 1/128 * 2^-126: min subnormal
   CHECK(static_cast<float>(bfloat16::from_bits(0x7F80)) == inf);
   CHECK(static_cast<float>(bfloat16::from_bits(0xFF80)) == -inf);
   CHECK(bfloat16(std::numeric_limits<float>::quiet_NaN()).bits() == 0x7FC0);
@@ -140,11 +140,13 @@ TEST_CASE("bfloat16 conversions of random floats and doubles match the reference
     const auto gd = bfloat16(xd).bits();
     const auto ef = ref().round(xf);
     if (gf != ef) bad.add("float " + show(xf) + ": expected " + hex(ef) + ", got " + hex(gf));
-    if (gd != ref().round(xd)) bad.add("double " + show(xd) + ": expected " + hex(ref().round(xd)) + ", got " + hex(gd));
+    if (gd != ref().round(xd))
+      bad.add("double " + show(xd) + ": expected " + hex(ref().round(xd)) + ", got " + hex(gd));
     // Eigen::bfloat16(float) is round-to-nearest-even too; NaN compared by NaN-ness only.
     const auto eigen = Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(xf));
     const bool eigen_agrees = std::isnan(xf) ? ref().is_nan(eigen) : eigen == ef;
-    if (!eigen_agrees) bad.add("REFERENCE vs Eigen, float " + show(xf) + ": reference " + hex(ef) + ", Eigen " + hex(eigen));
+    if (!eigen_agrees)
+      bad.add("REFERENCE vs Eigen, float " + show(xf) + ": reference " + hex(ef) + ", Eigen " + hex(eigen));
   }
   INFO(bad.report());
   CHECK(bad.count() == 0);
@@ -173,7 +175,9 @@ TEST_CASE("bfloat16 + - * / of random pairs are correctly rounded", "[bfloat16][
     const std::uint32_t got[4] = {(x + y).bits(), (x - y).bits(), (x * y).bits(), (x / y).bits()};
     for (int k = 0; k < 4; ++k) {
       const bool same = ref().is_nan(expected[k]) ? ref().is_nan(got[k]) : got[k] == expected[k];
-      if (!same) bad.add(hex(pa) + " op" + std::to_string(k) + " " + hex(pb) + ": expected " + hex(expected[k]) + ", got " + hex(got[k]));
+      if (!same)
+        bad.add(hex(pa) + " op" + std::to_string(k) + " " + hex(pb) + ": expected " + hex(expected[k]) + ", got " +
+                hex(got[k]));
     }
   }
   INFO("op0..3 = + - * /: " << bad.report());

@@ -36,9 +36,9 @@ namespace {
 
 using namespace mixprec;
 
-using all_formats = std::tuple<bfloat16, float16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz,
-                               float8_e4m3b11fnuz, float8_e3m4, float8_e4m3, float8_e8m0fnu, float6_e2m3fn,
-                               float6_e3m2fn, float4_e2m1fn>;
+using all_formats =
+    std::tuple<bfloat16, float16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz,
+               float8_e3m4, float8_e4m3, float8_e8m0fnu, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn>;
 
 // ---------------------------------------------------------------------------------------------
 // Which paths this build can run.
@@ -176,12 +176,14 @@ TEST_CASE("the SIMD build runs on this CPU or says which instruction sets it lac
   std::string list;
   for (const auto& name : missing) list += (list.empty() ? "" : ", ") + name;
   if (!missing.empty()) {
-    WARN("This CPU lacks " << list << ", which this build targets: mixprec::convert's SIMD path is NOT tested here; "
-                                      "only the portable path is.");
+    WARN("This CPU lacks " << list
+                           << ", which this build targets: mixprec::convert's SIMD path is NOT tested here; "
+                              "only the portable path is.");
   }
   INFO("mixprec::convert_instruction_sets = " << convert_instruction_sets);
   // The path the header selected follows the compiler's target macros.
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512BF16__) && !defined(MIXPREC_NO_SIMD)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512BF16__) && \
+    !defined(MIXPREC_NO_SIMD)
   CHECK(convert_instruction_sets == "avx512f+avx512bw+avx512vl+avx512bf16");
 #elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && !defined(MIXPREC_NO_SIMD)
   CHECK(convert_instruction_sets == "avx512f+avx512bw+avx512vl");
@@ -200,7 +202,8 @@ TEMPLATE_LIST_TEST_CASE("convert decodes every pattern of every format to the bi
   // pattern passes through every SIMD lane. The 16-bit formats: all patterns, then from index 1.
   std::vector<T> in;
   if (patterns.size() <= 256) {
-    for (std::size_t k = 0; k < patterns.size() * 17; ++k) in.push_back(patterns[(k + k / patterns.size()) % patterns.size()]);
+    for (std::size_t k = 0; k < patterns.size() * 17; ++k)
+      in.push_back(patterns[(k + k / patterns.size()) % patterns.size()]);
   } else {
     in = patterns;
   }
@@ -272,7 +275,8 @@ TEMPLATE_LIST_TEST_CASE("convert encodes every one of the 2^32 floats to the bit
         run(simd, std::span<const float>(in), std::span<T>(out), mode);
         for (std::size_t i = 0; i < chunk; ++i) {
           const std::uint32_t expected = scalar_encode<T>(in[i], mode);
-          if (out[i].bits() != expected) bad.add(static_cast<std::size_t>(base + i), bits_of(in[i]), out[i].bits(), expected);
+          if (out[i].bits() != expected)
+            bad.add(static_cast<std::size_t>(base + i), bits_of(in[i]), out[i].bits(), expected);
         }
       }
       INFO(bad.first);
@@ -296,7 +300,7 @@ TEMPLATE_LIST_TEST_CASE("convert rounds doubles once, to the bits of the scalar 
     }
   }
   for (const double d : {1e300, -1e300, 1e-300, -1e-300, std::numeric_limits<double>::denorm_min(),
-                         std::bit_cast<double>(std::uint64_t{0x7FF0000000000001}),    // NaN, payload lost in float
+                         std::bit_cast<double>(std::uint64_t{0x7FF0000000000001}),     // NaN, payload lost in float
                          std::bit_cast<double>(std::uint64_t{0xFFF8000000000123})}) {  // -NaN
     in.push_back(d);
   }
@@ -317,18 +321,21 @@ TEMPLATE_LIST_TEST_CASE("convert rounds doubles once, to the bits of the scalar 
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("convert handles lengths that are not a multiple of the vector width and writes nothing outside out",
-                        "[convert]", all_formats) {
+TEMPLATE_LIST_TEST_CASE(
+    "convert handles lengths that are not a multiple of the vector width and writes nothing outside out", "[convert]",
+    all_formats) {
   using T = TestType;
   constexpr std::size_t guard = 40;
   const std::vector<float>& source = float_inputs();
   const T sentinel = T::from_bits(static_cast<typename T::storage_type>(0x5));
   constexpr float float_sentinel = -12345.0F;
-  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{17}, std::size_t{1000 + 3}}) {
+  for (const std::size_t n :
+       {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{17}, std::size_t{1000 + 3}}) {
     CAPTURE(n);
     // A window of the inputs rich in special values: from 2^127 * 1.875 (high bits 0x7F70) on, through
     // overflow, +Inf and NaNs.
-    const std::span<const float> in = std::span<const float>(source).subspan(std::size_t{0x7F70} * float_input_tails, n);
+    const std::span<const float> in =
+        std::span<const float>(source).subspan(std::size_t{0x7F70} * float_input_tails, n);
     for (const bool simd : paths()) {
       CAPTURE(path_name(simd));
       std::vector<T> buffer(n + 2 * guard, sentinel);
@@ -405,7 +412,8 @@ TEST_CASE("convert matches values from the format specifications", "[convert]") 
   // round-to-nearest-even), the OCP 8-bit FP specification (E4M3 max 448, E5M2 max 57344), OCP MX FP4.
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> in = {1.0F, -2.0F, 65504.0F, 65520.0F, 0x1p-24F, 0x1p-25F, 0x1.8p-25F, inf, -nan, 0x1p-133F, 1.00390625F};
+  const std::vector<float> in = {1.0F,       -2.0F, 65504.0F, 65520.0F,  0x1p-24F,   0x1p-25F,
+                                 0x1.8p-25F, inf,   -nan,     0x1p-133F, 1.00390625F};
   for (const bool simd : paths()) {
     CAPTURE(path_name(simd));
     std::vector<float16> h(in.size());
@@ -448,7 +456,7 @@ TEST_CASE("convert matches values from the format specifications", "[convert]") 
     const std::vector<float4_e2m1fn> fp4 = all_patterns<float4_e2m1fn>();
     std::vector<float> fp4_values(fp4.size());
     run(simd, std::span<const float4_e2m1fn>(fp4), std::span<float>(fp4_values));
-    const std::array<float, 16> mx_fp4 = {0.0F, 0.5F, 1.0F, 1.5F, 2.0F, 3.0F, 4.0F, 6.0F,
+    const std::array<float, 16> mx_fp4 = {0.0F,  0.5F,  1.0F,  1.5F,  2.0F,  3.0F,  4.0F,  6.0F,
                                           -0.0F, -0.5F, -1.0F, -1.5F, -2.0F, -3.0F, -4.0F, -6.0F};
     for (std::size_t i = 0; i < mx_fp4.size(); ++i) CHECK(bits_of(fp4_values[i]) == bits_of(mx_fp4[i]));
 
@@ -492,13 +500,15 @@ void check_under_mxcsr(unsigned csr) {
     }
     std::size_t bad = 0;
     for (std::size_t i = 0; i < in.size(); ++i) bad += out[i].bits() != expected_encode[i] ? 1 : 0;
-    for (std::size_t i = 0; i < patterns.size(); ++i) bad += bits_of(decoded[i]) != bits_of(static_cast<float>(patterns[i])) ? 1 : 0;
+    for (std::size_t i = 0; i < patterns.size(); ++i)
+      bad += bits_of(decoded[i]) != bits_of(static_cast<float>(patterns[i])) ? 1 : 0;
     CHECK(bad == 0);
   }
 }
 }  // namespace
 
-TEST_CASE("convert gives the same bits under flush-to-zero and denormals-are-zero with rounding toward zero", "[convert]") {
+TEST_CASE("convert gives the same bits under flush-to-zero and denormals-are-zero with rounding toward zero",
+          "[convert]") {
   // MXCSR: FTZ (bit 15), DAZ (bit 6), rounding control toward zero (bits 13-14 = 11), all exceptions masked.
   const unsigned csr = (_mm_getcsr() & ~0x6000U) | 0x8000U | 0x0040U | 0x6000U | 0x1F80U;
   check_under_mxcsr<bfloat16>(csr);

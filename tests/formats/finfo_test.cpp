@@ -71,7 +71,7 @@ void check_finfo_definitions() {
     if (x.value < 1.0) below_one = x.value;
     if (x.value > 1.0 && above_one == 0) above_one = x.value;
   }
-  CHECK(as_double(F::eps) == above_one - 1.0);   // "1.0 + eps != 1.0", the smallest such
+  CHECK(as_double(F::eps) == above_one - 1.0);     // "1.0 + eps != 1.0", the smallest such
   CHECK(as_double(F::epsneg) == 1.0 - below_one);  // "1.0 - epsneg != 1.0", the smallest such
   CHECK(as_double(F::eps) == std::ldexp(1.0, F::machep));
   CHECK(as_double(F::epsneg) == std::ldexp(1.0, F::negep));
@@ -87,21 +87,21 @@ void check_finfo_definitions() {
 }  // namespace
 
 TEST_CASE("finfo<float> and finfo<double> match numpy.finfo", "[finfo]") {
-  check_finfo<float>({32, 0x1p-23, 0x1p-24, -23, -24, 0x1.fffffep127, -0x1.fffffep127, 8, 23, 128, -126, 6, 1e-6,
-                      0x1p-126, 0x1p-149});
+  check_finfo<float>(
+      {32, 0x1p-23, 0x1p-24, -23, -24, 0x1.fffffep127, -0x1.fffffep127, 8, 23, 128, -126, 6, 1e-6, 0x1p-126, 0x1p-149});
   check_finfo<double>({64, 0x1p-52, 0x1p-53, -52, -53, std::numeric_limits<double>::max(),
                        -std::numeric_limits<double>::max(), 11, 52, 1024, -1022, 15, 1e-15, 0x1p-1022, 0x1p-1074});
 }
 
 TEST_CASE("finfo<float16> matches numpy.finfo(float16)", "[finfo][float16]") {
-  check_finfo<mixprec::float16>({16, 0x1p-10, 0x1p-11, -10, -11, 65504.0, -65504.0, 5, 10, 16, -14, 3, 1e-3,
-                                 0x1p-14, 0x1p-24});
+  check_finfo<mixprec::float16>(
+      {16, 0x1p-10, 0x1p-11, -10, -11, 65504.0, -65504.0, 5, 10, 16, -14, 3, 1e-3, 0x1p-14, 0x1p-24});
   check_finfo_definitions<mixprec::float16>();
 }
 
 TEST_CASE("finfo<bfloat16> matches ml_dtypes.finfo(bfloat16)", "[finfo][bfloat16]") {
-  check_finfo<mixprec::bfloat16>({16, 0x1p-7, 0x1p-8, -7, -8, 0x1.FEp127, -0x1.FEp127, 8, 7, 128, -126, 2, 0.01,
-                                  0x1p-126, 0x1p-133});
+  check_finfo<mixprec::bfloat16>(
+      {16, 0x1p-7, 0x1p-8, -7, -8, 0x1.FEp127, -0x1.FEp127, 8, 7, 128, -126, 2, 0.01, 0x1p-126, 0x1p-133});
   check_finfo_definitions<mixprec::bfloat16>();
 }
 
@@ -111,19 +111,24 @@ TEST_CASE("finfo of the float8 types matches ml_dtypes.finfo except precision/re
   // int(0.903) = 0 and resolution 10^0 = 1; eps = 2^-2 gives 0 and 1; e3m4's eps = 2^-4 gives
   // int(1.204) = 1 and 0.1 (agreeing with ml_dtypes); e8m0's eps = 1 gives 0 and 1.
   SECTION("float8_e4m3fn") {
-    check_finfo<mixprec::float8_e4m3fn>({8, 0x1p-3, 0x1p-4, -3, -4, 448.0, -448.0, 4, 3, 9, -6, 0, 1.0, 0x1p-6, 0x1p-9});
+    check_finfo<mixprec::float8_e4m3fn>(
+        {8, 0x1p-3, 0x1p-4, -3, -4, 448.0, -448.0, 4, 3, 9, -6, 0, 1.0, 0x1p-6, 0x1p-9});
   }
   SECTION("float8_e5m2") {
-    check_finfo<mixprec::float8_e5m2>({8, 0x1p-2, 0x1p-3, -2, -3, 57344.0, -57344.0, 5, 2, 16, -14, 0, 1.0, 0x1p-14, 0x1p-16});
+    check_finfo<mixprec::float8_e5m2>(
+        {8, 0x1p-2, 0x1p-3, -2, -3, 57344.0, -57344.0, 5, 2, 16, -14, 0, 1.0, 0x1p-14, 0x1p-16});
   }
   SECTION("float8_e4m3fnuz") {
-    check_finfo<mixprec::float8_e4m3fnuz>({8, 0x1p-3, 0x1p-4, -3, -4, 240.0, -240.0, 4, 3, 8, -7, 0, 1.0, 0x1p-7, 0x1p-10});
+    check_finfo<mixprec::float8_e4m3fnuz>(
+        {8, 0x1p-3, 0x1p-4, -3, -4, 240.0, -240.0, 4, 3, 8, -7, 0, 1.0, 0x1p-7, 0x1p-10});
   }
   SECTION("float8_e5m2fnuz") {
-    check_finfo<mixprec::float8_e5m2fnuz>({8, 0x1p-2, 0x1p-3, -2, -3, 57344.0, -57344.0, 5, 2, 16, -15, 0, 1.0, 0x1p-15, 0x1p-17});
+    check_finfo<mixprec::float8_e5m2fnuz>(
+        {8, 0x1p-2, 0x1p-3, -2, -3, 57344.0, -57344.0, 5, 2, 16, -15, 0, 1.0, 0x1p-15, 0x1p-17});
   }
   SECTION("float8_e4m3b11fnuz") {
-    check_finfo<mixprec::float8_e4m3b11fnuz>({8, 0x1p-3, 0x1p-4, -3, -4, 30.0, -30.0, 4, 3, 5, -10, 0, 1.0, 0x1p-10, 0x1p-13});
+    check_finfo<mixprec::float8_e4m3b11fnuz>(
+        {8, 0x1p-3, 0x1p-4, -3, -4, 30.0, -30.0, 4, 3, 5, -10, 0, 1.0, 0x1p-10, 0x1p-13});
   }
   SECTION("float8_e3m4") {
     check_finfo<mixprec::float8_e3m4>({8, 0x1p-4, 0x1p-5, -4, -5, 15.5, -15.5, 3, 4, 4, -2, 1, 0.1, 0.25, 0x1p-6});
@@ -133,8 +138,8 @@ TEST_CASE("finfo of the float8 types matches ml_dtypes.finfo except precision/re
   }
   SECTION("float8_e8m0fnu") {
     // No sign, no zero: min is the smallest value (ml_dtypes: "e8m0 has no zero, so min is tiny").
-    check_finfo<mixprec::float8_e8m0fnu>({8, 1.0, 0.5, 0, -1, 0x1p127, 0x1p-127, 8, 0, 128, -127, 0, 1.0, 0x1p-127,
-                                          0x1p-127});
+    check_finfo<mixprec::float8_e8m0fnu>(
+        {8, 1.0, 0.5, 0, -1, 0x1p127, 0x1p-127, 8, 0, 128, -127, 0, 1.0, 0x1p-127, 0x1p-127});
   }
 }
 

@@ -30,23 +30,22 @@ double value(std::uint16_t p) { return static_cast<double>(float16::from_bits(p)
 }  // namespace
 
 TEST_CASE("float16 decodes the binary16 landmarks", "[float16]") {
-  CHECK(value(0x3C00) == 1.0);                    // 0.01111.0000000000: 2^(15 - 15)
-  CHECK(value(0x3C01) == 1.0 + 0x1p-10);          // next after 1: 1 + 2^-10
-  CHECK(value(0x3BFF) == 1.0 - 0x1p-11);          // previous before 1: (1 + 1023/1024) * 2^-1
-  CHECK(value(0xC000) == -2.0);                   // 1.10000.0000000000
-  CHECK(value(0x7BFF) == 65504.0);                // 0.11110.1111111111: (1 + 1023/1024) * 2^15, max
-  CHECK(value(0x0400) == 0x1p-14);                // 0.00001.0000000000: min normal
-  CHECK(value(0x03FF) == 1023 * 0x1p-24);         // max subnormal: 1023/1024 * 2^-14
-  CHECK(value(0x0001) == 0x1p-24);                // min subnormal: 1/1024 * 2^-14
-  CHECK(value(0x3555) == 0x1.554p-2);             // 0.01101.0101010101 = 0.333251953125 (nearest to 1/3)
+  CHECK(value(0x3C00) == 1.0);             // 0.01111.0000000000: 2^(15 - 15)
+  CHECK(value(0x3C01) == 1.0 + 0x1p-10);   // next after 1: 1 + 2^-10
+  CHECK(value(0x3BFF) == 1.0 - 0x1p-11);   // previous before 1: (1 + 1023/1024) * 2^-1
+  CHECK(value(0xC000) == -2.0);            // 1.10000.0000000000
+  CHECK(value(0x7BFF) == 65504.0);         // 0.11110.1111111111: (1 + 1023/1024) * 2^15, max
+  CHECK(value(0x0400) == 0x1p-14);         // 0.00001.0000000000: min normal
+  CHECK(value(0x03FF) == 1023 * 0x1p-24);  // max subnormal: 1023/1024 * 2^-14
+  CHECK(value(0x0001) == 0x1p-24);         // min subnormal: 1/1024 * 2^-14
+  CHECK(value(0x3555) == 0x1.554p-2);      // 0.01101.0101010101 = 0.333251953125 (nearest to 1/3)
   CHECK(value(0x7C00) == inf);
   CHECK(value(0xFC00) == -inf);
   CHECK(std::isnan(value(0x7E00)));
   CHECK(std::signbit(value(0x8000)));
 }
 
-TEST_CASE("float16 rounds to nearest even, overflows to Inf from 65520 and underflows below 2^-25",
-          "[float16]") {
+TEST_CASE("float16 rounds to nearest even, overflows to Inf from 65520 and underflows below 2^-25", "[float16]") {
   CHECK(float16(65504.0F).bits() == 0x7BFF);
   // 65520 = 65504 + 16 is the midpoint of max (odd mantissa 0x3FF) and 65536 (the even step, Inf).
   CHECK(float16(65520.0F).bits() == 0x7C00);
@@ -55,10 +54,10 @@ TEST_CASE("float16 rounds to nearest even, overflows to Inf from 65520 and under
   CHECK(float16(-65520.0F).bits() == 0xFC00);
   CHECK(float16(1e10F).bits() == 0x7C00);
   CHECK(float16(0x1p-24F).bits() == 0x0001);
-  CHECK(float16(0x1p-25F).bits() == 0x0000);       // half of 2^-24: tie to +0
-  CHECK(float16(-0x1p-25F).bits() == 0x8000);      // -0
+  CHECK(float16(0x1p-25F).bits() == 0x0000);   // half of 2^-24: tie to +0
+  CHECK(float16(-0x1p-25F).bits() == 0x8000);  // -0
   CHECK(float16(std::nextafter(0x1p-25F, 1.0F)).bits() == 0x0001);
-  CHECK(float16(0x1.8p-24F).bits() == 0x0002);     // 1.5 * 2^-24: tie to the even 0x0002
+  CHECK(float16(0x1.8p-24F).bits() == 0x0002);  // 1.5 * 2^-24: tie to the even 0x0002
   CHECK(float16(1.0F / 3.0F).bits() == 0x3555);
   CHECK(float16(1.0 / 3.0).bits() == 0x3555);
   CHECK(float16(inf).bits() == 0x7C00);
@@ -81,9 +80,9 @@ TEST_CASE("float16 from double rounds once: no double rounding through float", "
 }
 
 TEST_CASE("float16 from integers rounds the exact integer", "[float16][integer]") {
-  CHECK(float16(2048).bits() == 0x6800);   // 2^11: 0.11010.0000000000
-  CHECK(float16(2049).bits() == 0x6800);   // midpoint of 2048 and 2050: even 2048
-  CHECK(float16(2051).bits() == 0x6802);   // midpoint of 2050 (0x6801) and 2052 (0x6802): even 2052
+  CHECK(float16(2048).bits() == 0x6800);  // 2^11: 0.11010.0000000000
+  CHECK(float16(2049).bits() == 0x6800);  // midpoint of 2048 and 2050: even 2048
+  CHECK(float16(2051).bits() == 0x6802);  // midpoint of 2050 (0x6801) and 2052 (0x6802): even 2052
   CHECK(float16(65504).bits() == 0x7BFF);
   CHECK(float16(65519).bits() == 0x7BFF);
   CHECK(float16(65520).bits() == 0x7C00);
@@ -106,10 +105,12 @@ TEST_CASE("float16 conversions of random floats and doubles match the reference 
     const auto gd = float16(xd).bits();
     const auto ef = ref().round(xf);
     if (gf != ef) bad.add("float " + show(xf) + ": expected " + hex(ef) + ", got " + hex(gf));
-    if (gd != ref().round(xd)) bad.add("double " + show(xd) + ": expected " + hex(ref().round(xd)) + ", got " + hex(gd));
+    if (gd != ref().round(xd))
+      bad.add("double " + show(xd) + ": expected " + hex(ref().round(xd)) + ", got " + hex(gd));
     const auto eigen = Eigen::numext::bit_cast<std::uint16_t>(Eigen::half(xf));
     const bool eigen_agrees = std::isnan(xf) ? ref().is_nan(eigen) : eigen == ef;
-    if (!eigen_agrees) bad.add("REFERENCE vs Eigen, float " + show(xf) + ": reference " + hex(ef) + ", Eigen " + hex(eigen));
+    if (!eigen_agrees)
+      bad.add("REFERENCE vs Eigen, float " + show(xf) + ": reference " + hex(ef) + ", Eigen " + hex(eigen));
   }
   INFO(bad.report());
   CHECK(bad.count() == 0);
@@ -132,7 +133,9 @@ TEST_CASE("float16 + - * / of random pairs are correctly rounded", "[float16][ar
     const std::uint32_t got[4] = {(x + y).bits(), (x - y).bits(), (x * y).bits(), (x / y).bits()};
     for (int k = 0; k < 4; ++k) {
       const bool same = ref().is_nan(expected[k]) ? ref().is_nan(got[k]) : got[k] == expected[k];
-      if (!same) bad.add(hex(pa) + " op" + std::to_string(k) + " " + hex(pb) + ": expected " + hex(expected[k]) + ", got " + hex(got[k]));
+      if (!same)
+        bad.add(hex(pa) + " op" + std::to_string(k) + " " + hex(pb) + ": expected " + hex(expected[k]) + ", got " +
+                hex(got[k]));
     }
   }
   INFO("op0..3 = + - * /: " << bad.report());

@@ -16,8 +16,7 @@ constexpr float inf = std::numeric_limits<float>::infinity();
 constexpr float qnan = std::numeric_limits<float>::quiet_NaN();
 }  // namespace
 
-TEST_CASE("float4_e2m1fn patterns 0..7 are 0, 0.5, 1, 1.5, 2, 3, 4, 6 and 8..15 their negatives",
-          "[float4]") {
+TEST_CASE("float4_e2m1fn patterns 0..7 are 0, 0.5, 1, 1.5, 2, 3, 4, 6 and 8..15 their negatives", "[float4]") {
   // S.EE.M: E = 0 subnormal M/2 * 2^(1-1); E >= 1: (1 + M/2) * 2^(E - 1).
   const double values[8] = {0.0,   // 0.00.0
                             0.5,   // 0.00.1: 1/2 * 2^0, min subnormal
@@ -36,14 +35,14 @@ TEST_CASE("float4_e2m1fn patterns 0..7 are 0, 0.5, 1, 1.5, 2, 3, 4, 6 and 8..15 
 }
 
 TEST_CASE("float4_e2m1fn rounds to nearest with ties to the even pattern", "[float4]") {
-  CHECK(float4_e2m1fn(0.25F).bits() == 0x0);   // 0 (0x0) vs 0.5 (0x1): even 0
+  CHECK(float4_e2m1fn(0.25F).bits() == 0x0);  // 0 (0x0) vs 0.5 (0x1): even 0
   CHECK(float4_e2m1fn(0.26F).bits() == 0x1);
-  CHECK(float4_e2m1fn(0.75F).bits() == 0x2);   // 0.5 (0x1) vs 1 (0x2): even 1
-  CHECK(float4_e2m1fn(1.25F).bits() == 0x2);   // 1 (0x2) vs 1.5 (0x3): even 1
-  CHECK(float4_e2m1fn(1.75F).bits() == 0x4);   // 1.5 (0x3) vs 2 (0x4): even 2
-  CHECK(float4_e2m1fn(2.5F).bits() == 0x4);    // 2 (0x4) vs 3 (0x5): even 2
-  CHECK(float4_e2m1fn(3.5F).bits() == 0x6);    // 3 (0x5) vs 4 (0x6): even 4
-  CHECK(float4_e2m1fn(5.0F).bits() == 0x6);    // 4 (0x6) vs 6 (0x7): even 4
+  CHECK(float4_e2m1fn(0.75F).bits() == 0x2);  // 0.5 (0x1) vs 1 (0x2): even 1
+  CHECK(float4_e2m1fn(1.25F).bits() == 0x2);  // 1 (0x2) vs 1.5 (0x3): even 1
+  CHECK(float4_e2m1fn(1.75F).bits() == 0x4);  // 1.5 (0x3) vs 2 (0x4): even 2
+  CHECK(float4_e2m1fn(2.5F).bits() == 0x4);   // 2 (0x4) vs 3 (0x5): even 2
+  CHECK(float4_e2m1fn(3.5F).bits() == 0x6);   // 3 (0x5) vs 4 (0x6): even 4
+  CHECK(float4_e2m1fn(5.0F).bits() == 0x6);   // 4 (0x6) vs 6 (0x7): even 4
   CHECK(float4_e2m1fn(5.01F).bits() == 0x7);
   CHECK(float4_e2m1fn(-5.0F).bits() == 0xE);
   CHECK(float4_e2m1fn(-0.25F).bits() == 0x8);  // -0
@@ -57,14 +56,14 @@ TEST_CASE("float4_e2m1fn rounds to nearest with ties to the even pattern", "[flo
 }
 
 TEST_CASE("float4_e2m1fn saturates overflow and infinities to +-6 and maps NaN as ml_dtypes does", "[float4]") {
-  CHECK(float4_e2m1fn(7.0F).bits() == 0x7);     // overflow midpoint (6 vs 8): still 6
+  CHECK(float4_e2m1fn(7.0F).bits() == 0x7);  // overflow midpoint (6 vs 8): still 6
   CHECK(float4_e2m1fn(100.0F).bits() == 0x7);
   CHECK(float4_e2m1fn(-100.0).bits() == 0xF);
-  CHECK(float4_e2m1fn(inf).bits() == 0x7);      // ml_dtypes FloatMXTest.NoInfinity
+  CHECK(float4_e2m1fn(inf).bits() == 0x7);  // ml_dtypes FloatMXTest.NoInfinity
   CHECK(float4_e2m1fn(-inf).bits() == 0xF);
   CHECK(float4_e2m1fn(1000000).bits() == 0x7);
-  CHECK(float4_e2m1fn(qnan).bits() == 0x8);      // quiet_NaN() = 0b1'00'0 (-0)
-  CHECK(float4_e2m1fn(-qnan).bits() == 0x0);     // -quiet_NaN() = +0
+  CHECK(float4_e2m1fn(qnan).bits() == 0x8);   // quiet_NaN() = 0b1'00'0 (-0)
+  CHECK(float4_e2m1fn(-qnan).bits() == 0x0);  // -quiet_NaN() = +0
   CHECK_FALSE(isnan(float4_e2m1fn(qnan)));
 }
 

@@ -38,9 +38,9 @@ TEST_CASE("float6_e2m3fn has the 32 magnitudes of OCP MX FP6 E2M3", "[float6][e2
     CHECK(static_cast<double>(float6_e2m3fn::from_bits(p)) == expected);
     CHECK(static_cast<double>(float6_e2m3fn::from_bits(static_cast<std::uint8_t>(p | 0x20))) == -expected);
   }
-  CHECK(static_cast<double>(float6_e2m3fn::from_bits(0x1F)) == 7.5);    // 0.11.111: 1.875 * 2^2, max
-  CHECK(static_cast<double>(float6_e2m3fn::from_bits(0x08)) == 1.0);    // 0.01.000: min normal
-  CHECK(static_cast<double>(float6_e2m3fn::from_bits(0x01)) == 0.125);  // 0.00.001: min subnormal
+  CHECK(static_cast<double>(float6_e2m3fn::from_bits(0x1F)) == 7.5);        // 0.11.111: 1.875 * 2^2, max
+  CHECK(static_cast<double>(float6_e2m3fn::from_bits(0x08)) == 1.0);        // 0.01.000: min normal
+  CHECK(static_cast<double>(float6_e2m3fn::from_bits(0x01)) == 0.125);      // 0.00.001: min subnormal
   CHECK(std::signbit(static_cast<float>(float6_e2m3fn::from_bits(0x20))));  // -0
 }
 
@@ -65,12 +65,12 @@ TEST_CASE("float6 formats saturate overflow and infinities to +-max (no Inf, no 
   CHECK(float6_e2m3fn(-inf).bits() == 0x3F);
   CHECK(float6_e3m2fn(inf).bits() == 0x1F);
   CHECK(float6_e3m2fn(-inf).bits() == 0x3F);
-  CHECK(float6_e2m3fn(7.75F).bits() == 0x1F);   // the overflow midpoint (7.5 vs 8) still gives max
+  CHECK(float6_e2m3fn(7.75F).bits() == 0x1F);  // the overflow midpoint (7.5 vs 8) still gives max
   CHECK(float6_e2m3fn(1000.0F).bits() == 0x1F);
   CHECK(float6_e2m3fn(-1000.0).bits() == 0x3F);
-  CHECK(float6_e3m2fn(30.0F).bits() == 0x1F);   // 28 vs 32
+  CHECK(float6_e3m2fn(30.0F).bits() == 0x1F);  // 28 vs 32
   CHECK(float6_e3m2fn(1e30F).bits() == 0x1F);
-  CHECK(float6_e2m3fn(1000).bits() == 0x1F);    // integers too
+  CHECK(float6_e2m3fn(1000).bits() == 0x1F);  // integers too
   CHECK(float6_e3m2fn(-1000).bits() == 0x3F);
 }
 
@@ -86,19 +86,20 @@ TEST_CASE("float6 NaN inputs take ml_dtypes' pattern: +NaN -> 1.00.000 (-0), -Na
 }
 
 TEST_CASE("float6 rounding examples: ties go to the even pattern", "[float6]") {
-  CHECK(float6_e2m3fn(0.0625F).bits() == 0x00);   // half of 0.125: tie, even 0
-  CHECK(float6_e2m3fn(0.1875F).bits() == 0x02);   // 0.125 (0x01) vs 0.25 (0x02): even 0x02
-  CHECK(float6_e2m3fn(0.9375F).bits() == 0x08);   // 0.875 (0x07) vs 1.0 (0x08): even 1.0
-  CHECK(float6_e2m3fn(1.0625F).bits() == 0x08);   // 1.0 (0x08) vs 1.125 (0x09): even 1.0
-  CHECK(float6_e2m3fn(5.0F).bits() == 0x1A);      // exact: (1 + 2/8) * 4
-  CHECK(float6_e2m3fn(5.25F).bits() == 0x1A);     // 5 (0x1A) vs 5.5 (0x1B): even 5
+  CHECK(float6_e2m3fn(0.0625F).bits() == 0x00);  // half of 0.125: tie, even 0
+  CHECK(float6_e2m3fn(0.1875F).bits() == 0x02);  // 0.125 (0x01) vs 0.25 (0x02): even 0x02
+  CHECK(float6_e2m3fn(0.9375F).bits() == 0x08);  // 0.875 (0x07) vs 1.0 (0x08): even 1.0
+  CHECK(float6_e2m3fn(1.0625F).bits() == 0x08);  // 1.0 (0x08) vs 1.125 (0x09): even 1.0
+  CHECK(float6_e2m3fn(5.0F).bits() == 0x1A);     // exact: (1 + 2/8) * 4
+  CHECK(float6_e2m3fn(5.25F).bits() == 0x1A);    // 5 (0x1A) vs 5.5 (0x1B): even 5
   CHECK(float6_e2m3fn(-0.0F).bits() == 0x20);
   CHECK(float6_e3m2fn(0.03125F).bits() == 0x00);  // half of 0.0625: tie, even 0
   CHECK(float6_e3m2fn(26.0F).bits() == 0x1E);     // 24 (0x1E) vs 28 (0x1F): even 24
   CHECK(float6_e3m2fn(26.01F).bits() == 0x1F);
   // ml_dtypes INT_VALUES: these integers round-trip exactly.
   for (int v : {0, 1, 2, 3, 4, 5, 6, 7}) CHECK(static_cast<double>(float6_e2m3fn(v)) == v);
-  for (int v : {0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28}) CHECK(static_cast<double>(float6_e3m2fn(v)) == v);
+  for (int v : {0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28})
+    CHECK(static_cast<double>(float6_e3m2fn(v)) == v);
 }
 
 TEST_CASE("float6 negation flips the sign bit and signbit reads it (ml_dtypes Negate, Signbit)", "[float6]") {
@@ -120,8 +121,10 @@ TEMPLATE_TEST_CASE("random float and double inputs convert to float6 as the refe
   for (int n = 0; n < 25000; ++n) {
     const float xf = mixprec_test::random_float(rng, -8, 6);
     const double xd = mixprec_test::random_double(rng, -8, 6);
-    if (TestType(xf).bits() != ref.round(xf)) bad.add("float " + show(xf) + ": expected " + hex(ref.round(xf)) + ", got " + hex(TestType(xf).bits()));
-    if (TestType(xd).bits() != ref.round(xd)) bad.add("double " + show(xd) + ": expected " + hex(ref.round(xd)) + ", got " + hex(TestType(xd).bits()));
+    if (TestType(xf).bits() != ref.round(xf))
+      bad.add("float " + show(xf) + ": expected " + hex(ref.round(xf)) + ", got " + hex(TestType(xf).bits()));
+    if (TestType(xd).bits() != ref.round(xd))
+      bad.add("double " + show(xd) + ": expected " + hex(ref.round(xd)) + ", got " + hex(TestType(xd).bits()));
   }
   INFO(ref.spec().name << ": " << bad.report());
   CHECK(bad.count() == 0);

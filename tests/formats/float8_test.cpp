@@ -51,17 +51,17 @@ double value_of(std::uint8_t p) {
 // float8_e4m3fn (OCP E4M3): bias 7, no Inf, NaN = S.1111.111
 
 TEST_CASE("float8_e4m3fn encodes the OCP E4M3 values", "[float8][e4m3fn]") {
-  CHECK(value_of<float8_e4m3fn>(0x38) == 1.0);            // 0.0111.000: 1.0 * 2^(7 - 7)
-  CHECK(value_of<float8_e4m3fn>(0x7E) == 448.0);          // 0.1111.110: (1 + 6/8) * 2^(15 - 7) = 448, max
-  CHECK(value_of<float8_e4m3fn>(0xFE) == -448.0);         // 1.1111.110: -448, lowest
-  CHECK(value_of<float8_e4m3fn>(0x08) == 0x1p-6);         // 0.0001.000: 1.0 * 2^(1 - 7), min normal
-  CHECK(value_of<float8_e4m3fn>(0x07) == 0.875 * 0x1p-6); // 0.0000.111: 7/8 * 2^(1 - 7), max subnormal
-  CHECK(value_of<float8_e4m3fn>(0x01) == 0x1p-9);         // 0.0000.001: 1/8 * 2^-6 = 2^-9, min subnormal
-  CHECK(value_of<float8_e4m3fn>(0x77) == 240.0);          // 0.1110.111: (1 + 7/8) * 2^7 (not the max here)
-  CHECK(std::isnan(value_of<float8_e4m3fn>(0x7F)));       // 0.1111.111: NaN
-  CHECK(std::isnan(value_of<float8_e4m3fn>(0xFF)));       // 1.1111.111: NaN
-  CHECK(value_of<float8_e4m3fn>(0x78) == 256.0);          // 0.1111.000: 1.0 * 2^8, a number (no Inf)
-  CHECK(std::signbit(value_of<float8_e4m3fn>(0x80)));     // -0
+  CHECK(value_of<float8_e4m3fn>(0x38) == 1.0);             // 0.0111.000: 1.0 * 2^(7 - 7)
+  CHECK(value_of<float8_e4m3fn>(0x7E) == 448.0);           // 0.1111.110: (1 + 6/8) * 2^(15 - 7) = 448, max
+  CHECK(value_of<float8_e4m3fn>(0xFE) == -448.0);          // 1.1111.110: -448, lowest
+  CHECK(value_of<float8_e4m3fn>(0x08) == 0x1p-6);          // 0.0001.000: 1.0 * 2^(1 - 7), min normal
+  CHECK(value_of<float8_e4m3fn>(0x07) == 0.875 * 0x1p-6);  // 0.0000.111: 7/8 * 2^(1 - 7), max subnormal
+  CHECK(value_of<float8_e4m3fn>(0x01) == 0x1p-9);          // 0.0000.001: 1/8 * 2^-6 = 2^-9, min subnormal
+  CHECK(value_of<float8_e4m3fn>(0x77) == 240.0);           // 0.1110.111: (1 + 7/8) * 2^7 (not the max here)
+  CHECK(std::isnan(value_of<float8_e4m3fn>(0x7F)));        // 0.1111.111: NaN
+  CHECK(std::isnan(value_of<float8_e4m3fn>(0xFF)));        // 1.1111.111: NaN
+  CHECK(value_of<float8_e4m3fn>(0x78) == 256.0);           // 0.1111.000: 1.0 * 2^8, a number (no Inf)
+  CHECK(std::signbit(value_of<float8_e4m3fn>(0x80)));      // -0
   CHECK(value_of<float8_e4m3fn>(0x80) == 0.0);
 }
 
@@ -76,17 +76,17 @@ TEST_CASE("float8_e4m3fn rounds to nearest even and overflows to NaN past 464", 
   CHECK(float8_e4m3fn(-464.0F).bits() == 0xFE);
   CHECK(float8_e4m3fn(-465.0F).bits() == 0xFF);  // negative overflow: the NaN with the sign bit
   CHECK(float8_e4m3fn(480.0F).bits() == 0x7F);
-  CHECK(float8_e4m3fn(500.0F).bits() == 0x7F);   // docs/formats.md example
+  CHECK(float8_e4m3fn(500.0F).bits() == 0x7F);  // docs/formats.md example
   CHECK(float8_e4m3fn(1e6F).bits() == 0x7F);
-  CHECK(float8_e4m3fn(inf).bits() == 0x7F);      // Inf -> NaN (ml_dtypes: infinity() is the NaN)
+  CHECK(float8_e4m3fn(inf).bits() == 0x7F);  // Inf -> NaN (ml_dtypes: infinity() is the NaN)
   CHECK(float8_e4m3fn(-inf).bits() == 0xFF);
   CHECK(float8_e4m3fn(qnan).bits() == 0x7F);
   CHECK(float8_e4m3fn(-qnan).bits() == 0xFF);
   // 300 lies between 288 = 1.001b * 2^8 and 320 = 1.010b * 2^8; the midpoint is 304: 288 = 0.1111.001.
   CHECK(float8_e4m3fn(300.0F).bits() == 0x79);
-  CHECK(float8_e4m3fn(304.0F).bits() == 0x7A);   // tie: 1.001 vs 1.010 -> even mantissa 010 (320)
+  CHECK(float8_e4m3fn(304.0F).bits() == 0x7A);  // tie: 1.001 vs 1.010 -> even mantissa 010 (320)
   CHECK(float8_e4m3fn(-0.0F).bits() == 0x80);
-  CHECK(float8_e4m3fn(0x1p-10F).bits() == 0x00); // half of 2^-9: tie between 0 and 2^-9 -> 0 (even)
+  CHECK(float8_e4m3fn(0x1p-10F).bits() == 0x00);  // half of 2^-9: tie between 0 and 2^-9 -> 0 (even)
   CHECK(float8_e4m3fn(0x1.000002p-10F).bits() == 0x01);
   CHECK(float8_e4m3fn(3.0F * 0x1p-10F).bits() == 0x02);  // 1.5 * 2^-9: tie between 0x01 and 0x02 -> 0x02
 }
@@ -133,16 +133,16 @@ TEST_CASE("float8 formats round just-below-subnormal inputs up, as ml_dtypes pin
 // float8_e5m2 (OCP E5M2): bias 15, IEEE Inf/NaN
 
 TEST_CASE("float8_e5m2 encodes the OCP E5M2 values", "[float8][e5m2]") {
-  CHECK(value_of<float8_e5m2>(0x3C) == 1.0);          // 0.01111.00: 2^(15 - 15)
-  CHECK(value_of<float8_e5m2>(0x7B) == 57344.0);      // 0.11110.11: (1 + 3/4) * 2^(30 - 15) = 57344, max
-  CHECK(std::isinf(value_of<float8_e5m2>(0x7C)));     // 0.11111.00: +Inf
-  CHECK(value_of<float8_e5m2>(0xFC) == -inf);         // 1.11111.00: -Inf
-  CHECK(std::isnan(value_of<float8_e5m2>(0x7D)));     // 0.11111.01: NaN (signalling)
-  CHECK(std::isnan(value_of<float8_e5m2>(0x7E)));     // 0.11111.10: NaN (quiet)
+  CHECK(value_of<float8_e5m2>(0x3C) == 1.0);       // 0.01111.00: 2^(15 - 15)
+  CHECK(value_of<float8_e5m2>(0x7B) == 57344.0);   // 0.11110.11: (1 + 3/4) * 2^(30 - 15) = 57344, max
+  CHECK(std::isinf(value_of<float8_e5m2>(0x7C)));  // 0.11111.00: +Inf
+  CHECK(value_of<float8_e5m2>(0xFC) == -inf);      // 1.11111.00: -Inf
+  CHECK(std::isnan(value_of<float8_e5m2>(0x7D)));  // 0.11111.01: NaN (signalling)
+  CHECK(std::isnan(value_of<float8_e5m2>(0x7E)));  // 0.11111.10: NaN (quiet)
   CHECK(std::isnan(value_of<float8_e5m2>(0x7F)));
-  CHECK(value_of<float8_e5m2>(0x04) == 0x1p-14);      // 0.00001.00: 2^(1 - 15), min normal
+  CHECK(value_of<float8_e5m2>(0x04) == 0x1p-14);         // 0.00001.00: 2^(1 - 15), min normal
   CHECK(value_of<float8_e5m2>(0x03) == 0.75 * 0x1p-14);  // 0.00000.11: 3/4 * 2^-14, max subnormal
-  CHECK(value_of<float8_e5m2>(0x01) == 0x1p-16);      // 0.00000.01: 1/4 * 2^-14 = 2^-16, min subnormal
+  CHECK(value_of<float8_e5m2>(0x01) == 0x1p-16);         // 0.00000.01: 1/4 * 2^-14 = 2^-16, min subnormal
 }
 
 TEST_CASE("float8_e5m2 rounds to nearest even and overflows to Inf from 61440", "[float8][e5m2]") {
@@ -162,23 +162,23 @@ TEST_CASE("float8_e5m2 rounds to nearest even and overflows to Inf from 61440", 
   CHECK(float8_e5m2(qnan).bits() == 0x7E);
   CHECK(float8_e5m2(-qnan).bits() == 0xFE);
   CHECK(float8_e5m2(std::bit_cast<float>(0x7F800001U)).bits() == 0x7E);  // signalling float NaN
-  CHECK(float8_e5m2(0x1p-17F).bits() == 0x00);   // half of 2^-16 ties to 0
-  CHECK(float8_e5m2(-0x1p-17F).bits() == 0x80);  // -0
-  CHECK(float8_e5m2(0x1.8p-16F).bits() == 0x02); // 1.5 * 2^-16 ties to the even 0x02
+  CHECK(float8_e5m2(0x1p-17F).bits() == 0x00);                           // half of 2^-16 ties to 0
+  CHECK(float8_e5m2(-0x1p-17F).bits() == 0x80);                          // -0
+  CHECK(float8_e5m2(0x1.8p-16F).bits() == 0x02);                         // 1.5 * 2^-16 ties to the even 0x02
 }
 
 // ------------------------------------------------------------------------------------------------
 // fnuz formats: no Inf, no -0, the one NaN is 1.000...0
 
 TEST_CASE("float8_e4m3fnuz: bias 8, max 240, one NaN 0x80, no -0", "[float8][e4m3fnuz]") {
-  CHECK(value_of<float8_e4m3fnuz>(0x40) == 1.0);        // 0.1000.000: 2^(8 - 8)
-  CHECK(value_of<float8_e4m3fnuz>(0x7F) == 240.0);      // 0.1111.111: (1 + 7/8) * 2^(15 - 8) = 240, max
-  CHECK(value_of<float8_e4m3fnuz>(0xFF) == -240.0);     // lowest
-  CHECK(value_of<float8_e4m3fnuz>(0x08) == 0x1p-7);     // 0.0001.000: 2^(1 - 8), min normal
-  CHECK(value_of<float8_e4m3fnuz>(0x01) == 0x1p-10);    // 1/8 * 2^-7, min subnormal
-  CHECK(std::isnan(value_of<float8_e4m3fnuz>(0x80)));   // the only NaN
-  CHECK(float8_e4m3fnuz(-0.0F).bits() == 0x00);         // no -0
-  CHECK(float8_e4m3fnuz(-0x1p-12F).bits() == 0x00);     // rounds to zero: +0, never 0x80
+  CHECK(value_of<float8_e4m3fnuz>(0x40) == 1.0);       // 0.1000.000: 2^(8 - 8)
+  CHECK(value_of<float8_e4m3fnuz>(0x7F) == 240.0);     // 0.1111.111: (1 + 7/8) * 2^(15 - 8) = 240, max
+  CHECK(value_of<float8_e4m3fnuz>(0xFF) == -240.0);    // lowest
+  CHECK(value_of<float8_e4m3fnuz>(0x08) == 0x1p-7);    // 0.0001.000: 2^(1 - 8), min normal
+  CHECK(value_of<float8_e4m3fnuz>(0x01) == 0x1p-10);   // 1/8 * 2^-7, min subnormal
+  CHECK(std::isnan(value_of<float8_e4m3fnuz>(0x80)));  // the only NaN
+  CHECK(float8_e4m3fnuz(-0.0F).bits() == 0x00);        // no -0
+  CHECK(float8_e4m3fnuz(-0x1p-12F).bits() == 0x00);    // rounds to zero: +0, never 0x80
   CHECK(float8_e4m3fnuz(inf).bits() == 0x80);
   CHECK(float8_e4m3fnuz(-inf).bits() == 0x80);
   CHECK(float8_e4m3fnuz(qnan).bits() == 0x80);
@@ -191,24 +191,24 @@ TEST_CASE("float8_e4m3fnuz: bias 8, max 240, one NaN 0x80, no -0", "[float8][e4m
 }
 
 TEST_CASE("float8_e5m2fnuz: bias 16, max 57344, one NaN 0x80, no -0", "[float8][e5m2fnuz]") {
-  CHECK(value_of<float8_e5m2fnuz>(0x40) == 1.0);        // 0.10000.00: 2^(16 - 16)
-  CHECK(value_of<float8_e5m2fnuz>(0x7F) == 57344.0);    // 0.11111.11: (1 + 3/4) * 2^(31 - 16), max
-  CHECK(value_of<float8_e5m2fnuz>(0x04) == 0x1p-15);    // 2^(1 - 16), min normal
-  CHECK(value_of<float8_e5m2fnuz>(0x01) == 0x1p-17);    // 1/4 * 2^-15, min subnormal
+  CHECK(value_of<float8_e5m2fnuz>(0x40) == 1.0);      // 0.10000.00: 2^(16 - 16)
+  CHECK(value_of<float8_e5m2fnuz>(0x7F) == 57344.0);  // 0.11111.11: (1 + 3/4) * 2^(31 - 16), max
+  CHECK(value_of<float8_e5m2fnuz>(0x04) == 0x1p-15);  // 2^(1 - 16), min normal
+  CHECK(value_of<float8_e5m2fnuz>(0x01) == 0x1p-17);  // 1/4 * 2^-15, min subnormal
   CHECK(std::isnan(value_of<float8_e5m2fnuz>(0x80)));
   CHECK(float8_e5m2fnuz(-0.0F).bits() == 0x00);
-  CHECK(float8_e5m2fnuz(61440.0F).bits() == 0x80);      // tie with 65536 (even) -> overflow -> NaN
+  CHECK(float8_e5m2fnuz(61440.0F).bits() == 0x80);  // tie with 65536 (even) -> overflow -> NaN
   CHECK(float8_e5m2fnuz(std::nextafter(61440.0F, 0.0F)).bits() == 0x7F);
   CHECK(float8_e5m2fnuz(inf).bits() == 0x80);
 }
 
 TEST_CASE("float8_e4m3b11fnuz: bias 11, max 30, one NaN 0x80, no -0", "[float8][e4m3b11fnuz]") {
-  CHECK(value_of<float8_e4m3b11fnuz>(0x58) == 1.0);     // 0.1011.000: 2^(11 - 11)
-  CHECK(value_of<float8_e4m3b11fnuz>(0x7F) == 30.0);    // 0.1111.111: (1 + 7/8) * 2^(15 - 11) = 30, max
-  CHECK(value_of<float8_e4m3b11fnuz>(0x08) == 0x1p-10); // 2^(1 - 11), min normal
-  CHECK(value_of<float8_e4m3b11fnuz>(0x01) == 0x1p-13); // 1/8 * 2^-10, min subnormal
+  CHECK(value_of<float8_e4m3b11fnuz>(0x58) == 1.0);      // 0.1011.000: 2^(11 - 11)
+  CHECK(value_of<float8_e4m3b11fnuz>(0x7F) == 30.0);     // 0.1111.111: (1 + 7/8) * 2^(15 - 11) = 30, max
+  CHECK(value_of<float8_e4m3b11fnuz>(0x08) == 0x1p-10);  // 2^(1 - 11), min normal
+  CHECK(value_of<float8_e4m3b11fnuz>(0x01) == 0x1p-13);  // 1/8 * 2^-10, min subnormal
   CHECK(std::isnan(value_of<float8_e4m3b11fnuz>(0x80)));
-  CHECK(float8_e4m3b11fnuz(31.0F).bits() == 0x80);      // midpoint of 30 and 32: tie to even 32 -> NaN
+  CHECK(float8_e4m3b11fnuz(31.0F).bits() == 0x80);  // midpoint of 30 and 32: tie to even 32 -> NaN
   CHECK(float8_e4m3b11fnuz(30.99F).bits() == 0x7F);
   CHECK(float8_e4m3b11fnuz(-0.0).bits() == 0x00);
 }
@@ -217,45 +217,45 @@ TEST_CASE("float8_e4m3b11fnuz: bias 11, max 30, one NaN 0x80, no -0", "[float8][
 // IEEE-like e3m4 and e4m3
 
 TEST_CASE("float8_e3m4: bias 3, IEEE Inf/NaN, max 15.5", "[float8][e3m4]") {
-  CHECK(value_of<float8_e3m4>(0x30) == 1.0);            // 0.011.0000: 2^(3 - 3)
-  CHECK(value_of<float8_e3m4>(0x6F) == 15.5);           // 0.110.1111: (1 + 15/16) * 2^(6 - 3) = 15.5, max
-  CHECK(value_of<float8_e3m4>(0x10) == 0.25);           // 0.001.0000: 2^(1 - 3), min normal
-  CHECK(value_of<float8_e3m4>(0x01) == 0x1p-6);         // 1/16 * 2^-2, min subnormal
-  CHECK(value_of<float8_e3m4>(0x70) == inf);            // 0.111.0000: Inf
+  CHECK(value_of<float8_e3m4>(0x30) == 1.0);     // 0.011.0000: 2^(3 - 3)
+  CHECK(value_of<float8_e3m4>(0x6F) == 15.5);    // 0.110.1111: (1 + 15/16) * 2^(6 - 3) = 15.5, max
+  CHECK(value_of<float8_e3m4>(0x10) == 0.25);    // 0.001.0000: 2^(1 - 3), min normal
+  CHECK(value_of<float8_e3m4>(0x01) == 0x1p-6);  // 1/16 * 2^-2, min subnormal
+  CHECK(value_of<float8_e3m4>(0x70) == inf);     // 0.111.0000: Inf
   CHECK(std::isnan(value_of<float8_e3m4>(0x78)));
   // ml_dtypes Half_To_Float8E3m4: Inf 0x70 / 0xF0, NaN 0x78 / 0xF8.
   CHECK(float8_e3m4(inf).bits() == 0x70);
   CHECK(float8_e3m4(-inf).bits() == 0xF0);
   CHECK(float8_e3m4(qnan).bits() == 0x78);
   CHECK(float8_e3m4(-qnan).bits() == 0xF8);
-  CHECK(float8_e3m4(15.75F).bits() == 0x70);            // midpoint of 15.5 and 16: tie to even 16 = Inf
+  CHECK(float8_e3m4(15.75F).bits() == 0x70);  // midpoint of 15.5 and 16: tie to even 16 = Inf
   CHECK(float8_e3m4(std::nextafter(15.75F, 0.0F)).bits() == 0x6F);
 }
 
 TEST_CASE("float8_e4m3: bias 7, IEEE Inf/NaN, max 240", "[float8][e4m3]") {
-  CHECK(value_of<float8_e4m3>(0x38) == 1.0);            // 0.0111.000: 2^(7 - 7)
-  CHECK(value_of<float8_e4m3>(0x77) == 240.0);          // 0.1110.111: (1 + 7/8) * 2^(14 - 7) = 240, max
-  CHECK(value_of<float8_e4m3>(0x78) == inf);            // 0.1111.000: Inf
+  CHECK(value_of<float8_e4m3>(0x38) == 1.0);    // 0.0111.000: 2^(7 - 7)
+  CHECK(value_of<float8_e4m3>(0x77) == 240.0);  // 0.1110.111: (1 + 7/8) * 2^(14 - 7) = 240, max
+  CHECK(value_of<float8_e4m3>(0x78) == inf);    // 0.1111.000: Inf
   CHECK(std::isnan(value_of<float8_e4m3>(0x79)));
-  CHECK(value_of<float8_e4m3>(0x08) == 0x1p-6);         // min normal
-  CHECK(value_of<float8_e4m3>(0x01) == 0x1p-9);         // min subnormal
+  CHECK(value_of<float8_e4m3>(0x08) == 0x1p-6);  // min normal
+  CHECK(value_of<float8_e4m3>(0x01) == 0x1p-9);  // min subnormal
   // ml_dtypes Half_To_Float8E4m3: Inf 0x78 / 0xF8, NaN 0x7C / 0xFC.
   CHECK(float8_e4m3(inf).bits() == 0x78);
   CHECK(float8_e4m3(-inf).bits() == 0xF8);
   CHECK(float8_e4m3(qnan).bits() == 0x7C);
   CHECK(float8_e4m3(-qnan).bits() == 0xFC);
-  CHECK(float8_e4m3(248.0F).bits() == 0x78);            // midpoint of 240 and 256: tie to even 256 = Inf
+  CHECK(float8_e4m3(248.0F).bits() == 0x78);  // midpoint of 240 and 256: tie to even 256 = Inf
   CHECK(float8_e4m3(247.0F).bits() == 0x77);
-  CHECK(float8_e4m3(448.0F).bits() == 0x78);            // e4m3fn's max overflows here
+  CHECK(float8_e4m3(448.0F).bits() == 0x78);  // e4m3fn's max overflows here
 }
 
 // ------------------------------------------------------------------------------------------------
 // float8_e8m0fnu (OCP MX E8M0): unsigned powers of two 2^-127 .. 2^127, NaN 0xFF
 
 TEST_CASE("float8_e8m0fnu encodes the powers of two 2^-127 .. 2^127 and NaN", "[float8][e8m0fnu]") {
-  CHECK(value_of<float8_e8m0fnu>(0x7F) == 1.0);         // 2^(127 - 127)
-  CHECK(value_of<float8_e8m0fnu>(0x00) == 0x1p-127);    // 2^(0 - 127): no zero, E = 0 is a number
-  CHECK(value_of<float8_e8m0fnu>(0xFE) == 0x1p127);     // 2^(254 - 127), max
+  CHECK(value_of<float8_e8m0fnu>(0x7F) == 1.0);       // 2^(127 - 127)
+  CHECK(value_of<float8_e8m0fnu>(0x00) == 0x1p-127);  // 2^(0 - 127): no zero, E = 0 is a number
+  CHECK(value_of<float8_e8m0fnu>(0xFE) == 0x1p127);   // 2^(254 - 127), max
   CHECK(std::isnan(value_of<float8_e8m0fnu>(0xFF)));
   for (int e = 0; e < 255; ++e) {
     CHECK(value_of<float8_e8m0fnu>(static_cast<std::uint8_t>(e)) == std::ldexp(1.0, e - 127));
@@ -274,20 +274,20 @@ TEST_CASE("float8_e8m0fnu: zero and negative inputs are NaN; tiny ones round up 
   }
   CHECK(float8_e8m0fnu(0).bits() == 0xFF);
   CHECK(float8_e8m0fnu(-1).bits() == 0xFF);
-  CHECK(float8_e8m0fnu(inf).bits() == 0xFF);             // no Inf: NaN
+  CHECK(float8_e8m0fnu(inf).bits() == 0xFF);  // no Inf: NaN
   CHECK(float8_e8m0fnu(qnan).bits() == 0xFF);
-  CHECK(float8_e8m0fnu(0x1p-128).bits() == 0x00);        // below the smallest value: 2^-127
+  CHECK(float8_e8m0fnu(0x1p-128).bits() == 0x00);  // below the smallest value: 2^-127
   CHECK(float8_e8m0fnu(std::numeric_limits<float>::denorm_min()).bits() == 0x00);
   CHECK(float8_e8m0fnu(std::numeric_limits<double>::denorm_min()).bits() == 0x00);
-  CHECK(float8_e8m0fnu(0x1p128).bits() == 0xFF);         // above max: NaN
+  CHECK(float8_e8m0fnu(0x1p128).bits() == 0xFF);  // above max: NaN
 }
 
 TEST_CASE("float8_e8m0fnu ties between two powers of two go to the even exponent field", "[float8][e8m0fnu]") {
   // docs/formats.md: "Ties between two powers of two (e.g. 3 between 2 and 4) go to the even exponent
   // field, like every other tie." 1.5 * 2^k is the midpoint of 2^k and 2^(k+1).
-  CHECK(float8_e8m0fnu(1.5F).bits() == 0x80);    // between 0x7F (1) and 0x80 (2): even 0x80
-  CHECK(float8_e8m0fnu(3.0F).bits() == 0x80);    // between 0x80 (2) and 0x81 (4): even 0x80
-  CHECK(float8_e8m0fnu(6.0F).bits() == 0x82);    // between 0x81 (4) and 0x82 (8): even 0x82
+  CHECK(float8_e8m0fnu(1.5F).bits() == 0x80);  // between 0x7F (1) and 0x80 (2): even 0x80
+  CHECK(float8_e8m0fnu(3.0F).bits() == 0x80);  // between 0x80 (2) and 0x81 (4): even 0x80
+  CHECK(float8_e8m0fnu(6.0F).bits() == 0x82);  // between 0x81 (4) and 0x82 (8): even 0x82
   CHECK(float8_e8m0fnu(3).bits() == 0x80);
   CHECK(float8_e8m0fnu(0x1.8p-127).bits() == 0x00);  // between 0x00 and 0x01: even 0x00
   // The midpoint of max 2^127 (0xFE) and the next step 2^128 (0xFF, which is NaN) ties to 0xFE.
@@ -319,8 +319,8 @@ std::uint32_t exact_result(char op, double a, double b) {
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("every pair of float8 patterns gives the correctly rounded + - * /",
-                        "[float8][arithmetic]", mixprec_test::float8_types) {
+TEMPLATE_LIST_TEST_CASE("every pair of float8 patterns gives the correctly rounded + - * /", "[float8][arithmetic]",
+                        mixprec_test::float8_types) {
   const auto& ref = reference_of<TestType>();
   mismatches bad;
   const char ops[4] = {'+', '-', '*', '/'};

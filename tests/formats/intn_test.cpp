@@ -18,15 +18,15 @@ namespace {
 long long wrap_reference(long long v, int bits, bool is_signed) {
   const long long m = 1LL << bits;
   long long r = v % m;
-  if (r < 0) r += m;                           // now in [0, m)
-  if (is_signed && r >= m / 2) r -= m;         // two's complement range
+  if (r < 0) r += m;                    // now in [0, m)
+  if (is_signed && r >= m / 2) r -= m;  // two's complement range
   return r;
 }
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("intn wraps every integer modulo 2^bits", "[intn]", mixprec::int4, mixprec::uint4,
-                   mixprec::int2, mixprec::uint2) {
+TEMPLATE_TEST_CASE("intn wraps every integer modulo 2^bits", "[intn]", mixprec::int4, mixprec::uint4, mixprec::int2,
+                   mixprec::uint2) {
   constexpr int bits = TestType::bits;
   constexpr bool is_signed = TestType::is_signed;
   for (long long v = -300; v <= 300; ++v) {
@@ -87,8 +87,8 @@ TEMPLATE_TEST_CASE("intn in_range is true exactly on [min_value, max_value]", "[
   CHECK_FALSE(TestType::in_range(static_cast<unsigned>(hi + 1)));
 }
 
-TEMPLATE_TEST_CASE("intn bit patterns: from_bits ignores the high bits and bits_pattern gives the low bits",
-                   "[intn]", mixprec::int4, mixprec::uint4, mixprec::int2, mixprec::uint2) {
+TEMPLATE_TEST_CASE("intn bit patterns: from_bits ignores the high bits and bits_pattern gives the low bits", "[intn]",
+                   mixprec::int4, mixprec::uint4, mixprec::int2, mixprec::uint2) {
   constexpr int bits = TestType::bits;
   for (unsigned p = 0; p < 256; ++p) {
     const auto x = TestType::from_bits(static_cast<std::uint8_t>(p));

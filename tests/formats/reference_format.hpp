@@ -51,11 +51,11 @@ namespace mixprec_test {
 
 /// How a format spends its special encodings (named after the spec families, not after mixprec's enum).
 enum class specials {
-  ieee,     ///< IEEE 754: exponent all ones = Inf (mantissa 0) or NaN (bfloat16, float16, e5m2, e3m4, e4m3)
-  fn,       ///< OCP E4M3: no Inf; only S.1111.111 is NaN (float8_e4m3fn)
-  fnuz,     ///< no Inf, no -0; only 1.000...0 is NaN (Graphcore/AMD e4m3fnuz, e5m2fnuz, e4m3b11fnuz)
-  mx,       ///< OCP MX FP6/FP4: every pattern is a number (no Inf, no NaN)
-  e8m0,     ///< OCP MX E8M0: unsigned, no zero, every E is 2^(E-127) except 0xFF = NaN
+  ieee,  ///< IEEE 754: exponent all ones = Inf (mantissa 0) or NaN (bfloat16, float16, e5m2, e3m4, e4m3)
+  fn,    ///< OCP E4M3: no Inf; only S.1111.111 is NaN (float8_e4m3fn)
+  fnuz,  ///< no Inf, no -0; only 1.000...0 is NaN (Graphcore/AMD e4m3fnuz, e5m2fnuz, e4m3b11fnuz)
+  mx,    ///< OCP MX FP6/FP4: every pattern is a number (no Inf, no NaN)
+  e8m0,  ///< OCP MX E8M0: unsigned, no zero, every E is 2^(E-127) except 0xFF = NaN
 };
 
 enum class overflow { to_inf_or_nan, saturate };
@@ -114,35 +114,46 @@ inline constexpr format_spec e2m1fn{"float4_e2m1fn", 2, 1, 1, specials::mx};
 }  // namespace specs
 
 /// Every small float type of mixprec, for TEMPLATE_LIST_TEST_CASE.
-using all_small_floats =
-    std::tuple<mixprec::bfloat16, mixprec::float16, mixprec::float8_e4m3fn, mixprec::float8_e5m2,
-               mixprec::float8_e4m3fnuz, mixprec::float8_e5m2fnuz, mixprec::float8_e4m3b11fnuz,
-               mixprec::float8_e3m4, mixprec::float8_e4m3, mixprec::float8_e8m0fnu, mixprec::float6_e2m3fn,
-               mixprec::float6_e3m2fn, mixprec::float4_e2m1fn>;
+using all_small_floats = std::tuple<mixprec::bfloat16, mixprec::float16, mixprec::float8_e4m3fn, mixprec::float8_e5m2,
+                                    mixprec::float8_e4m3fnuz, mixprec::float8_e5m2fnuz, mixprec::float8_e4m3b11fnuz,
+                                    mixprec::float8_e3m4, mixprec::float8_e4m3, mixprec::float8_e8m0fnu,
+                                    mixprec::float6_e2m3fn, mixprec::float6_e3m2fn, mixprec::float4_e2m1fn>;
 using float8_types =
     std::tuple<mixprec::float8_e4m3fn, mixprec::float8_e5m2, mixprec::float8_e4m3fnuz, mixprec::float8_e5m2fnuz,
                mixprec::float8_e4m3b11fnuz, mixprec::float8_e3m4, mixprec::float8_e4m3, mixprec::float8_e8m0fnu>;
-using narrow_types = std::tuple<mixprec::float8_e4m3fn, mixprec::float8_e5m2, mixprec::float8_e4m3fnuz,
-                                mixprec::float8_e5m2fnuz, mixprec::float8_e4m3b11fnuz, mixprec::float8_e3m4,
-                                mixprec::float8_e4m3, mixprec::float8_e8m0fnu, mixprec::float6_e2m3fn,
-                                mixprec::float6_e3m2fn, mixprec::float4_e2m1fn>;
+using narrow_types =
+    std::tuple<mixprec::float8_e4m3fn, mixprec::float8_e5m2, mixprec::float8_e4m3fnuz, mixprec::float8_e5m2fnuz,
+               mixprec::float8_e4m3b11fnuz, mixprec::float8_e3m4, mixprec::float8_e4m3, mixprec::float8_e8m0fnu,
+               mixprec::float6_e2m3fn, mixprec::float6_e3m2fn, mixprec::float4_e2m1fn>;
 using wide_types = std::tuple<mixprec::bfloat16, mixprec::float16>;
 
 /// The specification of the mixprec type T (by name only).
 template <class T>
 constexpr const format_spec& spec_of() {
-  if constexpr (std::is_same_v<T, mixprec::bfloat16>) return specs::bfloat16;
-  else if constexpr (std::is_same_v<T, mixprec::float16>) return specs::float16;
-  else if constexpr (std::is_same_v<T, mixprec::float8_e4m3fn>) return specs::e4m3fn;
-  else if constexpr (std::is_same_v<T, mixprec::float8_e5m2>) return specs::e5m2;
-  else if constexpr (std::is_same_v<T, mixprec::float8_e4m3fnuz>) return specs::e4m3fnuz;
-  else if constexpr (std::is_same_v<T, mixprec::float8_e5m2fnuz>) return specs::e5m2fnuz;
-  else if constexpr (std::is_same_v<T, mixprec::float8_e4m3b11fnuz>) return specs::e4m3b11fnuz;
-  else if constexpr (std::is_same_v<T, mixprec::float8_e3m4>) return specs::e3m4;
-  else if constexpr (std::is_same_v<T, mixprec::float8_e4m3>) return specs::e4m3;
-  else if constexpr (std::is_same_v<T, mixprec::float8_e8m0fnu>) return specs::e8m0fnu;
-  else if constexpr (std::is_same_v<T, mixprec::float6_e2m3fn>) return specs::e2m3fn;
-  else if constexpr (std::is_same_v<T, mixprec::float6_e3m2fn>) return specs::e3m2fn;
+  if constexpr (std::is_same_v<T, mixprec::bfloat16>)
+    return specs::bfloat16;
+  else if constexpr (std::is_same_v<T, mixprec::float16>)
+    return specs::float16;
+  else if constexpr (std::is_same_v<T, mixprec::float8_e4m3fn>)
+    return specs::e4m3fn;
+  else if constexpr (std::is_same_v<T, mixprec::float8_e5m2>)
+    return specs::e5m2;
+  else if constexpr (std::is_same_v<T, mixprec::float8_e4m3fnuz>)
+    return specs::e4m3fnuz;
+  else if constexpr (std::is_same_v<T, mixprec::float8_e5m2fnuz>)
+    return specs::e5m2fnuz;
+  else if constexpr (std::is_same_v<T, mixprec::float8_e4m3b11fnuz>)
+    return specs::e4m3b11fnuz;
+  else if constexpr (std::is_same_v<T, mixprec::float8_e3m4>)
+    return specs::e3m4;
+  else if constexpr (std::is_same_v<T, mixprec::float8_e4m3>)
+    return specs::e4m3;
+  else if constexpr (std::is_same_v<T, mixprec::float8_e8m0fnu>)
+    return specs::e8m0fnu;
+  else if constexpr (std::is_same_v<T, mixprec::float6_e2m3fn>)
+    return specs::e2m3fn;
+  else if constexpr (std::is_same_v<T, mixprec::float6_e3m2fn>)
+    return specs::e3m2fn;
   else {
     static_assert(std::is_same_v<T, mixprec::float4_e2m1fn>, "add the new type to spec_of in reference_format.hpp");
     return specs::e2m1fn;
@@ -188,8 +199,8 @@ class reference {
  public:
   struct entry {
     double value;
-    std::uint32_t bits;   // pattern; for the two virtual overflow entries: sign | (max magnitude + 1)
-    bool overflow;        // the virtual value max + ulp(max) (or its negative)
+    std::uint32_t bits;  // pattern; for the two virtual overflow entries: sign | (max magnitude + 1)
+    bool overflow;       // the virtual value max + ulp(max) (or its negative)
   };
 
   explicit reference(const format_spec& f) : f_(f) {
@@ -219,8 +230,7 @@ class reference {
   // --- decoding -------------------------------------------------------------------------------
   [[nodiscard]] bool is_nan(std::uint32_t p) const {
     switch (f_.kind) {
-      case specials::ieee:
-        return f_.exponent_field(p) == f_.all_ones_exponent() && f_.mantissa_field(p) != 0;
+      case specials::ieee: return f_.exponent_field(p) == f_.all_ones_exponent() && f_.mantissa_field(p) != 0;
       case specials::fn:
         return f_.exponent_field(p) == f_.all_ones_exponent() && f_.mantissa_field(p) == f_.all_ones_mantissa();
       case specials::fnuz: return p == f_.sign_bit();
@@ -312,8 +322,10 @@ class reference {
     if (cmp(table_.front().value) < 0) return finish(table_.front(), negative, mode);  // below -virtual, or < 2^-127
     while (hi - lo > 1) {
       const std::size_t mid = lo + (hi - lo) / 2;
-      if (cmp(table_[mid].value) >= 0) lo = mid;
-      else hi = mid;
+      if (cmp(table_[mid].value) >= 0)
+        lo = mid;
+      else
+        hi = mid;
     }
     if (hi == table_.size() || cmp(table_[lo].value) == 0) return finish(table_[lo], negative, mode);
     const entry& a = table_[lo];
@@ -386,9 +398,12 @@ class reference {
           } else {
             const double fl = std::floor(am);  // exact; fl < 2^64
             const auto ifl = static_cast<std::uint64_t>(fl);
-            if (mag > ifl) s = 1;
-            else if (mag < ifl) s = -1;
-            else s = (fl == am) ? 0 : -1;
+            if (mag > ifl)
+              s = 1;
+            else if (mag < ifl)
+              s = -1;
+            else
+              s = (fl == am) ? 0 : -1;
           }
           return negative ? -s : s;
         },

@@ -55,8 +55,8 @@ TEST_CASE("saturate_cast clamps where T(x) overflows", "[saturate_cast]") {
   CHECK(float8_e4m3fn(1000.0F).bits() == 0x7F);                 // NaN without saturation
   CHECK(saturate_cast<float8_e5m2>(-inf).bits() == 0xFB);       // -57344
   CHECK(saturate_cast<float8_e5m2>(inf).bits() == 0x7B);
-  CHECK(saturate_cast<float8_e5m2>(61440.0F).bits() == 0x7B);   // would tie to Inf; clamped
-  CHECK(saturate_cast<float8_e4m3fn>(464.0F).bits() == 0x7E);   // ties to 448 anyway
+  CHECK(saturate_cast<float8_e5m2>(61440.0F).bits() == 0x7B);  // would tie to Inf; clamped
+  CHECK(saturate_cast<float8_e4m3fn>(464.0F).bits() == 0x7E);  // ties to 448 anyway
   CHECK(saturate_cast<float8_e4m3fn>(465.0F).bits() == 0x7E);
   CHECK(saturate_cast<float8_e4m3fn>(-inf).bits() == 0xFE);
   CHECK(saturate_cast<float8_e4m3fnuz>(248.0F).bits() == 0x7F);
@@ -140,10 +140,11 @@ TEMPLATE_LIST_TEST_CASE("saturate_cast from float, double and integers matches t
     check_real(mixprec_test::double_up(x));
   }
   std::mt19937_64 rng(0x5A7ULL);
-  for (int n = 0; n < 5000; ++n) check_real(mixprec_test::random_double(rng, std::ilogb(max) - 12, std::ilogb(max) + 4));
-  for (std::int64_t i : {std::int64_t{0}, std::int64_t{1}, std::int64_t{-1}, std::int64_t{1000000},
-                         std::int64_t{-1000000}, std::numeric_limits<std::int64_t>::max(),
-                         std::numeric_limits<std::int64_t>::min()}) {
+  for (int n = 0; n < 5000; ++n)
+    check_real(mixprec_test::random_double(rng, std::ilogb(max) - 12, std::ilogb(max) + 4));
+  for (std::int64_t i :
+       {std::int64_t{0}, std::int64_t{1}, std::int64_t{-1}, std::int64_t{1000000}, std::int64_t{-1000000},
+        std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()}) {
     const auto got = saturate_cast<TestType>(i).bits();
     const auto expected = ref.round_integer(i, overflow::saturate);
     if (got != expected) bad.add("int64 " + std::to_string(i) + ": expected " + hex(expected) + ", got " + hex(got));

@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "mixprec/kernels/activations.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/kernels/activations.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -91,8 +91,8 @@ TEST_CASE("tanh-GELU of float16(100) is 100: the cube is formed in float32 opmat
   STATIC_REQUIRE(std::is_same_v<kernels::opmath_t<double>, double>);
 }
 
-TEMPLATE_TEST_CASE("erf-GELU matches 0.5 x (1 + erf(x / sqrt 2)) within the format's rounding", "[kernels][activations]",
-                   float, double, bfloat16, float16) {
+TEMPLATE_TEST_CASE("erf-GELU matches 0.5 x (1 + erf(x / sqrt 2)) within the format's rounding",
+                   "[kernels][activations]", float, double, bfloat16, float16) {
   // Opmath error of 0.5 x erfc(-x/sqrt 2): the argument carries ~2 roundings (1/sqrt 2 and the
   // product), amplified by erfc's condition number |z erfc'(z) / erfc(z)| <= 2 z^2 + 1 = x^2 + 1 for the
   // z = -x/sqrt 2 >= 0 side (x <= 0), below 1 otherwise; erfc itself is within 4 ulps in glibc; two
@@ -107,10 +107,9 @@ TEMPLATE_TEST_CASE("tanh-GELU matches 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x
   // constants, the cube, the product, the sum, the scaling): relative 6u. e^(-2y) then has relative
   // error 2|y| 6u + 1 ulp, damped by e/(1 + e) <= 1 in the denominator; 1 + e and the division: 2 more.
   // Total <= (12 |y| + 4) u_op; the factor 2 below is a margin for exp's own ulp error.
-  check_against_reference<TestType>([](TestType x) { return kernels::gelu(x, gelu_approximation::tanh); },
-                                    ref_gelu_tanh, [](double x) {
-                                      return 2.0 * (12.0 * std::abs(static_cast<double>(ref_gelu_tanh_y(x))) + 4.0);
-                                    });
+  check_against_reference<TestType>(
+      [](TestType x) { return kernels::gelu(x, gelu_approximation::tanh); }, ref_gelu_tanh,
+      [](double x) { return 2.0 * (12.0 * std::abs(static_cast<double>(ref_gelu_tanh_y(x))) + 4.0); });
 }
 
 TEMPLATE_TEST_CASE("SiLU and sigmoid match x / (1 + e^-x) and 1 / (1 + e^-x) within the format's rounding",
@@ -125,8 +124,8 @@ TEMPLATE_TEST_CASE("exp and rsqrt are evaluated in opmath and rounded once", "[k
                    bfloat16, float16) {
   // exp: within 2 ulps of opmath (glibc), then one rounding to T. The test range [-5.5, 8] stays inside
   // float16's range (e^8 = 2981).
-  check_against_reference<TestType>([](TestType x) { return kernels::exp(x); },
-                                    [](ld x) { return std::exp(x); }, [](double) { return 2.0; });
+  check_against_reference<TestType>([](TestType x) { return kernels::exp(x); }, [](ld x) { return std::exp(x); },
+                                    [](double) { return 2.0; });
   // rsqrt on positive arguments (a T value a): sqrt and the division, 2 opmath roundings, then one to T.
   const double u_t = std::is_same_v<TestType, kernels::opmath_t<TestType>> ? 0.0 : unit_roundoff<TestType>();
   const double u_op = unit_roundoff<kernels::opmath_t<TestType>>();
@@ -165,7 +164,8 @@ TEST_CASE("GELU and SiLU keep their relative accuracy in the negative tail", "[k
       CHECK(std::abs(got_erf - ref_erf) <= std::abs(x) * flt_min);
     }
     if (x >= -10.0) {
-      CHECK(std::abs(got_tanh - ref_tanh) <= 2.0 * (12.0 * std::abs(static_cast<double>(y)) + 4.0) * u * std::abs(ref_tanh) + tiny);
+      CHECK(std::abs(got_tanh - ref_tanh) <=
+            2.0 * (12.0 * std::abs(static_cast<double>(y)) + 4.0) * u * std::abs(ref_tanh) + tiny);
     } else {
       CHECK(std::abs(got_tanh - ref_tanh) <= std::abs(x) * flt_min);
     }
@@ -182,7 +182,8 @@ TEST_CASE("relu is max(x, 0) and keeps NaN", "[kernels][activations]") {
   CHECK(isnan(kernels::relu(std::numeric_limits<float16>::quiet_NaN())));
 }
 
-TEST_CASE("range activations compute in the input's opmath and round once to the output type", "[kernels][activations]") {
+TEST_CASE("range activations compute in the input's opmath and round once to the output type",
+          "[kernels][activations]") {
   const std::vector<float> x{-3.0f, -0.5f, 0.0f, 0.7f, 2.0f, 100.0f};
   std::vector<float16> y(x.size());
   kernels::gelu(x, y, gelu_approximation::tanh);

@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/kernels/detail/convert.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -75,15 +75,17 @@ void check_bulk_matches_scalar(const std::vector<float>& in) {
   std::vector<float> out(in.size());
   kd::round_widen_n<C>(in.data(), in.size(), out.data());
   std::size_t i = 0;
-  check_same_bits(in, [&](float) { return out[i++]; }, [](float x) { return static_cast<float>(C(x)); });
+  check_same_bits(
+      in, [&](float) { return out[i++]; }, [](float x) { return static_cast<float>(C(x)); });
 }
 
 }  // namespace
 
 TEST_CASE("round_through_bfloat16 equals bfloat16(x) widened, bit for bit", "[kernels][convert]") {
   // Same bits, NaN included (bfloat16's canonical quiet NaN keeps the input's sign).
-  check_same_bits(probe_floats(), [](float x) { return kd::round_through_bfloat16(x); },
-                  [](float x) { return static_cast<float>(bfloat16(x)); });
+  check_same_bits(
+      probe_floats(), [](float x) { return kd::round_through_bfloat16(x); },
+      [](float x) { return static_cast<float>(bfloat16(x)); });
   // Two hand-checked cases: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 (8 significant bits): even -> 1;
   // the largest float rounds up to Inf.
   CHECK(kd::round_through_bfloat16(1.0f + 0x1p-8f) == 1.0f);

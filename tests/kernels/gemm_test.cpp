@@ -12,8 +12,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "mixprec/kernels/gemm.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/kernels/gemm.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -84,7 +84,7 @@ TEST_CASE("matmul forms products of bfloat16 operands exactly in float32", "[ker
 TEST_CASE("matmul sums bfloat16 products in float32, not in bfloat16 and not in double", "[kernels][gemm]") {
   SECTION("256 + 1 + 1 + 1 + 1 is 260 (a bfloat16 accumulator stays at 256)") {
     // In bfloat16 the spacing at 256 is 2: 256 + 1 ties to even = 256, four times over. float32 holds 260.
-    for (std::size_t m : {1U, 3U, 40U}) {   // gemv and gemm paths (and Eigen's small-size lazy product)
+    for (std::size_t m : {1U, 3U, 40U}) {  // gemv and gemm paths (and Eigen's small-size lazy product)
       for (std::size_t n : {1U, 5U, 40U}) {
         for (auto layout : {b_layout::k_n, b_layout::n_k}) {
           CAPTURE(m, n, layout == b_layout::k_n);

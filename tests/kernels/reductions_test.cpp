@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "mixprec/kernels/reductions.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/kernels/reductions.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;

@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "mixprec/kernels/softmax.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/kernels/softmax.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -90,7 +90,8 @@ TEMPLATE_TEST_CASE("softmax is computed in opmath and rounded once to the output
       const double tiny = 0.5 * static_cast<double>(std::numeric_limits<T>::denorm_min());
       INFO("n = " << n << ", j = " << j << ", x = " << xd[j] << ", reference " << r);
       REQUIRE(std::abs(static_cast<double>(p[j]) - r) <= op + u_out * r + tiny);
-      if constexpr (!std::is_same_v<T, double>) REQUIRE(std::abs(static_cast<double>(pf[j]) - r) <= op + unit_roundoff<float>() * r);
+      if constexpr (!std::is_same_v<T, double>)
+        REQUIRE(std::abs(static_cast<double>(pf[j]) - r) <= op + unit_roundoff<float>() * r);
     }
   }
 }
@@ -209,8 +210,8 @@ TEST_CASE("online softmax over blocks equals the direct softmax of all scores at
     }
     const double got = static_cast<double>(s.normalize(acc));
     const double blocks = static_cast<double>((n + block - 1) / block);
-    const double tol = (spread + 3.0 + blocks + 2.0 * static_cast<double>(n)) * unit_roundoff<float>() *
-                       static_cast<double>(mag);
+    const double tol =
+        (spread + 3.0 + blocks + 2.0 * static_cast<double>(n)) * unit_roundoff<float>() * static_cast<double>(mag);
     INFO("block " << block << ": got " << got << ", reference " << static_cast<double>(ref));
     CHECK(std::abs(got - static_cast<double>(ref)) <= tol);
     // The final state is that of the whole range: max exact, sum within the same bound.

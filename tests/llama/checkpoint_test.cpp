@@ -30,9 +30,9 @@ struct expected_tensor {
   shape_t shape;
 };
 const std::vector<expected_tensor> tiny_layout{
-    {"token_embedding", {5, 4}}, {"rms_att", {1, 4}},     {"wq", {1, 4, 4}},        {"wk", {1, 2, 4}},
-    {"wv", {1, 2, 4}},           {"wo", {1, 4, 4}},       {"rms_ffn", {1, 4}},      {"w1", {1, 6, 4}},
-    {"w2", {1, 4, 6}},           {"w3", {1, 6, 4}},       {"rms_final", {4}},       {"freq_cis_real", {3, 1}},
+    {"token_embedding", {5, 4}}, {"rms_att", {1, 4}}, {"wq", {1, 4, 4}},   {"wk", {1, 2, 4}},
+    {"wv", {1, 2, 4}},           {"wo", {1, 4, 4}},   {"rms_ffn", {1, 4}}, {"w1", {1, 6, 4}},
+    {"w2", {1, 4, 6}},           {"w3", {1, 6, 4}},   {"rms_final", {4}},  {"freq_cis_real", {3, 1}},
     {"freq_cis_imag", {3, 1}}};
 constexpr std::size_t tiny_floats = 158;  // 20+4+16+8+8+16+4+24+24+24+4+3+3
 constexpr std::size_t tiny_wcls_floats = 20;
@@ -40,8 +40,8 @@ constexpr std::size_t tiny_wcls_floats = 20;
 // Element i of the k-th array in file order holds k * 1000 + i + 0.5 (exact in float32).
 float tiny_value(std::size_t k, std::size_t i) { return static_cast<float>(k * 1000 + i) + 0.5f; }
 
-std::string header(std::int32_t dim, std::int32_t hidden, std::int32_t layers, std::int32_t heads, std::int32_t kv_heads,
-                   std::int32_t vocab, std::int32_t seq) {
+std::string header(std::int32_t dim, std::int32_t hidden, std::int32_t layers, std::int32_t heads,
+                   std::int32_t kv_heads, std::int32_t vocab, std::int32_t seq) {
   std::string bytes;
   for (const std::int32_t v : {dim, hidden, layers, heads, kv_heads, vocab, seq}) put_i32(bytes, v);
   return bytes;
@@ -188,7 +188,8 @@ TEST_CASE("read_checkpoint rejects truncated files, trailing data and non-finite
   REQUIRE(good.size() == 28 + 4 * tiny_floats);  // 660 bytes
   check_rejects(good.substr(0, 28 + 100),
                 "truncated: the header promises 632 bytes of weights after the 28-byte header, the file has 100");
-  check_rejects(good.substr(0, good.size() - 1), "promises 632 bytes of weights after the 28-byte header, the file has 631");
+  check_rejects(good.substr(0, good.size() - 1),
+                "promises 632 bytes of weights after the 28-byte header, the file has 631");
   check_rejects(good + "junk!", "trailing data: 5 bytes after the 632 bytes of weights the header promises");
   // a negative vocab_size promises wcls too: 4 * (158 + 20) bytes, of which only 632 are there
   std::string untied_without_wcls = good;
@@ -210,7 +211,6 @@ TEST_CASE("read_checkpoint rejects truncated files, trailing data and non-finite
 }
 
 TEST_CASE("stories260K.bin parses with SOURCE.md's header and per-tensor maxima", "[llama][checkpoint]") {
-
   const auto ck = llama2c::read_checkpoint(llama_test::stories260k_dir() / "stories260K.bin");
   // SOURCE.md "Architecture": dim 64, hidden 172, 5 layers, 8 heads, 4 kv heads, vocab 512 (shared), seq 512.
   CHECK(ck.config.dim == 64);
@@ -233,10 +233,17 @@ TEST_CASE("stories260K.bin parses with SOURCE.md's header and per-tensor maxima"
   CHECK(total - ck.freq_cis_real.size() - ck.freq_cis_imag.size() == 260032);
 
   // SOURCE.md "Max |weight| per tensor" (3 decimals).
-  const std::vector<std::pair<const llama2c::tensor*, double>> maxima{
-      {&ck.token_embedding, 1.327}, {&ck.rms_att, 2.793}, {&ck.wq, 1.852},      {&ck.wk, 1.270},
-      {&ck.wv, 0.474},              {&ck.wo, 0.618},      {&ck.rms_ffn, 1.325}, {&ck.w1, 0.708},
-      {&ck.w2, 0.886},              {&ck.w3, 0.610},      {&ck.rms_final, 4.425}};
+  const std::vector<std::pair<const llama2c::tensor*, double>> maxima{{&ck.token_embedding, 1.327},
+                                                                      {&ck.rms_att, 2.793},
+                                                                      {&ck.wq, 1.852},
+                                                                      {&ck.wk, 1.270},
+                                                                      {&ck.wv, 0.474},
+                                                                      {&ck.wo, 0.618},
+                                                                      {&ck.rms_ffn, 1.325},
+                                                                      {&ck.w1, 0.708},
+                                                                      {&ck.w2, 0.886},
+                                                                      {&ck.w3, 0.610},
+                                                                      {&ck.rms_final, 4.425}};
   for (const auto& [t, expected] : maxima) {
     double max_abs = 0;
     for (const float w : t->values) max_abs = std::max(max_abs, static_cast<double>(std::abs(w)));

@@ -23,16 +23,16 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <mixprec/core.hpp>
 #include <mixprec/diagnostics/recording_probe.hpp>
 #include <mixprec/policies/policy.hpp>
-#include <mixprec/core.hpp>
 
+#include "data.hpp"
 #include "llama/generate.hpp"
 #include "llama/llama2c_checkpoint.hpp"
 #include "llama/llama2c_tokenizer.hpp"
 #include "llama/sampler.hpp"
 #include "reference_llama.hpp"
-#include "data.hpp"
 #include "test_files.hpp"
 
 namespace {
@@ -143,8 +143,14 @@ double compare_with_oracle(const llama2c::checkpoint& ck, const std::vector<int>
 // ---------------------------------------------------------------------------------------------------------
 llama2c::checkpoint random_checkpoint(bool shared_classifier = true) {
   llama2c::checkpoint ck;
-  ck.config = {.dim = 8, .hidden_dim = 12, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab_size = 16,
-               .seq_len = 8, .shared_classifier = shared_classifier};
+  ck.config = {.dim = 8,
+               .hidden_dim = 12,
+               .n_layers = 2,
+               .n_heads = 4,
+               .n_kv_heads = 2,
+               .vocab_size = 16,
+               .seq_len = 8,
+               .shared_classifier = shared_classifier};
   std::mt19937 rng(20240601);
   const std::size_t L = 2, d = 8, h = 12, kv = 4, v = 16, s = 8;
   // Matrices [.., out, in]: uniform with variance 1 / in (LeCun), as trained networks roughly are; the
@@ -232,9 +238,9 @@ bool executable_available() {
 }
 
 struct process_result {
-  int status = -1;     // exit status
-  std::string out;     // stdout
-  std::string err;     // stderr
+  int status = -1;  // exit status
+  std::string out;  // stdout
+  std::string err;  // stderr
 };
 
 std::string shell_quote(const std::string& arg) {
@@ -301,8 +307,7 @@ TEST_CASE("float32, bfloat16 and float16 compute stay within their rounding boun
   CHECK(compare_with_oracle<f16_compute_policy>(ck, tokens, unit_roundoff(11), rnd) < 1.0);
 }
 
-TEST_CASE("model::forward reports every probe site in execution order with the documented types",
-          "[llama][model]") {
+TEST_CASE("model::forward reports every probe site in execution order with the documented types", "[llama][model]") {
   const auto ck = random_checkpoint();
   std::vector<std::string> expected{"embedding"};
   for (int l = 0; l < ck.config.n_layers; ++l) {
@@ -384,7 +389,6 @@ TEST_CASE("generate stops at seq_len, at BOS, and teacher_force replays the same
 // =========================================================================================================
 
 TEST_CASE("the float32 model decodes llama2.c's published 464-byte text in 200 greedy steps", "[llama][model]") {
-
   const auto ck = load_stories260k();
   const auto tok = llama2c::read_tokenizer(llama_test::stories260k_dir() / "tok512.bin", ck.config.vocab_size);
   llama::model<f32_policy> m(ck);
@@ -399,7 +403,6 @@ TEST_CASE("the float32 model decodes llama2.c's published 464-byte text in 200 g
 }
 
 TEST_CASE("every policy of the report decodes SOURCE.md's first 40 greedy tokens", "[llama][model]") {
-
   const auto ck = load_stories260k();
   auto first_40 = [&]<class P>(P) {
     llama::model<P> m(ck);
@@ -416,7 +419,6 @@ TEST_CASE("every policy of the report decodes SOURCE.md's first 40 greedy tokens
 }
 
 TEST_CASE("stories260K logits match the float64 oracle within each format's rounding bound", "[llama][model]") {
-
   const auto ck = load_stories260k();
   // BOS, then the first greedy tokens: positions 0..7 (step 0 is BOS at position 0).
   const std::vector<int> tokens{1, 403, 407, 261, 378, 432, 383, 286};
@@ -452,8 +454,7 @@ TEST_CASE("stories260K logits match the float64 oracle within each format's roun
 // The executable.
 // =========================================================================================================
 
-TEST_CASE("mixprec-llama --text-only --policy f32 prints llama2.c's published text byte for byte",
-          "[llama][cli]") {
+TEST_CASE("mixprec-llama --text-only --policy f32 prints llama2.c's published text byte for byte", "[llama][cli]") {
   if (!executable_available()) return;
   const process_result r = run_llama(data_files() + std::vector<std::string>{"--text-only", "--policy", "f32"});
   CHECK(r.status == 0);
@@ -478,8 +479,9 @@ TEST_CASE("mixprec-llama samples as run.c does for a seed and temperature", "[ll
     expected.push_back(next);
     token = next;
   }
-  const std::vector<std::string> args = data_files() + std::vector<std::string>{
-      "--text-only", "--policy", "f32", "--steps", "60", "--temperature", "0.8", "--topp", "0.9", "--seed", "1234"};
+  const std::vector<std::string> args =
+      data_files() + std::vector<std::string>{"--text-only", "--policy", "f32", "--steps", "60",  "--temperature",
+                                              "0.8",         "--topp",   "0.9", "--seed",  "1234"};
   const process_result r = run_llama(args);
   CHECK(r.status == 0);
   CHECK(r.out == tok.decode_text(expected));
@@ -550,8 +552,8 @@ TEST_CASE("mixprec-llama names the file it cannot read and exits with status 1",
     CHECK_THAT(r.err, Contains("separate classifier"));
   }
   SECTION("the tiny model itself runs the whole report") {
-    const auto r = run_llama({"--model", model.path().string(), "--tokenizer", tokenizer.path().string(), "--steps",
-                              "8", "--repeats", "1"});
+    const auto r = run_llama(
+        {"--model", model.path().string(), "--tokenizer", tokenizer.path().string(), "--steps", "8", "--repeats", "1"});
     CHECK(r.status == 0);
     CHECK_THAT(r.out, Contains("== Parity per site: f64 against f32 =="));
   }

@@ -79,7 +79,8 @@ class reference_llama {
  public:
   /// Keeps a reference to `ck`, which must outlive this object.
   explicit reference_llama(const llama2c::checkpoint& ck)
-      : ck_(ck), key_cache_(static_cast<std::size_t>(ck.config.n_layers)),
+      : ck_(ck),
+        key_cache_(static_cast<std::size_t>(ck.config.n_layers)),
         value_cache_(static_cast<std::size_t>(ck.config.n_layers)) {}
 
   /// Logits [vocab_size] for `token` at position `pos`; positions must come in order 0, 1, 2, ...

@@ -10,9 +10,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "data.hpp"
 #include "llama/llama2c_checkpoint.hpp"
 #include "llama/llama2c_tokenizer.hpp"
-#include "data.hpp"
 
 namespace {
 
@@ -39,7 +39,6 @@ TEST_CASE("the published stories260K text is the 464-byte string SOURCE.md descr
 }
 
 TEST_CASE("reference forward pass reproduces stories260K's step-0 logits", "[llama][reference]") {
-
   const auto ck = load_model();
   reference_llama model(ck);
   const std::vector<double> logits = model.forward(1, 0);  // BOS at position 0
@@ -53,7 +52,6 @@ TEST_CASE("reference forward pass reproduces stories260K's step-0 logits", "[lla
 }
 
 TEST_CASE("reference greedy decoding reproduces stories260K's first 40 tokens", "[llama][reference]") {
-
   const auto ck = load_model();
   reference_llama model(ck);
   const std::vector<int> expected{403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317,
@@ -63,7 +61,6 @@ TEST_CASE("reference greedy decoding reproduces stories260K's first 40 tokens", 
 }
 
 TEST_CASE("reference 200-step greedy decode equals llama2.c's published output byte for byte", "[llama][reference]") {
-
   const auto ck = load_model();
   const auto tok = llama2c::read_tokenizer(llama_test::stories260k_dir() / "tok512.bin", ck.config.vocab_size);
   reference_llama model(ck);
@@ -81,7 +78,6 @@ TEST_CASE("reference 200-step greedy decode equals llama2.c's published output b
 }
 
 TEST_CASE("stories260K's exported RoPE tables are cos and sin of pos * 10000^(-2i/head_size)", "[llama][reference]") {
-
   const auto ck = load_model();
   const std::size_t half = static_cast<std::size_t>(ck.config.head_size() / 2);
   REQUIRE(ck.freq_cis_real.shape == std::vector<std::size_t>{512, 4});

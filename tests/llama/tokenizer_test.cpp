@@ -24,21 +24,21 @@ using llama_test::put_i32;
 using llama_test::temp_file;
 
 const std::vector<std::string> tiny_pieces{
-    "<unk>",          // 0
-    "\n<s>\n",        // 1 BOS
-    "\n</s>\n",       // 2 EOS
-    "<0x0A>",         // 3 raw byte '\n'
-    "<0x07>",         // 4 raw byte BEL (unprintable)
-    "<0x41>",         // 5 raw byte 'A'
-    "<0x00>",         // 6 raw byte NUL
-    "<0xe9>",         // 7 raw byte 0xE9, lowercase hex (not printable in the C locale)
-    " hello",         // 8
-    "x",              // 9
-    " ",              // 10
-    "\x07",           // 11 a one-byte piece that is a control code
-    "\xe2\x80\x8a",   // 12 a 3-byte UTF-8 piece (U+200A)
-    "<0xZZ>",         // 13 looks like a byte token but is not
-    "",               // 14 empty piece
+    "<unk>",         // 0
+    "\n<s>\n",       // 1 BOS
+    "\n</s>\n",      // 2 EOS
+    "<0x0A>",        // 3 raw byte '\n'
+    "<0x07>",        // 4 raw byte BEL (unprintable)
+    "<0x41>",        // 5 raw byte 'A'
+    "<0x00>",        // 6 raw byte NUL
+    "<0xe9>",        // 7 raw byte 0xE9, lowercase hex (not printable in the C locale)
+    " hello",        // 8
+    "x",             // 9
+    " ",             // 10
+    "\x07",          // 11 a one-byte piece that is a control code
+    "\xe2\x80\x8a",  // 12 a 3-byte UTF-8 piece (U+200A)
+    "<0xZZ>",        // 13 looks like a byte token but is not
+    "",              // 14 empty piece
 };
 constexpr std::int32_t tiny_max_len = 6;
 float tiny_score(std::size_t i) { return -1.5f * static_cast<float>(i); }
@@ -54,11 +54,16 @@ std::string tokenizer_bytes(std::int32_t max_len, const std::vector<std::string>
   return bytes;
 }
 
-llama2c::tokenizer tiny() { return llama2c::tokenizer(tiny_pieces, [] {
-  std::vector<float> s;
-  for (std::size_t i = 0; i < tiny_pieces.size(); ++i) s.push_back(tiny_score(i));
-  return s;
-}(), tiny_max_len); }
+llama2c::tokenizer tiny() {
+  return llama2c::tokenizer(
+      tiny_pieces,
+      [] {
+        std::vector<float> s;
+        for (std::size_t i = 0; i < tiny_pieces.size(); ++i) s.push_back(tiny_score(i));
+        return s;
+      }(),
+      tiny_max_len);
+}
 
 void check_rejects(const std::string& contents, int vocab_size, const std::string& problem) {
   const temp_file f("tokenizer", contents);
@@ -83,7 +88,8 @@ TEST_CASE("read_tokenizer reads back a tokenizer file written byte by byte", "[l
   CHECK_THROWS_AS(tok.score(-1), std::out_of_range);
 }
 
-TEST_CASE("decode drops a leading space after BOS and turns <0xXX> pieces into raw bytes, as run.c", "[llama][tokenizer]") {
+TEST_CASE("decode drops a leading space after BOS and turns <0xXX> pieces into raw bytes, as run.c",
+          "[llama][tokenizer]") {
   const auto tok = tiny();
   CHECK(tok.decode(9, 8) == " hello");
   CHECK(tok.decode(llama2c::tokenizer::bos, 8) == "hello");  // run.c: prev_token == 1 && piece[0] == ' '
@@ -169,7 +175,8 @@ TEST_CASE("read_tokenizer names the file and the problem for bad files", "[llama
     const std::string three = tokenizer_bytes(tiny_max_len, {"ab", "cd", "efghi"});
     // 4 + 3 * 8 + 2 + 2 + 5 = 37 bytes; cut 3 bytes of the last piece
     REQUIRE(three.size() == 37);
-    check_rejects(three.substr(0, 34), 3, "truncated: token 2 of 3 (bytes) needs 5 bytes at offset 32, the file has only 2 left");
+    check_rejects(three.substr(0, 34), 3,
+                  "truncated: token 2 of 3 (bytes) needs 5 bytes at offset 32, the file has only 2 left");
     check_rejects(good, n + 1, "truncated: token 15 of 16 (score) needs 4 bytes");
   }
   SECTION("more tokens in the file than the model's vocabulary") {
@@ -179,7 +186,6 @@ TEST_CASE("read_tokenizer names the file and the problem for bad files", "[llama
 }
 
 TEST_CASE("tok512.bin parses as SOURCE.md describes", "[llama][tokenizer]") {
-
   const auto path = llama_test::stories260k_dir() / "tok512.bin";
   const auto tok = llama2c::read_tokenizer(path, 512);
   CHECK(tok.vocab_size() == 512);

@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/core.hpp"
 #include "mixprec/nn/attention.hpp"
 #include "mixprec/policies/policy.hpp"
-#include "mixprec/core.hpp"
 #include "policies.hpp"
 
 using mixprec::bfloat16;
@@ -50,7 +50,7 @@ void stop() { active = false; }
 }  // namespace alloc_tracking
 
 namespace {
-using namespace layer_tests;  // NOLINT(google-build-using-namespace): test support
+using namespace layer_tests;        // NOLINT(google-build-using-namespace): test support
 constexpr std::size_t header = 16;  // keeps the default new alignment (16 on x86-64)
 }  // namespace
 
@@ -112,8 +112,6 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept { ::operator del
 #endif
 
 namespace {
-
-
 
 /// `x` rounded to the real type C, as a double.
 template <class C>
@@ -365,8 +363,7 @@ void check_against(const xt::xtensor<O, N>& y, const ref_out& r, double eps, con
       const std::size_t i = row * d + o;
       const double got = static_cast<double>(y.data()[i]);
       const double tol = safety * eps * r.bound[i] + u_o * std::abs(r.y[i]);
-      INFO("row " << row << ", feature " << o << ": got " << got << ", reference " << r.y[i] << ", tolerance "
-                  << tol);
+      INFO("row " << row << ", feature " << o << ": got " << got << ", reference " << r.y[i] << ", tolerance " << tol);
       REQUIRE(std::abs(got - r.y[i]) <= tol);
     }
   }
@@ -494,9 +491,15 @@ TEST_CASE("attention under promote matches the reference for bfloat16 and float6
 TEST_CASE("grouped-query attention: query head h reads kv head h / (n_heads / n_kv_heads)", "[nn][attention]") {
   // float64 policy: the agreement is at float64 level, so a wrong head mapping (e.g. h % n_kv_heads)
   // or a wrong head slice fails by orders of magnitude.
-  for (auto [heads, kv_heads] : std::vector<std::pair<std::size_t, std::size_t>>{{4, 4}, {4, 2}, {4, 1}, {6, 3}, {8, 4}}) {
-    nn::attention_config cfg{.d_model = 12, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = 4, .causal = true,
-                             .query_block = 2, .key_block = 3};
+  for (auto [heads, kv_heads] :
+       std::vector<std::pair<std::size_t, std::size_t>>{{4, 4}, {4, 2}, {4, 1}, {6, 3}, {8, 4}}) {
+    nn::attention_config cfg{.d_model = 12,
+                             .n_heads = heads,
+                             .n_kv_heads = kv_heads,
+                             .head_dim = 4,
+                             .causal = true,
+                             .query_block = 2,
+                             .key_block = 3};
     const auto layer = random_layer<p_f64>(cfg, 7, false);
     CHECK(layer.config().n_kv_heads == kv_heads);
     const auto x = random_input<double>(2, 5, 12, 8);
@@ -544,8 +547,9 @@ TEST_CASE("causal and padding masks: every combination matches the reference; fu
       const auto x = random_input<float>(batch, seq, 8, 12);
       const auto y = padded ? layer(x, mask) : layer(x);
       INFO("causal " << causal << ", padding mask " << padded);
-      check_against(y, reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer),
-                                           padded ? valid : std::vector<char>{}, nullptr),
+      check_against(y,
+                    reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer),
+                                        padded ? valid : std::vector<char>{}, nullptr),
                     eps_for<float>(8 + seq + 8), {}, 8);
       if (causal && padded) {
         // Queries 0 and 1 of row 1 see only padding keys: the attended heads are exactly 0 (not NaN), so
@@ -629,8 +633,8 @@ namespace {
 /// A cache of `batch` x `total` random keys and values for `kv_heads` heads of dimension `hd`, values
 /// exact in C; some keys invalid when `padded`.
 template <class C>
-nn::kv_cache<C> random_cache(std::size_t batch, std::size_t kv_heads, std::size_t hd, std::size_t total,
-                             unsigned seed, bool padded) {
+nn::kv_cache<C> random_cache(std::size_t batch, std::size_t kv_heads, std::size_t hd, std::size_t total, unsigned seed,
+                             bool padded) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   nn::kv_cache<C> cache(batch, kv_heads, hd, total);
@@ -647,9 +651,10 @@ nn::kv_cache<C> random_cache(std::size_t batch, std::size_t kv_heads, std::size_
 /// weighted sum. Returns out [batch, seq, heads, hd] and per element the scale sum_j p_j |v_j| (1 + 2 S)
 /// with S = scale max_j sum_i |q_i k_ji| (the first-order error scale of scores and weights).
 template <class C>
-std::pair<std::vector<double>, std::vector<double>> direct_attention(const std::vector<C>& q, const nn::kv_cache<C>& cache,
-                                                                     std::size_t seq, std::size_t heads, bool causal,
-                                                                     double scale, double (*round_c)(double)) {
+std::pair<std::vector<double>, std::vector<double>> direct_attention(const std::vector<C>& q,
+                                                                     const nn::kv_cache<C>& cache, std::size_t seq,
+                                                                     std::size_t heads, bool causal, double scale,
+                                                                     double (*round_c)(double)) {
   const std::size_t batch = cache.batch(), hd = cache.head_dim(), total = cache.size();
   const std::size_t group = heads / cache.n_kv_heads();
   std::vector<double> out(batch * seq * heads * hd, 0.0), mag(out.size(), 0.0);
@@ -715,8 +720,13 @@ TEMPLATE_TEST_CASE("tiled online-softmax attention equals the direct formula for
     // key_block 64 >= 37 keys is a single tile: the direct two-pass softmax (max, exp, sum, divide).
     for (std::size_t qb : {1u, 4u, 64u}) {
       for (std::size_t kb : {1u, 5u, 16u, 64u}) {
-        nn::attention_config cfg{.d_model = heads * hd, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = hd,
-                                 .causal = causal, .query_block = qb, .key_block = kb};
+        nn::attention_config cfg{.d_model = heads * hd,
+                                 .n_heads = heads,
+                                 .n_kv_heads = kv_heads,
+                                 .head_dim = hd,
+                                 .causal = causal,
+                                 .query_block = qb,
+                                 .key_block = kb};
         std::vector<C> out(q.size());
         nn::attention_workspace<A> ws;
         nn::scaled_dot_product_attention<C>(std::span<const C>(q), cache, seq, cfg, std::span<C>(out), ws);
@@ -753,8 +763,7 @@ TEST_CASE("softmax_precision::compute rounds scores and weights to the compute t
   CHECK(std::abs(static_cast<double>(out[0]) - compute) <= std::ldexp(1.0, -8) * compute);
 }
 
-TEST_CASE("softmax_precision::compute matches the reference that rounds scores and probabilities",
-          "[nn][attention]") {
+TEST_CASE("softmax_precision::compute matches the reference that rounds scores and probabilities", "[nn][attention]") {
   auto cfg = small_config();
   cfg.softmax = kernels::softmax_precision::compute;
   const auto layer = random_layer<p_c_bf16>(cfg, 41, true);
@@ -773,8 +782,8 @@ TEST_CASE("softmax_precision::compute matches the reference that rounds scores a
 TEST_CASE("a 4096-token sequence runs with scratch memory bounded by the tiles, never seq x seq",
           "[nn][attention][long]") {
   const std::size_t seq = 4096;
-  nn::attention_config cfg{.d_model = 16, .n_heads = 2, .n_kv_heads = 1, .head_dim = 8, .causal = true,
-                           .rotary = nn::rotary_config{}};
+  nn::attention_config cfg{
+      .d_model = 16, .n_heads = 2, .n_kv_heads = 1, .head_dim = 8, .causal = true, .rotary = nn::rotary_config{}};
   const auto layer = random_layer<p_c_bf16>(cfg, 51, false);
   const auto x = random_input<float>(1, seq, 16, 52);
 
@@ -793,8 +802,10 @@ TEST_CASE("a 4096-token sequence runs with scratch memory bounded by the tiles, 
   check_against(y, r, eps_for<bfloat16>(16 + 8 + 128 + seq / 128), rows, 16);
 }
 
-TEST_CASE("the attention workspace holds query_block x (key_block + 2 head_dim) + 2 key_block x head_dim values, "
-          "whatever the sequence length", "[nn][attention][long]") {
+TEST_CASE(
+    "the attention workspace holds query_block x (key_block + 2 head_dim) + 2 key_block x head_dim values, "
+    "whatever the sequence length",
+    "[nn][attention][long]") {
   // 64 queries (the last positions) against 512 and 4096 cached keys, bfloat16 compute: the tiles are
   // widened to float32 in the workspace.
   nn::attention_config cfg{.d_model = 16, .n_heads = 2, .n_kv_heads = 1, .head_dim = 8, .causal = true};
@@ -815,7 +826,11 @@ TEST_CASE("llama2.c stories260K attention: [out, in] weights, adjacent RoPE, dec
           "[nn][attention]") {
   // dim 64, n_heads 8, n_kv_heads 4, head_size 8, RoPE pairs (2i, 2i + 1) with theta 10000, scale
   // 1/sqrt(8), causal, no biases (karpathy/llama2.c run.c).
-  nn::attention_config cfg{.d_model = 64, .n_heads = 8, .n_kv_heads = 4, .head_dim = 8, .causal = true,
+  nn::attention_config cfg{.d_model = 64,
+                           .n_heads = 8,
+                           .n_kv_heads = 4,
+                           .head_dim = 8,
+                           .causal = true,
                            .rotary = nn::rotary_config{.layout = nn::rope_layout::adjacent_pairs, .theta = 10000.0}};
   std::mt19937 rng(61);
   auto random_out_in = [&](std::size_t out, std::size_t in) {
@@ -934,8 +949,9 @@ TEST_CASE("attention rejects bad shapes, caches and configs with messages naming
                     Contains("n_heads = 4") && Contains("n_kv_heads = 3"));
   CHECK_THROWS_WITH(nn::attention<p_f32>(nn::attention_config{.d_model = 15, .n_heads = 4}),
                     Contains("d_model = 15") && Contains("head_dim"));
-  CHECK_THROWS_WITH(nn::attention<p_f32>(nn::attention_config{.d_model = 12, .n_heads = 4, .rotary = nn::rotary_config{}}),
-                    Contains("head_dim = 3") && Contains("odd"));
+  CHECK_THROWS_WITH(
+      nn::attention<p_f32>(nn::attention_config{.d_model = 12, .n_heads = 4, .rotary = nn::rotary_config{}}),
+      Contains("head_dim = 3") && Contains("odd"));
   CHECK_THROWS_WITH(nn::attention<p_f32>(nn::attention_config{.d_model = 16, .n_heads = 4, .key_block = 0}),
                     Contains("key_block = 0"));
   CHECK_THROWS_WITH(nn::attention<p_f32>(nn::attention_config{.d_model = 16}), Contains("n_heads is 0"));
@@ -944,11 +960,11 @@ TEST_CASE("attention rejects bad shapes, caches and configs with messages naming
   const auto cache = random_cache<float>(1, 2, 4, 3, 83, false);
   std::vector<float> q(5), out(5);
   nn::attention_workspace<float> ws;
-  CHECK_THROWS_WITH(nn::scaled_dot_product_attention<float>(std::span<const float>(q), cache, 1, cfg,
-                                                            std::span<float>(out), ws),
-                    Contains("[1, 1, 4, 4]") && Contains("needs 16"));
+  CHECK_THROWS_WITH(
+      nn::scaled_dot_product_attention<float>(std::span<const float>(q), cache, 1, cfg, std::span<float>(out), ws),
+      Contains("[1, 1, 4, 4]") && Contains("needs 16"));
   std::vector<float> q4(4 * 16), out4(q4.size());
-  CHECK_THROWS_WITH(nn::scaled_dot_product_attention<float>(std::span<const float>(q4), cache, 4, cfg,
-                                                            std::span<float>(out4), ws),
-                    Contains("4 queries") && Contains("only 3"));
+  CHECK_THROWS_WITH(
+      nn::scaled_dot_product_attention<float>(std::span<const float>(q4), cache, 4, cfg, std::span<float>(out4), ws),
+      Contains("4 queries") && Contains("only 3"));
 }

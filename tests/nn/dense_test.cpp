@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "mixprec/core.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/policies/policy.hpp"
-#include "mixprec/core.hpp"
 #include "policies.hpp"
 
 using mixprec::bfloat16;
@@ -23,7 +23,6 @@ namespace nn = mixprec::nn;
 
 namespace {
 using namespace layer_tests;  // NOLINT(google-build-using-namespace): test support
-
 
 /// Unit roundoff 2^-p of a real type with p significand bits.
 
@@ -62,7 +61,8 @@ TEMPLATE_LIST_TEST_CASE("dense matches a float64 reference within bounds derived
   auto bias = xt::xtensor<float, 1>::from_shape({out});
   for (std::size_t o = 0; o < out; ++o) bias(o) = 0.1f * static_cast<float>(o) - 0.9f;
   auto kernel_f = xt::xtensor<double, 2>::from_shape({in, out});
-  for (std::size_t i = 0; i < layer.kernel().size(); ++i) kernel_f.data()[i] = static_cast<double>(layer.kernel().data()[i]);
+  for (std::size_t i = 0; i < layer.kernel().size(); ++i)
+    kernel_f.data()[i] = static_cast<double>(layer.kernel().data()[i]);
   layer = nn::dense<P>::from_weights(kernel_f, bias, nn::weight_layout::in_out);
 
   const auto x = random_input<T>(2, 3, in, 17);
@@ -97,7 +97,8 @@ TEMPLATE_LIST_TEST_CASE("dense matches a float64 reference within bounds derived
       }
       const double got = static_cast<double>(y.data()[r * out + o]);
       const double acc_err = k_terms * u_acc * (1 + u_c) * (1 + u_c) * s;
-      const double tol = (2 * u_c + u_c * u_c) * s + acc_err + u_o * (std::abs(ref) + (2 * u_c + u_c * u_c) * s + acc_err);
+      const double tol =
+          (2 * u_c + u_c * u_c) * s + acc_err + u_o * (std::abs(ref) + (2 * u_c + u_c * u_c) * s + acc_err);
       const double tol_rounded = acc_err + u_o * (std::abs(ref_rounded) + acc_err);
       INFO("row " << r << " out " << o << ": got " << got << ", reference " << ref << ", rounded reference "
                   << ref_rounded);
@@ -137,7 +138,8 @@ TEST_CASE("dense output dtypes follow the policy, including Flax's promote cases
   for (std::size_t r = 0; r < 2; ++r) {
     for (std::size_t o = 0; o < 5; ++o) {
       double ref = 0.0;
-      for (std::size_t i = 0; i < 4; ++i) ref += x64.data()[r * 4 + i] * static_cast<double>(promote_layer.kernel()(i, o));
+      for (std::size_t i = 0; i < 4; ++i)
+        ref += x64.data()[r * 4 + i] * static_cast<double>(promote_layer.kernel()(i, o));
       CHECK(std::abs(y64.data()[r * 5 + o] - ref) <= 8 * std::ldexp(1.0, -53) * 4 * (std::abs(ref) + 10));
     }
   }
@@ -236,6 +238,6 @@ TEST_CASE("dense::lecun_normal draws a truncated normal with variance 1/in, as F
   const double var = sum2 / n - (sum / n) * (sum / n);
   const double target = 1.0 / static_cast<double>(in);
   CHECK(std::abs(sum / n) <= 4 * std::sqrt(target / n));  // 4 standard errors of the mean
-  CHECK(std::abs(var - target) <= 0.03 * target);           // sample variance: relative sd ~ sqrt(2/n) = 0.55%
+  CHECK(std::abs(var - target) <= 0.03 * target);         // sample variance: relative sd ~ sqrt(2/n) = 0.55%
   CHECK(max_abs <= 2 * std::sqrt(target) / 0.87962566103423978 * (1 + 1e-6));  // truncated at 2 sigma
 }

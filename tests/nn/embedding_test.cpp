@@ -10,9 +10,9 @@
 #include <tuple>
 #include <type_traits>
 
+#include "mixprec/core.hpp"
 #include "mixprec/nn/embedding.hpp"
 #include "mixprec/policies/policy.hpp"
-#include "mixprec/core.hpp"
 #include "policies.hpp"
 
 using mixprec::bfloat16;
@@ -24,7 +24,6 @@ namespace nn = mixprec::nn;
 namespace {
 using namespace layer_tests;  // NOLINT(google-build-using-namespace): test support
 
-
 /// A [vocab, features] table of distinct values with more digits than bfloat16 or float16 keep.
 xt::xtensor<double, 2> make_table(std::size_t vocab, std::size_t features) {
   auto t = xt::xtensor<double, 2>::from_shape({vocab, features});
@@ -35,8 +34,8 @@ xt::xtensor<double, 2> make_table(std::size_t vocab, std::size_t features) {
 }
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("embedding returns table rows rounded to the compute type, in the output type", "[nn][embedding]",
-                        all_policies) {
+TEMPLATE_LIST_TEST_CASE("embedding returns table rows rounded to the compute type, in the output type",
+                        "[nn][embedding]", all_policies) {
   using P = TestType;
   using Param = typename P::param_type;
   using C = nn::compute_t<P, Param>;
@@ -134,7 +133,8 @@ TEMPLATE_LIST_TEST_CASE("embedding::attend is x . table^T with float32 accumulat
         ref += p;
         s += std::abs(p);
       }
-      const double err = (2 * u_c + u_c * u_c) * s + static_cast<double>(features + 2) * u_acc * (1 + u_c) * (1 + u_c) * s;
+      const double err =
+          (2 * u_c + u_c * u_c) * s + static_cast<double>(features + 2) * u_acc * (1 + u_c) * (1 + u_c) * s;
       CHECK(std::abs(static_cast<double>(logits(r, v)) - ref) <= err + u_o * (std::abs(ref) + err));
     }
   }
@@ -147,8 +147,8 @@ TEST_CASE("embedding::attend follows promote for bf16, f64 and complex inputs", 
   const nn::embedding<p_promote> e(4, 2);
   STATIC_REQUIRE(std::is_same_v<decltype(e.attend(xt::xtensor<bfloat16, 2>{}))::value_type, float>);
   STATIC_REQUIRE(std::is_same_v<decltype(e.attend(xt::xtensor<double, 2>{}))::value_type, double>);
-  STATIC_REQUIRE(std::is_same_v<decltype(e.attend(xt::xtensor<std::complex<float>, 2>{}))::value_type,
-                                std::complex<float>>);
+  STATIC_REQUIRE(
+      std::is_same_v<decltype(e.attend(xt::xtensor<std::complex<float>, 2>{}))::value_type, std::complex<float>>);
   STATIC_REQUIRE(std::is_same_v<decltype(e(xt::xtensor<int, 1>{}))::value_type, float>);
   STATIC_REQUIRE(std::is_same_v<decltype(nn::embedding<p_bf16>(4, 2)(xt::xtensor<int, 1>{}))::value_type, bfloat16>);
 }

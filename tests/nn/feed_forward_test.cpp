@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "mixprec/core.hpp"
 #include "mixprec/nn/feed_forward.hpp"
 #include "mixprec/policies/policy.hpp"
-#include "mixprec/core.hpp"
 #include "policies.hpp"
 
 using mixprec::bfloat16;
@@ -40,8 +40,8 @@ double ref_act(ffn_activation a, double x) {
   return 0.0;
 }
 
-const ffn_activation all_activations[] = {ffn_activation::relu,   ffn_activation::gelu,  ffn_activation::gelu_tanh,
-                                          ffn_activation::silu,   ffn_activation::swiglu, ffn_activation::geglu,
+const ffn_activation all_activations[] = {ffn_activation::relu,      ffn_activation::gelu,   ffn_activation::gelu_tanh,
+                                          ffn_activation::silu,      ffn_activation::swiglu, ffn_activation::geglu,
                                           ffn_activation::geglu_tanh};
 
 /// kernel(i, o) as a double.
@@ -144,8 +144,8 @@ TEST_CASE("feed_forward output dtypes follow the policy and Flax's promote rule"
 
 TEST_CASE("feed_forward processes many rows in chunks without changing the result", "[nn][feed_forward]") {
   // 4099 rows of hidden width 64: the hidden scratch (kernels::matmul_block_elements = 2^18 elements)
-  // holds 4096 rows, so the last 3 rows form a second chunk. Small integer data keep every sum exact in float: the expected output
-  // is computed exactly here. x in {-2..2}, w1 in {-1, 0, 1}, w2 in {-1, 0, 1}: relu(x w1) w2.
+  // holds 4096 rows, so the last 3 rows form a second chunk. Small integer data keep every sum exact in float: the
+  // expected output is computed exactly here. x in {-2..2}, w1 in {-1, 0, 1}, w2 in {-1, 0, 1}: relu(x w1) w2.
   const std::size_t rows = 4099, hidden = 64;
   REQUIRE(mixprec::kernels::matmul_block_elements / hidden == 4096);
   auto w1 = xt::xtensor<float, 2>::from_shape({1, hidden});
@@ -170,8 +170,9 @@ TEST_CASE("feed_forward processes many rows in chunks without changing the resul
 TEST_CASE("feed_forward checks that its projections chain and that w3 matches the gating", "[nn][feed_forward]") {
   using Catch::Matchers::Contains;
   using D = nn::dense<p_f32>;
-  CHECK_THROWS_WITH(nn::feed_forward<p_f32>(ffn_activation::relu, D(4, 8), D(7, 4)),
-                    Contains("w1 has 8 outputs") && Contains("[4, 8]") && Contains("w2 takes 7 inputs") && Contains("[7, 4]"));
+  CHECK_THROWS_WITH(
+      nn::feed_forward<p_f32>(ffn_activation::relu, D(4, 8), D(7, 4)),
+      Contains("w1 has 8 outputs") && Contains("[4, 8]") && Contains("w2 takes 7 inputs") && Contains("[7, 4]"));
   CHECK_THROWS_WITH(nn::feed_forward<p_f32>(ffn_activation::swiglu, D(4, 8), D(8, 4)), Contains("swiglu is gated"));
   CHECK_THROWS_WITH(nn::feed_forward<p_f32>(ffn_activation::gelu, D(4, 8), D(8, 4), D(4, 8)), Contains("not gated"));
   CHECK_THROWS_WITH(nn::feed_forward<p_f32>(ffn_activation::geglu, D(4, 8), D(8, 4), D(4, 9)),

@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "mixprec/nn/kv_cache.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/nn/kv_cache.hpp"
 
 using mixprec::bfloat16;
 namespace nn = mixprec::nn;
@@ -104,6 +104,5 @@ TEST_CASE("kv_cache rejects appends past its capacity and inputs of the wrong si
   CHECK_THROWS_AS(cache.is_valid(0, 2), std::out_of_range);
   CHECK_THROWS_AS(cache.validity(1), std::out_of_range);
   CHECK_THROWS_WITH(nn::kv_cache<float>(1, 0, 4, 3), Contains("n_kv_heads is 0"));
-  CHECK_THROWS_WITH(nn::kv_cache<float>(std::size_t{1} << 40, 1024, 1024, std::size_t{1} << 20),
-                    Contains("too large"));
+  CHECK_THROWS_WITH(nn::kv_cache<float>(std::size_t{1} << 40, 1024, 1024, std::size_t{1} << 20), Contains("too large"));
 }

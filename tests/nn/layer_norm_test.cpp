@@ -9,9 +9,9 @@
 #include <tuple>
 #include <type_traits>
 
+#include "mixprec/core.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/policies/policy.hpp"
-#include "mixprec/core.hpp"
 #include "policies.hpp"
 
 using mixprec::bfloat16;
@@ -22,7 +22,6 @@ namespace nn = mixprec::nn;
 
 namespace {
 using namespace layer_tests;  // NOLINT(google-build-using-namespace): test support
-
 
 struct row_stats {
   long double mean, sd;
@@ -42,8 +41,8 @@ row_stats stats_of(It first, std::size_t n) {
 }
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("layer_norm matches a float64 reference within bounds derived from the formats", "[nn][layer_norm]",
-                        all_policies) {
+TEMPLATE_LIST_TEST_CASE("layer_norm matches a float64 reference within bounds derived from the formats",
+                        "[nn][layer_norm]", all_policies) {
   using P = TestType;
   using T = float;
   using Param = typename P::param_type;
@@ -88,7 +87,8 @@ TEMPLATE_LIST_TEST_CASE("layer_norm matches a float64 reference within bounds de
       const double b = static_cast<double>(ln.bias()->data()[j]);
       const double xhat = static_cast<double>((static_cast<long double>(row[j]) - st.mean) / sd_eps);
       const double ref = xhat * s + b;
-      const double err = std::abs(s) * (u_in + 8 * u_s) * a * (2 + std::abs(xhat)) + u_par * (std::abs(s * xhat) + std::abs(b));
+      const double err =
+          std::abs(s) * (u_in + 8 * u_s) * a * (2 + std::abs(xhat)) + u_par * (std::abs(s * xhat) + std::abs(b));
       const double tol = err + u_o * (std::abs(ref) + err);
       const double got = static_cast<double>(y.data()[r * f + j]);
       INFO("row " << r << " feature " << j << ": got " << got << ", reference " << ref << ", tolerance " << tol);
@@ -145,7 +145,8 @@ TEST_CASE("layer_norm of complex input uses mean(|x - mean|^2) as the variance",
     for (std::size_t j = 0; j < f; ++j) var += std::norm(std::complex<double>(x(r, j).real(), x(r, j).imag()) - mean);
     var /= static_cast<double>(f);
     for (std::size_t j = 0; j < f; ++j) {
-      const std::complex<double> xhat = (std::complex<double>(x(r, j).real(), x(r, j).imag()) - mean) / std::sqrt(var + 1e-6);
+      const std::complex<double> xhat =
+          (std::complex<double>(x(r, j).real(), x(r, j).imag()) - mean) / std::sqrt(var + 1e-6);
       const std::complex<double> ref = xhat * static_cast<double>(scale(j)) + static_cast<double>(bias(j));
       const std::complex<double> got(y(r, j).real(), y(r, j).imag());
       // As in the real case with A = max|x| / sd ~ 3: 8 u (2 + |xhat|) A |s| + a rounding of |y|.
@@ -162,8 +163,9 @@ TEST_CASE("layer_norm output dtypes follow the policy and Flax's promote rule", 
   STATIC_REQUIRE(std::is_same_v<decltype(ln(xt::xtensor<std::complex<float>, 2>{}))::value_type, std::complex<float>>);
   STATIC_REQUIRE(std::is_same_v<decltype(nn::layer_norm<p_bf16>(4)(xt::xtensor<float, 2>{}))::value_type, bfloat16>);
   STATIC_REQUIRE(std::is_same_v<decltype(nn::layer_norm<p_c_bf16>(4)(xt::xtensor<float, 2>{}))::value_type, float>);
-  STATIC_REQUIRE(std::is_same_v<decltype(nn::layer_norm<policy<float, bfloat16>>(4)(xt::xtensor<float, 2>{}))::value_type,
-                                bfloat16>);
+  STATIC_REQUIRE(
+      std::is_same_v<decltype(nn::layer_norm<policy<float, bfloat16>>(4)(xt::xtensor<float, 2>{}))::value_type,
+                     bfloat16>);
   // The statistics type: float32 for 16-bit compute, float64 for float64 (layer_types.hpp's statistics_t).
   STATIC_REQUIRE(std::is_same_v<mixprec::accumulator_t<bfloat16>, nn::statistics_t<bfloat16>>);
   STATIC_REQUIRE(std::is_same_v<mixprec::accumulator_t<double>, nn::statistics_t<double>>);

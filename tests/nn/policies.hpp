@@ -5,16 +5,16 @@
 #include <limits>
 #include <tuple>
 
-#include "mixprec/policies/policy.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/policies/policy.hpp"
 
 namespace layer_tests {
 
-using p_f32 = mixprec::policy<float>;                                       // f32 everywhere
-using p_c_bf16 = mixprec::policy<float, mixprec::bfloat16, float>;          // p=f32, c=bf16, o=f32
-using p_c_f16 = mixprec::policy<float, mixprec::float16, float>;            // p=f32, c=f16, o=f32
-using p_bf16 = mixprec::policy<mixprec::bfloat16>;                          // bf16 everywhere
-using p_f64 = mixprec::policy<double>;                                      // f64 everywhere
+using p_f32 = mixprec::policy<float>;                                          // f32 everywhere
+using p_c_bf16 = mixprec::policy<float, mixprec::bfloat16, float>;             // p=f32, c=bf16, o=f32
+using p_c_f16 = mixprec::policy<float, mixprec::float16, float>;               // p=f32, c=f16, o=f32
+using p_bf16 = mixprec::policy<mixprec::bfloat16>;                             // bf16 everywhere
+using p_f64 = mixprec::policy<double>;                                         // f64 everywhere
 using p_promote = mixprec::policy<float, mixprec::promote, mixprec::promote>;  // Flax dtype=None, params f32
 using all_policies = std::tuple<p_f32, p_c_bf16, p_c_f16, p_bf16, p_f64, p_promote>;
 

@@ -12,9 +12,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "mixprec/core.hpp"
 #include "mixprec/nn/rms_norm.hpp"
 #include "mixprec/policies/policy.hpp"
-#include "mixprec/core.hpp"
 #include "policies.hpp"
 
 using mixprec::bfloat16;
@@ -137,7 +137,8 @@ TEMPLATE_TEST_CASE("fused rms_norm keeps a residual stream bit-identical to the 
   }
 }
 
-TEST_CASE("fused rms_norm normalises the float32 sum itself, not a copy rounded to the compute type", "[nn][rms_norm]") {
+TEST_CASE("fused rms_norm normalises the float32 sum itself, not a copy rounded to the compute type",
+          "[nn][rms_norm]") {
   // p=f32, c=f16, o=f32: the normalised output is float32, so rounding the sum to float16 (u = 2^-11)
   // before normalising would show; the bound allows only float32 errors (8 u_f32 relative) and the scale
   // rounded to float16 (it is 1 and 0.75 here: exact).

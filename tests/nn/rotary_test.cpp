@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "mixprec/nn/rotary.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/nn/rotary.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -130,7 +130,8 @@ TEMPLATE_TEST_CASE("RoPE of half types runs in float32 and rounds each coordinat
         const double tiny = 0.5 * static_cast<double>(std::numeric_limits<TestType>::denorm_min());
         INFO("position " << position << ", head " << h << ", pair " << i);
         CHECK(std::abs(static_cast<double>(x[h * 8 + i]) - ra) <= op + unit_roundoff<TestType>() * std::abs(ra) + tiny);
-        CHECK(std::abs(static_cast<double>(x[h * 8 + i + 4]) - rb) <= op + unit_roundoff<TestType>() * std::abs(rb) + tiny);
+        CHECK(std::abs(static_cast<double>(x[h * 8 + i + 4]) - rb) <=
+              op + unit_roundoff<TestType>() * std::abs(rb) + tiny);
       }
     }
   }

@@ -20,6 +20,7 @@ int main() {
   const xt::xtensor<mixprec::bfloat16, 1> h = mixprec::cast_floating<mixprec::bfloat16>(x);
   ok = ok && e(1, 1).bits() == 0x3F80 && h(1).bits() == 0x3F80;
 
-  std::printf("mixprec consumer %s: bfloat16(1/3) = 0x%04x\n", ok ? "OK" : "FAILED", static_cast<unsigned>(third.bits()));
+  std::printf("mixprec consumer %s: bfloat16(1/3) = 0x%04x\n", ok ? "OK" : "FAILED",
+              static_cast<unsigned>(third.bits()));
   return ok ? 0 : 1;
 }

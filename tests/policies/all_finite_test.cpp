@@ -12,11 +12,11 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/policies/all_finite.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/formats/intn.hpp"
+#include "mixprec/policies/all_finite.hpp"
 
 using mixprec::all_finite;
 using mixprec::bfloat16;
@@ -42,8 +42,14 @@ TEST_CASE("all_finite follows jmp's published cases", "[all_finite]") {
 TEST_CASE("all_finite finds NaN and Inf in every kind of floating leaf", "[all_finite]") {
   // A finite tree with one leaf of each kind, then the same tree with one leaf broken.
   auto make = [] {
-    return std::tuple{1.0f, 2.0, 3.0L, bfloat16(4.0f), mixprec::float16(5.0f), mixprec::float8_e4m3fn(6.0f),
-                      std::complex<float>(7.0f, 8.0f), std::vector<bfloat16>{bfloat16(9.0f), bfloat16(10.0f)}};
+    return std::tuple{1.0f,
+                      2.0,
+                      3.0L,
+                      bfloat16(4.0f),
+                      mixprec::float16(5.0f),
+                      mixprec::float8_e4m3fn(6.0f),
+                      std::complex<float>(7.0f, 8.0f),
+                      std::vector<bfloat16>{bfloat16(9.0f), bfloat16(10.0f)}};
   };
   CHECK(all_finite(make()));
 
@@ -80,9 +86,9 @@ TEST_CASE("all_finite finds NaN and Inf in every kind of floating leaf", "[all_f
 }
 
 TEST_CASE("all_finite sees bit patterns, not only converted values", "[all_finite]") {
-  CHECK_FALSE(all_finite(bfloat16::from_bits(0x7F80)));  // +Inf: exponent all ones, mantissa 0
-  CHECK_FALSE(all_finite(bfloat16::from_bits(0xFFC1)));  // a negative NaN with a payload
-  CHECK(all_finite(bfloat16::from_bits(0x7F7F)));        // the largest finite bfloat16
+  CHECK_FALSE(all_finite(bfloat16::from_bits(0x7F80)));          // +Inf: exponent all ones, mantissa 0
+  CHECK_FALSE(all_finite(bfloat16::from_bits(0xFFC1)));          // a negative NaN with a payload
+  CHECK(all_finite(bfloat16::from_bits(0x7F7F)));                // the largest finite bfloat16
   CHECK_FALSE(all_finite(mixprec::float16::from_bits(0x7C01)));  // a signalling NaN
   CHECK(all_finite(mixprec::float16::from_bits(0x7BFF)));        // 65504
 }

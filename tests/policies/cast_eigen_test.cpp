@@ -10,13 +10,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "mixprec/policies/all_finite.hpp"
-#include "mixprec/policies/cast.hpp"
 #include "mixprec/arrays/eigen.hpp"
-#include "mixprec/policies/loss_scale.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"
 #include "mixprec/formats/float8.hpp"
+#include "mixprec/policies/all_finite.hpp"
+#include "mixprec/policies/cast.hpp"
+#include "mixprec/policies/loss_scale.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;

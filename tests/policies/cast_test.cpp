@@ -17,12 +17,12 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/policies/cast.hpp"
-#include "mixprec/policies/policy.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/formats/intn.hpp"
+#include "mixprec/policies/cast.hpp"
+#include "mixprec/policies/policy.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -103,16 +103,13 @@ TEST_CASE("cast_floating between small floats and to wider floats is exact where
 }
 
 TEST_CASE("integer, bool and intn leaves are untouched in type and value", "[cast]") {
-  const auto t = std::tuple{std::int8_t{-5},
-                            std::numeric_limits<std::uint64_t>::max(),
-                            true,
-                            mixprec::int4(-3),
-                            std::vector<std::int32_t>{1, 1 << 30},
-                            2.5f};
+  const auto t = std::tuple{std::int8_t{-5},   std::numeric_limits<std::uint64_t>::max(), true,
+                            mixprec::int4(-3), std::vector<std::int32_t>{1, 1 << 30},     2.5f};
   const auto r = mixprec::cast_floating<bfloat16>(t);
   using R = std::remove_cvref_t<decltype(r)>;
-  STATIC_REQUIRE(std::is_same_v<R, std::tuple<std::int8_t, std::uint64_t, bool, mixprec::int4,
-                                               std::vector<std::int32_t>, bfloat16>>);
+  STATIC_REQUIRE(
+      std::is_same_v<R,
+                     std::tuple<std::int8_t, std::uint64_t, bool, mixprec::int4, std::vector<std::int32_t>, bfloat16>>);
   CHECK(std::get<0>(r) == -5);
   CHECK(std::get<1>(r) == 18446744073709551615ULL);  // 2^64 - 1
   CHECK(std::get<2>(r) == true);
@@ -166,12 +163,12 @@ TEST_CASE("nested standard containers are cast leaf by leaf", "[cast]") {
   using R = std::vector<std::pair<std::array<bfloat16, 2>, std::map<std::string, std::vector<bfloat16>>>>;
   STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(r)>, R>);
   REQUIRE(r.size() == 2);
-  CHECK(r[0].first[0].bits() == 0x3F80);       // 1.0
-  CHECK(r[0].first[1].bits() == 0x4000);       // 2.0
+  CHECK(r[0].first[0].bits() == 0x3F80);           // 1.0
+  CHECK(r[0].first[1].bits() == 0x4000);           // 2.0
   CHECK(r[0].second.at("a")[0].bits() == 0x4040);  // 3.0 = 1.5 * 2^1
   CHECK(r[0].second.at("b").empty());
-  CHECK(r[1].first[0].bits() == 0xBF80);       // -1.0
-  CHECK(r[1].first[1].bits() == 0x3F00);       // 0.5
+  CHECK(r[1].first[0].bits() == 0xBF80);  // -1.0
+  CHECK(r[1].first[1].bits() == 0x3F00);  // 0.5
   CHECK(r[1].second.empty());
   STATIC_REQUIRE(std::is_same_v<mixprec::cast_floating_t<bfloat16, nested>, R>);
 }

@@ -11,12 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/arrays/xtensor.hpp"
+#include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/formats/float16.hpp"
 #include "mixprec/policies/all_finite.hpp"
 #include "mixprec/policies/cast.hpp"
 #include "mixprec/policies/loss_scale.hpp"
-#include "mixprec/formats/bfloat16.hpp"
-#include "mixprec/formats/float16.hpp"
-#include "mixprec/arrays/xtensor.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;

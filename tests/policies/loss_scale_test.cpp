@@ -17,11 +17,11 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/policies/all_finite.hpp"
-#include "mixprec/policies/loss_scale.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"
 #include "mixprec/formats/intn.hpp"
+#include "mixprec/policies/all_finite.hpp"
+#include "mixprec/policies/loss_scale.hpp"
 
 using Catch::Matchers::Contains;
 using Catch::Matchers::WithinRel;
@@ -109,11 +109,11 @@ TEST_CASE("dynamic_loss_scale decreases on non-finite steps down to min_loss_sca
   };
   // jmp's cases: the default floor 1, and explicit floors .3125 and .37. (jmp also runs min 0;
   // mixprec rejects a zero floor, see the validation test.)
-  for (const params p : {params{20, 2.0f, 1.0f}, params{30, 3.0f, 1.0f}, params{20, 2.0f, 0.3125f},
-                         params{30, 3.0f, 0.37f}}) {
+  for (const params p :
+       {params{20, 2.0f, 1.0f}, params{30, 3.0f, 1.0f}, params{20, 2.0f, 0.3125f}, params{30, 3.0f, 0.37f}}) {
     CAPTURE(p.period, p.factor, p.min_loss_scale);
-    dynamic_loss_scale ls({.initial_scale = 10.0f, .period = p.period, .factor = p.factor,
-                           .min_loss_scale = p.min_loss_scale});
+    dynamic_loss_scale ls(
+        {.initial_scale = 10.0f, .period = p.period, .factor = p.factor, .min_loss_scale = p.min_loss_scale});
     REQUIRE(10.0 / std::pow(static_cast<double>(p.factor), 100) < 1.0);  // jmp: "should cover max(1, S)"
     for (int i = 0; i < 100; ++i) {
       ls.adjust(false);
@@ -241,8 +241,7 @@ TEST_CASE("dynamic_loss_scale options are validated with the field and value in 
   CHECK_THROWS_WITH(dynamic_loss_scale(mixprec::dynamic_loss_scale_state{8.0f, 4, ok}),
                     Contains("counter = 4") && Contains("[0, 4)"));
   CHECK_THROWS_WITH(dynamic_loss_scale(mixprec::dynamic_loss_scale_state{8.0f, -1, ok}), Contains("counter = -1"));
-  CHECK_THROWS_WITH(dynamic_loss_scale(mixprec::dynamic_loss_scale_state{0.25f, 0, ok}),
-                    Contains("loss_scale = 0.25"));
+  CHECK_THROWS_WITH(dynamic_loss_scale(mixprec::dynamic_loss_scale_state{0.25f, 0, ok}), Contains("loss_scale = 0.25"));
 }
 
 TEST_CASE("the default options are jmp's", "[loss_scale][dynamic]") {
@@ -258,8 +257,13 @@ TEST_CASE("the default options are jmp's", "[loss_scale][dynamic]") {
 }
 
 TEST_CASE("scale and unscale touch floating and complex leaves only and keep every type", "[loss_scale]") {
-  const auto grads = std::tuple{std::vector<float>{1.0f, -2.5f}, std::int32_t{7}, bfloat16(3.0f),
-                                std::complex<float>(1.0f, -2.0f), true, 0.1, mixprec::int4(-3)};
+  const auto grads = std::tuple{std::vector<float>{1.0f, -2.5f},
+                                std::int32_t{7},
+                                bfloat16(3.0f),
+                                std::complex<float>(1.0f, -2.0f),
+                                true,
+                                0.1,
+                                mixprec::int4(-3)};
   const mixprec::static_loss_scale ls(1024.0f);
   const auto scaled = ls.scale(grads);
   STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(scaled)>, std::remove_cvref_t<decltype(grads)>>);

@@ -17,12 +17,12 @@
 
 #include "mixprec/policies/runtime_policy.hpp"
 
+using Catch::Matchers::Contains;
 using mixprec::dtype;
 using mixprec::parse_policy;
 using mixprec::policy_parse_errc;
 using mixprec::policy_parse_error;
 using mixprec::runtime_policy;
-using Catch::Matchers::Contains;
 
 namespace {
 
@@ -152,8 +152,7 @@ TEST_CASE("parse_policy errors are std::invalid_argument with the token, its pos
                                                       Contains("\"p=f32,q=bf16\"") && Contains("p (or params)"));
 }
 
-TEST_CASE("parse_policy rejects each malformed form with its own code, token and position",
-          "[policy][parse][errors]") {
+TEST_CASE("parse_policy rejects each malformed form with its own code, token and position", "[policy][parse][errors]") {
   struct bad {
     std::string_view text;
     policy_parse_errc code;
@@ -228,8 +227,8 @@ TEST_CASE("to_string writes the canonical p=,c=,o= form (jmp test_str, with f32 
 
 TEST_CASE("to_string round-trips through parse_policy for all 64 policies over f32, f64, bf16, f16",
           "[policy][to_string]") {
-  constexpr std::array<named_dtype, 4> dtypes{{
-      {"f32", dtype::float32}, {"f64", dtype::float64}, {"bf16", dtype::bfloat16}, {"f16", dtype::float16}}};
+  constexpr std::array<named_dtype, 4> dtypes{
+      {{"f32", dtype::float32}, {"f64", dtype::float64}, {"bf16", dtype::bfloat16}, {"f16", dtype::float16}}};
   int count = 0;
   for (const auto& p : dtypes) {
     for (const auto& c : dtypes) {

@@ -13,16 +13,16 @@
 
 #include <stdexcept>
 
-#include "mixprec/policies/policy.hpp"
 #include "mixprec/dtypes/promotion.hpp"
+#include "mixprec/policies/policy.hpp"
 #include "mixprec/policies/runtime_policy.hpp"
 
+using Catch::Matchers::Contains;
 using mixprec::dtype;
 using mixprec::promote;
 using mixprec::resolve;
 using mixprec::runtime_policy;
 using mixprec::semantic_dtype;
-using Catch::Matchers::Contains;
 
 TEST_CASE("resolve gives the declared dtype of each fixed role", "[policy][resolve]") {
   CHECK(resolve(semantic_dtype::param, mixprec::mixed_bfloat16{}) == dtype::float32);

@@ -11,9 +11,9 @@
 
 #include "mixprec/policies/runtime_policy.hpp"
 
+using Catch::Matchers::Contains;
 using mixprec::dtype;
 using mixprec::runtime_policy;
-using Catch::Matchers::Contains;
 
 namespace {
 

@@ -61,34 +61,34 @@ static_assert(std::is_same_v<float8_e5m2::storage_type, std::uint8_t>);
 static_assert(std::is_same_v<float6_e3m2fn::storage_type, std::uint8_t>);
 
 // --- constexpr conversions: patterns derived from the formats -----------------------------------
-static_assert(bfloat16(1.0F).bits() == 0x3F80);             // 0.01111111.0000000
-static_assert(bfloat16(-2.0).bits() == 0xC000);             // 1.10000000.0000000
-static_assert(bfloat16(3.14159265F).bits() == 0x4049);      // (1 + 73/128) * 2 = 3.140625
+static_assert(bfloat16(1.0F).bits() == 0x3F80);         // 0.01111111.0000000
+static_assert(bfloat16(-2.0).bits() == 0xC000);         // 1.10000000.0000000
+static_assert(bfloat16(3.14159265F).bits() == 0x4049);  // (1 + 73/128) * 2 = 3.140625
 static_assert(static_cast<float>(bfloat16::from_bits(0x4049)) == 3.140625F);
-static_assert(float16(65504.0F).bits() == 0x7BFF);          // (2 - 2^-10) * 2^15, max
-static_assert(float16(65520.0F).bits() == 0x7C00);          // max + half ulp: tie to even = Inf
-static_assert(float16(0x1p-24F).bits() == 0x0001);          // 2^-24, min subnormal
+static_assert(float16(65504.0F).bits() == 0x7BFF);  // (2 - 2^-10) * 2^15, max
+static_assert(float16(65520.0F).bits() == 0x7C00);  // max + half ulp: tie to even = Inf
+static_assert(float16(0x1p-24F).bits() == 0x0001);  // 2^-24, min subnormal
 static_assert(static_cast<float>(float16::from_bits(0x3C00)) == 1.0F);
-static_assert(float8_e4m3fn(448.0F).bits() == 0x7E);        // 0.1111.110: 1.75 * 2^8
-static_assert(float8_e4m3fn(464.0F).bits() == 0x7E);        // tie between 448 (even) and 480
-static_assert(float8_e4m3fn(-1e6F).bits() == 0xFF);         // overflow: NaN with the sign
-static_assert(float8_e5m2(57344.0F).bits() == 0x7B);        // 0.11110.11: 1.75 * 2^15
-static_assert(float8_e5m2(1e6F).bits() == 0x7C);            // Inf
-static_assert(float8_e4m3fnuz(-0.0F).bits() == 0x00);       // no -0
-static_assert(float8_e4m3fnuz(240.0F).bits() == 0x7F);      // 0.1111.111: 1.875 * 2^7
-static_assert(float8_e5m2fnuz(1.0F).bits() == 0x40);        // exponent 16 = bias
-static_assert(float8_e4m3b11fnuz(30.0F).bits() == 0x7F);    // 1.875 * 2^4
-static_assert(float8_e3m4(15.5F).bits() == 0x6F);           // 0.110.1111
-static_assert(float8_e4m3(240.0F).bits() == 0x77);          // 0.1110.111
-static_assert(float8_e8m0fnu(1.0F).bits() == 0x7F);         // 2^(127 - 127)
-static_assert(float8_e8m0fnu(0.0F).bits() == 0xFF);         // no zero: NaN
+static_assert(float8_e4m3fn(448.0F).bits() == 0x7E);      // 0.1111.110: 1.75 * 2^8
+static_assert(float8_e4m3fn(464.0F).bits() == 0x7E);      // tie between 448 (even) and 480
+static_assert(float8_e4m3fn(-1e6F).bits() == 0xFF);       // overflow: NaN with the sign
+static_assert(float8_e5m2(57344.0F).bits() == 0x7B);      // 0.11110.11: 1.75 * 2^15
+static_assert(float8_e5m2(1e6F).bits() == 0x7C);          // Inf
+static_assert(float8_e4m3fnuz(-0.0F).bits() == 0x00);     // no -0
+static_assert(float8_e4m3fnuz(240.0F).bits() == 0x7F);    // 0.1111.111: 1.875 * 2^7
+static_assert(float8_e5m2fnuz(1.0F).bits() == 0x40);      // exponent 16 = bias
+static_assert(float8_e4m3b11fnuz(30.0F).bits() == 0x7F);  // 1.875 * 2^4
+static_assert(float8_e3m4(15.5F).bits() == 0x6F);         // 0.110.1111
+static_assert(float8_e4m3(240.0F).bits() == 0x77);        // 0.1110.111
+static_assert(float8_e8m0fnu(1.0F).bits() == 0x7F);       // 2^(127 - 127)
+static_assert(float8_e8m0fnu(0.0F).bits() == 0xFF);       // no zero: NaN
 static_assert(float6_e2m3fn(7.5F).bits() == 0x1F);
 static_assert(float6_e3m2fn(28.0F).bits() == 0x1F);
 static_assert(float4_e2m1fn(6.0F).bits() == 0x7);
-static_assert(float4_e2m1fn(1e9F).bits() == 0x7);           // saturates: no Inf, no NaN
-static_assert(float4_e2m1fn(3).bits() == 0x5);              // integers too: 1.5 * 2
+static_assert(float4_e2m1fn(1e9F).bits() == 0x7);                                     // saturates: no Inf, no NaN
+static_assert(float4_e2m1fn(3).bits() == 0x5);                                        // integers too: 1.5 * 2
 static_assert(bfloat16(std::numeric_limits<std::uint64_t>::max()).bits() == 0x5F80);  // 2^64
-static_assert(float8_e4m3fn(float16(448.0F)).bits() == 0x7E);  // between small floats
+static_assert(float8_e4m3fn(float16(448.0F)).bits() == 0x7E);                         // between small floats
 static_assert(mixprec::saturate_cast<float8_e4m3fn>(1000.0F).bits() == 0x7E);
 static_assert(mixprec::saturate_cast<float8_e5m2>(-std::numeric_limits<float>::infinity()).bits() == 0xFB);
 

@@ -21,7 +21,7 @@ using std::is_same_v;
 static_assert(is_same_v<policy<float, bfloat16, double>::param_type, float>);
 static_assert(is_same_v<policy<float, bfloat16, double>::compute_type, bfloat16>);
 static_assert(is_same_v<policy<float, bfloat16, double>::output_type, double>);
-static_assert(is_same_v<policy<float16>, policy<float16, float16, float16>>);   // c follows p, o follows c
+static_assert(is_same_v<policy<float16>, policy<float16, float16, float16>>);          // c follows p, o follows c
 static_assert(is_same_v<policy<float, bfloat16>, policy<float, bfloat16, bfloat16>>);  // o follows c
 static_assert(is_same_v<policy<float, promote>, policy<float, promote, promote>>);
 static_assert(is_same_v<policy<float, bfloat16>::with_output<float>, policy<float, bfloat16, float>>);

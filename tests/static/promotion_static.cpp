@@ -64,8 +64,8 @@ static_assert([] {
 // testPromoteDtypesStandard: promote_types(t, complex128) == complex128 outside fp8/intn).
 static_assert([] {
   for (dtype a : mixprec::all_dtypes) {
-    const bool small = mixprec::is_small_float(a) || a == dtype::int2 || a == dtype::int4 || a == dtype::uint2 ||
-                       a == dtype::uint4;
+    const bool small =
+        mixprec::is_small_float(a) || a == dtype::int2 || a == dtype::int4 || a == dtype::uint2 || a == dtype::uint4;
     if (small == mixprec::can_promote(a, dtype::complex128)) return false;
     if (!small && mixprec::promote_types(a, dtype::complex128) != dtype::complex128) return false;
   }
@@ -73,13 +73,13 @@ static_assert([] {
 }());
 
 // Published table, a few landmark cells (all of it is checked at run time).
-static_assert(mixprec::promote_types(dtype::uint8, dtype::int8) == dtype::int16);             // u1 x i1 = i2
-static_assert(mixprec::promote_types(dtype::uint32, dtype::int32) == dtype::int64);           // u4 x i4 = i8
-static_assert(mixprec::promote_types(dtype::uint64, dtype::int8) == dtype::weak_float);       // u8 x i1 = f*
-static_assert(mixprec::promote_types(dtype::int64, dtype::float16) == dtype::float16);        // i8 x f2 = f2
+static_assert(mixprec::promote_types(dtype::uint8, dtype::int8) == dtype::int16);                 // u1 x i1 = i2
+static_assert(mixprec::promote_types(dtype::uint32, dtype::int32) == dtype::int64);               // u4 x i4 = i8
+static_assert(mixprec::promote_types(dtype::uint64, dtype::int8) == dtype::weak_float);           // u8 x i1 = f*
+static_assert(mixprec::promote_types(dtype::int64, dtype::float16) == dtype::float16);            // i8 x f2 = f2
 static_assert(mixprec::promote_types(dtype::bfloat16, dtype::weak_complex) == dtype::complex64);  // bf x c* = c8
-static_assert(mixprec::promote_types(dtype::float64, dtype::complex64) == dtype::complex128);  // f8 x c8 = c16
-static_assert(mixprec::promote_types(dtype::weak_int, dtype::weak_float) == dtype::weak_float);  // i* x f* = f*
+static_assert(mixprec::promote_types(dtype::float64, dtype::complex64) == dtype::complex128);     // f8 x c8 = c16
+static_assert(mixprec::promote_types(dtype::weak_int, dtype::weak_float) == dtype::weak_float);   // i* x f* = f*
 
 // x64 off (JAX tests/dtypes_test.py, testObservedPromotionTable): u4 x i4 = i4, and 64-bit
 // inputs are canonicalised.

@@ -49,7 +49,7 @@
 /// `std::numeric_limits` (derived from the format), as Eigen's own `half` and `bfloat16` do.
 namespace Eigen {
 template <class T>
-  requires mixprec::small_float<T> && std::same_as<T, std::remove_cv_t<T>>
+requires mixprec::small_float<T> && std::same_as<T, std::remove_cv_t<T>>
 struct NumTraits<T> : GenericNumTraits<T> {
   using Real = T;
   using NonInteger = T;

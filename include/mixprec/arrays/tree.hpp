@@ -81,7 +81,7 @@ inline constexpr bool tree_dependent_false = false;
 /// small floats and mixprec sub-byte integers.
 template <class T>
 concept tree_leaf = std::is_arithmetic_v<std::remove_cv_t<T>> || small_float<std::remove_cv_t<T>> ||
-                    detail::tree_is_std_complex<std::remove_cv_t<T>> || detail::tree_is_intn<std::remove_cv_t<T>>;
+    detail::tree_is_std_complex<std::remove_cv_t<T>> || detail::tree_is_intn<std::remove_cv_t<T>>;
 
 /// A floating-point leaf: float, double, long double or a mixprec small float. These are the leaves
 /// `cast_floating` casts (jmp casts leaves whose dtype is `jnp.floating`).
@@ -100,7 +100,9 @@ concept tree_product_node = requires(const std::remove_cvref_t<T>& node) {
 
 /// A node whose `tree_traits` has `element_type`, `for_each` and `map` (a container or tensor).
 template <class T>
-concept tree_range_node = requires { typename tree_traits<std::remove_cvref_t<T>>::element_type; };
+concept tree_range_node = requires {
+  typename tree_traits<std::remove_cvref_t<T>>::element_type;
+};
 
 /// A tree: a leaf or a node. Checks the top level only; children are checked as `tree_map` reaches
 /// them.

@@ -79,9 +79,7 @@ struct parity_report {
   std::optional<std::string> first_nonfinite_site;
 
   /// `*first_nonfinite_site`, or "none".
-  [[nodiscard]] std::string first_nonfinite_site_or_none() const {
-    return first_nonfinite_site.value_or("none");
-  }
+  [[nodiscard]] std::string first_nonfinite_site_or_none() const { return first_nonfinite_site.value_or("none"); }
   /// The parity of `site`; throws `std::out_of_range` naming the site if the report has none.
   [[nodiscard]] const site_parity& at(std::string_view site) const {
     for (const auto& s : sites) {
@@ -206,13 +204,13 @@ inline void check_captured(const site_record& r, const std::string& label) {
 /// **Example** (a = {1, 2.5, -3, 4}, b = {1, 2, -3.5, 8}):
 ///
 ///     parity of bf16 against f32 (|a-b| per element; rel = |a-b| / max(|b|, 2.225e-308))
-///     site       elements   max|a-b|    max rel        p50        p99      p99.9     p99.99  nonfinite bf16  nonfinite f32
-///     ---------  --------  ---------  ---------  ---------  ---------  ---------  ---------  --------------  -------------
-///     embedding         4  4.000e+00  5.000e-01  5.000e-01  4.000e+00  4.000e+00  4.000e+00               0              0
-///     first non-finite site in bf16: none
+///     site       elements   max|a-b|    max rel        p50        p99      p99.9     p99.99  nonfinite bf16  nonfinite
+///     f32
+///     ---------  --------  ---------  ---------  ---------  ---------  ---------  ---------  --------------
+///     ------------- embedding         4  4.000e+00  5.000e-01  5.000e-01  4.000e+00  4.000e+00  4.000e+00 0 0 first
+///     non-finite site in bf16: none
 [[nodiscard]] inline std::string to_string(const parity_report& report) {
-  std::vector<detail::table_column> columns{{"site", detail::alignment::left}, {"elements"}, {"max|a-b|"},
-                                            {"max rel"}};
+  std::vector<detail::table_column> columns{{"site", detail::alignment::left}, {"elements"}, {"max|a-b|"}, {"max rel"}};
   for (const quantile_level& level : parity_quantile_levels) columns.push_back({to_string(level)});
   columns.push_back({"nonfinite " + report.label_a});
   columns.push_back({"nonfinite " + report.label_b});
@@ -226,10 +224,9 @@ inline void check_captured(const site_record& r, const std::string& label) {
     row.push_back(std::to_string(p.nonfinite_b));
     rows.push_back(std::move(row));
   }
-  return "parity of " + report.label_a + " against " + report.label_b +
-         " (|a-b| per element; rel = |a-b| / max(|b|, " + detail::format_scientific(report.tiny) + "))\n" +
-         detail::render_table(columns, rows) + "first non-finite site in " + report.label_a + ": " +
-         report.first_nonfinite_site_or_none() + "\n";
+  return "parity of " + report.label_a + " against " + report.label_b + " (|a-b| per element; rel = |a-b| / max(|b|, " +
+         detail::format_scientific(report.tiny) + "))\n" + detail::render_table(columns, rows) +
+         "first non-finite site in " + report.label_a + ": " + report.first_nonfinite_site_or_none() + "\n";
 }
 
 /// Writes `to_string(report)`.

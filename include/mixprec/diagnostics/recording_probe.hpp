@@ -84,8 +84,9 @@ class recording_probe {
                   "float8/6/4): cast other element types (integers, long double, complex parts) to one of them first.");
     if constexpr (floating_element<T>) {  // only the static_assert's sentence for other types
       if (site.empty()) {
-        throw std::invalid_argument("recording_probe::observe: the site name is empty; name every site "
-                                    "(e.g. \"layers.0.attention.out\").");
+        throw std::invalid_argument(
+            "recording_probe::observe: the site name is empty; name every site "
+            "(e.g. \"layers.0.attention.out\").");
       }
       const std::span<const T> elements(std::ranges::data(values), std::ranges::size(values));
       site_record& record = record_for(site, dtype_of_v<T>);
@@ -164,8 +165,15 @@ namespace detail {
   const std::string headroom_header =
       headroom_format ? "headroom to " + std::string(name(*headroom_format)) + " (bits)" : "headroom (bits)";
   const std::vector<table_column> columns{
-      {"site", alignment::left}, {"dtype", alignment::left}, {"calls"},   {"elements"}, {"absmax"},
-      {"rms"},                   {"nan"},                    {"inf"},     {headroom_header},
+      {"site", alignment::left},
+      {"dtype", alignment::left},
+      {"calls"},
+      {"elements"},
+      {"absmax"},
+      {"rms"},
+      {"nan"},
+      {"inf"},
+      {headroom_header},
   };
   std::vector<std::vector<std::string>> rows;
   rows.reserve(probe.size());

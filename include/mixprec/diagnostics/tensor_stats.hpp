@@ -197,7 +197,7 @@ template <tensor_range R>
 /// Headroom of `stats.absmax()` to the largest finite value of `Format` (`finfo<Format>::max`): 16
 /// bits above 1.0 for float16 (max 65504), 128 for bfloat16 (max 2^128 (1 - 2^-8)).
 template <class Format>
-  requires floating_element<Format>
+requires floating_element<Format>
 [[nodiscard]] double headroom_bits(const tensor_stats& stats) {
   return headroom_bits(stats.absmax(), static_cast<double>(finfo<Format>::max));
 }

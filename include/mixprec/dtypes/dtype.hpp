@@ -26,14 +26,38 @@ namespace mixprec {
 /// a C++ literal marked weak) scalar that adapts to the array it meets.
 enum class dtype : std::uint8_t {
   bool_,
-  int2, int4, int8, int16, int32, int64,
-  uint2, uint4, uint8, uint16, uint32, uint64,
-  bfloat16, float16, float32, float64,
-  complex64, complex128,
-  float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz,
-  float8_e3m4, float8_e4m3, float8_e8m0fnu,
-  float6_e2m3fn, float6_e3m2fn, float4_e2m1fn,
-  weak_int, weak_float, weak_complex,
+  int2,
+  int4,
+  int8,
+  int16,
+  int32,
+  int64,
+  uint2,
+  uint4,
+  uint8,
+  uint16,
+  uint32,
+  uint64,
+  bfloat16,
+  float16,
+  float32,
+  float64,
+  complex64,
+  complex128,
+  float8_e4m3fn,
+  float8_e5m2,
+  float8_e4m3fnuz,
+  float8_e5m2fnuz,
+  float8_e4m3b11fnuz,
+  float8_e3m4,
+  float8_e4m3,
+  float8_e8m0fnu,
+  float6_e2m3fn,
+  float6_e3m2fn,
+  float4_e2m1fn,
+  weak_int,
+  weak_float,
+  weak_complex,
 };
 
 /// Number of enumerators of `dtype` (derived from the last one).
@@ -49,18 +73,57 @@ inline constexpr auto all_dtypes = [] {
 namespace detail {
 /// NumPy/JAX names, indexed by the enumerator's value.
 inline constexpr std::array<std::string_view, dtype_count> dtype_names{
-    "bool",  "int2",   "int4",    "int8",    "int16",     "int32",      "int64",
-    "uint2", "uint4",  "uint8",   "uint16",  "uint32",    "uint64",     "bfloat16",
-    "float16", "float32", "float64", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2",
-    "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3",
-    "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "int*", "float*", "complex*",
+    "bool",
+    "int2",
+    "int4",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint2",
+    "uint4",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bfloat16",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e4m3b11fnuz",
+    "float8_e3m4",
+    "float8_e4m3",
+    "float8_e8m0fnu",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+    "float4_e2m1fn",
+    "int*",
+    "float*",
+    "complex*",
 };
 /// Bit-size short forms accepted by parse_dtype (as in jmp and JAX's docs).
 inline constexpr std::array<std::pair<std::string_view, dtype>, 15> dtype_short_names{{
-    {"b1", dtype::bool_},     {"i8", dtype::int8},      {"i16", dtype::int16},    {"i32", dtype::int32},
-    {"i64", dtype::int64},    {"u8", dtype::uint8},     {"u16", dtype::uint16},   {"u32", dtype::uint32},
-    {"u64", dtype::uint64},   {"bf16", dtype::bfloat16}, {"f16", dtype::float16}, {"f32", dtype::float32},
-    {"f64", dtype::float64},  {"c64", dtype::complex64}, {"c128", dtype::complex128},
+    {"b1", dtype::bool_},
+    {"i8", dtype::int8},
+    {"i16", dtype::int16},
+    {"i32", dtype::int32},
+    {"i64", dtype::int64},
+    {"u8", dtype::uint8},
+    {"u16", dtype::uint16},
+    {"u32", dtype::uint32},
+    {"u64", dtype::uint64},
+    {"bf16", dtype::bfloat16},
+    {"f16", dtype::float16},
+    {"f32", dtype::float32},
+    {"f64", dtype::float64},
+    {"c64", dtype::complex64},
+    {"c128", dtype::complex128},
 }};
 }  // namespace detail
 
@@ -99,10 +162,14 @@ struct dtype_constant {
 };
 template <std::size_t Size, bool Signed>
 constexpr dtype integer_dtype() {
-  if constexpr (Size == 1) return Signed ? dtype::int8 : dtype::uint8;
-  else if constexpr (Size == 2) return Signed ? dtype::int16 : dtype::uint16;
-  else if constexpr (Size == 4) return Signed ? dtype::int32 : dtype::uint32;
-  else return Signed ? dtype::int64 : dtype::uint64;
+  if constexpr (Size == 1)
+    return Signed ? dtype::int8 : dtype::uint8;
+  else if constexpr (Size == 2)
+    return Signed ? dtype::int16 : dtype::uint16;
+  else if constexpr (Size == 4)
+    return Signed ? dtype::int32 : dtype::uint32;
+  else
+    return Signed ? dtype::int64 : dtype::uint64;
 }
 /// The standard signed and unsigned integer types (not bool, not the character types).
 template <class T>
@@ -111,39 +178,63 @@ concept standard_integer =
     !std::same_as<T, char8_t> && !std::same_as<T, char16_t> && !std::same_as<T, char32_t>;
 }  // namespace detail
 
-template <> struct dtype_of<bool> : detail::dtype_constant<dtype::bool_> {};
+template <>
+struct dtype_of<bool> : detail::dtype_constant<dtype::bool_> {};
 template <detail::standard_integer T>
 struct dtype_of<T> : detail::dtype_constant<detail::integer_dtype<sizeof(T), std::is_signed_v<T>>()> {};
-template <> struct dtype_of<float> : detail::dtype_constant<dtype::float32> {};
-template <> struct dtype_of<double> : detail::dtype_constant<dtype::float64> {};
-template <> struct dtype_of<std::complex<float>> : detail::dtype_constant<dtype::complex64> {};
-template <> struct dtype_of<std::complex<double>> : detail::dtype_constant<dtype::complex128> {};
-template <> struct dtype_of<int2> : detail::dtype_constant<dtype::int2> {};
-template <> struct dtype_of<int4> : detail::dtype_constant<dtype::int4> {};
-template <> struct dtype_of<uint2> : detail::dtype_constant<dtype::uint2> {};
-template <> struct dtype_of<uint4> : detail::dtype_constant<dtype::uint4> {};
-template <> struct dtype_of<bfloat16> : detail::dtype_constant<dtype::bfloat16> {};
-template <> struct dtype_of<float16> : detail::dtype_constant<dtype::float16> {};
-template <> struct dtype_of<float8_e4m3fn> : detail::dtype_constant<dtype::float8_e4m3fn> {};
-template <> struct dtype_of<float8_e5m2> : detail::dtype_constant<dtype::float8_e5m2> {};
-template <> struct dtype_of<float8_e4m3fnuz> : detail::dtype_constant<dtype::float8_e4m3fnuz> {};
-template <> struct dtype_of<float8_e5m2fnuz> : detail::dtype_constant<dtype::float8_e5m2fnuz> {};
-template <> struct dtype_of<float8_e4m3b11fnuz> : detail::dtype_constant<dtype::float8_e4m3b11fnuz> {};
-template <> struct dtype_of<float8_e3m4> : detail::dtype_constant<dtype::float8_e3m4> {};
-template <> struct dtype_of<float8_e4m3> : detail::dtype_constant<dtype::float8_e4m3> {};
-template <> struct dtype_of<float8_e8m0fnu> : detail::dtype_constant<dtype::float8_e8m0fnu> {};
-template <> struct dtype_of<float6_e2m3fn> : detail::dtype_constant<dtype::float6_e2m3fn> {};
-template <> struct dtype_of<float6_e3m2fn> : detail::dtype_constant<dtype::float6_e3m2fn> {};
-template <> struct dtype_of<float4_e2m1fn> : detail::dtype_constant<dtype::float4_e2m1fn> {};
+template <>
+struct dtype_of<float> : detail::dtype_constant<dtype::float32> {};
+template <>
+struct dtype_of<double> : detail::dtype_constant<dtype::float64> {};
+template <>
+struct dtype_of<std::complex<float>> : detail::dtype_constant<dtype::complex64> {};
+template <>
+struct dtype_of<std::complex<double>> : detail::dtype_constant<dtype::complex128> {};
+template <>
+struct dtype_of<int2> : detail::dtype_constant<dtype::int2> {};
+template <>
+struct dtype_of<int4> : detail::dtype_constant<dtype::int4> {};
+template <>
+struct dtype_of<uint2> : detail::dtype_constant<dtype::uint2> {};
+template <>
+struct dtype_of<uint4> : detail::dtype_constant<dtype::uint4> {};
+template <>
+struct dtype_of<bfloat16> : detail::dtype_constant<dtype::bfloat16> {};
+template <>
+struct dtype_of<float16> : detail::dtype_constant<dtype::float16> {};
+template <>
+struct dtype_of<float8_e4m3fn> : detail::dtype_constant<dtype::float8_e4m3fn> {};
+template <>
+struct dtype_of<float8_e5m2> : detail::dtype_constant<dtype::float8_e5m2> {};
+template <>
+struct dtype_of<float8_e4m3fnuz> : detail::dtype_constant<dtype::float8_e4m3fnuz> {};
+template <>
+struct dtype_of<float8_e5m2fnuz> : detail::dtype_constant<dtype::float8_e5m2fnuz> {};
+template <>
+struct dtype_of<float8_e4m3b11fnuz> : detail::dtype_constant<dtype::float8_e4m3b11fnuz> {};
+template <>
+struct dtype_of<float8_e3m4> : detail::dtype_constant<dtype::float8_e3m4> {};
+template <>
+struct dtype_of<float8_e4m3> : detail::dtype_constant<dtype::float8_e4m3> {};
+template <>
+struct dtype_of<float8_e8m0fnu> : detail::dtype_constant<dtype::float8_e8m0fnu> {};
+template <>
+struct dtype_of<float6_e2m3fn> : detail::dtype_constant<dtype::float6_e2m3fn> {};
+template <>
+struct dtype_of<float6_e3m2fn> : detail::dtype_constant<dtype::float6_e3m2fn> {};
+template <>
+struct dtype_of<float4_e2m1fn> : detail::dtype_constant<dtype::float4_e2m1fn> {};
 
 /// True for C++ types that have a dtype.
 template <class T>
-concept has_dtype = requires { { dtype_of<std::remove_cv_t<T>>::value } -> std::convertible_to<dtype>; };
+concept has_dtype = requires {
+  { dtype_of<std::remove_cv_t<T>>::value } -> std::convertible_to<dtype>;
+};
 
 /// The dtype of the C++ element type `T`: `dtype_of_v<float> == dtype::float32`,
 /// `dtype_of_v<std::int8_t> == dtype::int8`, `dtype_of_v<bfloat16> == dtype::bfloat16`.
 template <class T>
-  requires has_dtype<T>
+requires has_dtype<T>
 inline constexpr dtype dtype_of_v = dtype_of<std::remove_cv_t<T>>::value;
 
 namespace detail {
@@ -188,8 +279,7 @@ inline constexpr bool is_weak_dtype = D == dtype::weak_int || D == dtype::weak_f
 /// The C++ element type of the dtype `D` (`type_of_t<dtype::float32>` is float). The weak dtypes
 /// have no element type of their own: they are a property of a scalar, not a storage format.
 template <dtype D>
-  requires(!detail::is_weak_dtype<D>)
-using type_of_t = typename detail::type_of_impl<D>::type;
+requires(!detail::is_weak_dtype<D>) using type_of_t = typename detail::type_of_impl<D>::type;
 
 // ---------------------------------------------------------------------------------------------
 // Classification (NumPy's kinds)

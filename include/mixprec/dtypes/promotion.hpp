@@ -126,11 +126,16 @@ struct promotion_outcome {
     return false;
   };
   promotion_failure why = promotion_failure::no_path;
-  if (opts.mode == promotion_mode::strict) why = promotion_failure::strict;
-  else if (any(is_float8)) why = promotion_failure::float8;
-  else if (any(is_float6)) why = promotion_failure::float6;
-  else if (any(is_float4)) why = promotion_failure::float4;
-  else if (any(is_intn)) why = promotion_failure::intn;
+  if (opts.mode == promotion_mode::strict)
+    why = promotion_failure::strict;
+  else if (any(is_float8))
+    why = promotion_failure::float8;
+  else if (any(is_float6))
+    why = promotion_failure::float6;
+  else if (any(is_float4))
+    why = promotion_failure::float4;
+  else if (any(is_intn))
+    why = promotion_failure::intn;
   return {dtype::bool_, why};
 }
 
@@ -152,8 +157,9 @@ inline std::string promotion_error_message(std::span<const dtype> dtypes, promot
   std::string reason;
   switch (why) {
     case promotion_failure::strict:
-      reason = "promotion_mode::strict (JAX jax_numpy_dtype_promotion='strict') allows no implicit promotion "
-               "between them; cast one explicitly to the dtype you want, or use promotion_mode::standard";
+      reason =
+          "promotion_mode::strict (JAX jax_numpy_dtype_promotion='strict') allows no implicit promotion "
+          "between them; cast one explicitly to the dtype you want, or use promotion_mode::standard";
       break;
     case promotion_failure::float8:
       reason = "float8 types do not promote implicitly; cast one explicitly, e.g. to float32";
@@ -257,15 +263,17 @@ template <std::same_as<dtype>... Rest>
 
 // With x64 off, JAX's x32 lattice never forms a 64-bit dtype from (canonicalised) inputs, so the
 // final canonicalisation in promote_all never changes a result (JAX's comment on the uint32 patch).
-static_assert([] {
-  for (dtype a : all_dtypes) {
-    for (dtype b : all_dtypes) {
-      const detail::lub_result r = detail::standard_x32_joins(detail::to_32bit(a), detail::to_32bit(b));
-      if (r.status == detail::lub_status::ok && detail::to_32bit(r.value) != r.value) return false;
-    }
-  }
-  return true;
-}(), "the x32 lattice must not form a 64-bit dtype from 32-bit inputs.");
+static_assert(
+    [] {
+      for (dtype a : all_dtypes) {
+        for (dtype b : all_dtypes) {
+          const detail::lub_result r = detail::standard_x32_joins(detail::to_32bit(a), detail::to_32bit(b));
+          if (r.status == detail::lub_status::ok && detail::to_32bit(r.value) != r.value) return false;
+        }
+      }
+      return true;
+    }(),
+    "the x32 lattice must not form a 64-bit dtype from 32-bit inputs.");
 
 // ---------------------------------------------------------------------------------------------
 // Weakly typed C++ scalars
@@ -292,8 +300,8 @@ namespace detail {
 
 /// Element types `weak<T>` accepts: cv-unqualified, with a non-bool, non-weak dtype.
 template <class T>
-concept weakable = std::same_as<T, std::remove_cvref_t<T>> && has_dtype<T> && !is_bool(dtype_of_v<T>) &&
-                   !is_weak(dtype_of_v<T>);
+concept weakable =
+    std::same_as<T, std::remove_cvref_t<T>> && has_dtype<T> && !is_bool(dtype_of_v<T>) && !is_weak(dtype_of_v<T>);
 
 template <class T>
 consteval bool check_weak_element() {
@@ -348,8 +356,9 @@ weak(T) -> weak<T>;
 
 /// `dtype_of_v<weak<T>>` is the weak dtype of T's kind: weak_int, weak_float or weak_complex.
 template <class T>
-  requires detail::weakable<T>
-struct dtype_of<weak<T>> : detail::dtype_constant<detail::weak_kind(dtype_of_v<T>)> {};
+requires detail::weakable<T>
+struct dtype_of<weak<T>> : detail::dtype_constant<detail::weak_kind(dtype_of_v<T>)> {
+};
 
 // ---------------------------------------------------------------------------------------------
 // Type-level promotion

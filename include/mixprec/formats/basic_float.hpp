@@ -52,7 +52,9 @@ void is_basic_float_impl(const basic_float<D, F>&);
 
 /// True for every type built on `basic_float` (bfloat16, float16, float8/6/4 types).
 template <class T>
-concept small_float = requires(const T& x) { detail::is_basic_float_impl(x); };
+concept small_float = requires(const T& x) {
+  detail::is_basic_float_impl(x);
+};
 
 /// The generic binary floating-point number of format `Format`, stored in the smallest unsigned
 /// integer that holds `Format.bits()` bits. See the file comment for the conversion rules.
@@ -78,7 +80,7 @@ class basic_float {
 
   /// Rounds `x` to nearest even; overflow as `overflow_mode::to_inf_or_nan`.
   template <class Real>
-    requires std::same_as<Real, float> || std::same_as<Real, double>
+  requires std::same_as<Real, float> || std::same_as<Real, double>
   constexpr explicit basic_float(Real x) noexcept
       : bits_(static_cast<storage_type>(detail::encode<Format>(x, overflow_mode::to_inf_or_nan))) {}
 
@@ -89,13 +91,13 @@ class basic_float {
 
   /// Converts from another small float through float (exact), so it rounds once.
   template <class OtherDerived, float_format OtherFormat>
-    requires(!std::same_as<OtherDerived, Derived>)
-  constexpr explicit basic_float(const basic_float<OtherDerived, OtherFormat>& other) noexcept
+  requires(!std::same_as<OtherDerived, Derived>) constexpr explicit basic_float(
+      const basic_float<OtherDerived, OtherFormat>& other) noexcept
       : basic_float(static_cast<float>(other)) {}
 
   /// long double is refused: convert it to double yourself, and decide whether that rounding is acceptable.
   template <class Real>
-    requires std::same_as<Real, long double>
+  requires std::same_as<Real, long double>
   constexpr explicit basic_float(Real) noexcept {
     static_assert(!std::same_as<Real, long double>,
                   "mixprec formats convert from float or double: cast the long double to double first.");
@@ -156,7 +158,9 @@ class basic_float {
     if constexpr (!Format.is_signed) {
       return Derived(-static_cast<float>(a));
     } else if constexpr (Format.nan == nan_encoding::negative_zero) {
-      return (a.bits_ & Format.magnitude_mask()) == 0 ? a : from_bits(static_cast<storage_type>(a.bits_ ^ Format.sign_mask()));
+      return (a.bits_ & Format.magnitude_mask()) == 0
+                 ? a
+                 : from_bits(static_cast<storage_type>(a.bits_ ^ Format.sign_mask()));
     } else {
       return from_bits(static_cast<storage_type>(a.bits_ ^ Format.sign_mask()));
     }

@@ -20,9 +20,9 @@
 #include <string_view>
 #include <type_traits>
 
+#include "mixprec/formats/basic_float.hpp"
 #include "mixprec/formats/detail/convert_lanewise.hpp"
 #include "mixprec/formats/detail/float_codec.hpp"
-#include "mixprec/formats/basic_float.hpp"
 #include "mixprec/formats/float_format.hpp"
 
 #if defined(MIXPREC_DETAIL_CONVERT_AVX512) || defined(MIXPREC_DETAIL_CONVERT_F16C)
@@ -38,7 +38,8 @@ concept convert_real = std::same_as<T, float> || std::same_as<T, double>;
 
 /// The pairs `convert` handles: float or double to a small float, a small float to float or double.
 template <class From, class To>
-inline constexpr bool bulk_convertible = (convert_real<From> && small_float<To>) || (small_float<From> && convert_real<To>);
+inline constexpr bool bulk_convertible = (convert_real<From> && small_float<To>) ||
+                                         (small_float<From> && convert_real<To>);
 
 /// Portable float -> F: the lane-wise integer encoder, one element per iteration (vectorisable).
 template <class To, overflow_mode Mode>
@@ -116,14 +117,16 @@ inline void convert_n(const From* in, To* out, std::size_t n, overflow_mode mode
 /// Throws std::invalid_argument unless the two sizes match.
 inline void check_convert_sizes(std::size_t in, std::size_t out) {
   if (in != out) {
-    throw std::invalid_argument("mixprec::convert: the input has " + std::to_string(in) + " elements but the output has " +
-                                std::to_string(out) + "; pass an output of the same size as the input.");
+    throw std::invalid_argument("mixprec::convert: the input has " + std::to_string(in) +
+                                " elements but the output has " + std::to_string(out) +
+                                "; pass an output of the same size as the input.");
   }
 }
 
 template <class From, class To>
 inline constexpr void static_check_convertible() {
-  static_assert(!std::is_const_v<To>, "mixprec::convert writes into `out`: pass a span of mutable elements, not of const ones.");
+  static_assert(!std::is_const_v<To>,
+                "mixprec::convert writes into `out`: pass a span of mutable elements, not of const ones.");
   static_assert(bulk_convertible<From, std::remove_const_t<To>>,
                 "mixprec::convert converts float or double to a small float (bfloat16, float16, float8_*, float6_*, "
                 "float4_e2m1fn) or a small float to float or double; convert other pairs through float.");
@@ -182,12 +185,12 @@ void convert(std::span<const From> in, std::span<To> out, overflow_mode mode = o
 /// `convert` for any contiguous containers with `std::data` and `std::size` (std::vector,
 /// std::array, C arrays, Eigen vectors...): the same as the span overload on their elements.
 template <class In, class Out>
-  requires requires(const In& in, Out& out) {
-    std::data(in);
-    std::size(in);
-    std::data(out);
-    std::size(out);
-  }
+requires requires(const In& in, Out& out) {
+  std::data(in);
+  std::size(in);
+  std::data(out);
+  std::size(out);
+}
 void convert(const In& in, Out&& out, overflow_mode mode = overflow_mode::to_inf_or_nan) {
   using From = std::remove_cvref_t<decltype(*std::data(in))>;
   using ToRef = decltype(*std::data(out));

@@ -31,7 +31,7 @@ template <class T>
 ///     finfo<float8_e4m3fn>::smallest_subnormal// 2^-9
 ///     finfo<bfloat16>::resolution             // 0.01   (10^-precision, precision = 2)
 template <class T>
-  requires small_float<T> || std::is_floating_point_v<T>
+requires small_float<T> || std::is_floating_point_v<T>
 struct finfo {
  private:
   using limits = std::numeric_limits<T>;
@@ -39,15 +39,19 @@ struct finfo {
  public:
   /// Storage size in bits (NumPy `bits`): 16 for bfloat16, 8 for float8, 6 for float6 (its own width).
   static constexpr int bits = [] {
-    if constexpr (small_float<T>) return T::format.bits();
-    else return static_cast<int>(sizeof(T) * 8);
+    if constexpr (small_float<T>)
+      return T::format.bits();
+    else
+      return static_cast<int>(sizeof(T) * 8);
   }();
   /// Number of mantissa bits, without the implicit bit (NumPy `nmant`).
   static constexpr int nmant = limits::digits - 1;
   /// Number of exponent bits (NumPy `nexp`, also `iexp`).
   static constexpr int nexp = [] {
-    if constexpr (small_float<T>) return T::format.exponent_bits;
-    else return static_cast<int>(sizeof(T) * 8) - limits::digits;  // float: 8, double: 11
+    if constexpr (small_float<T>)
+      return T::format.exponent_bits;
+    else
+      return static_cast<int>(sizeof(T) * 8) - limits::digits;  // float: 8, double: 11
   }();
   static constexpr int iexp = nexp;
   /// eps = 2^machep: the gap between 1 and the next larger value.

@@ -38,17 +38,15 @@ enum class overflow_mode : std::uint8_t {
 /// The parameters of a binary floating-point format. A structural type, so it can be a template
 /// argument: `basic_float<float8_e4m3fn, formats::e4m3fn>`.
 struct float_format {
-  int exponent_bits;        ///< width of the exponent field
-  int mantissa_bits;        ///< width of the trailing significand field (without the implicit bit)
-  int exponent_bias;        ///< value = 2^(E - exponent_bias) * 1.M for a normal number
-  nan_encoding nan;         ///< where Inf and NaN live
-  bool is_signed = true;    ///< false for float8_e8m0fnu: no sign bit at all
-  bool has_zero = true;     ///< false for float8_e8m0fnu: E == 0 is the normal number 2^-bias
+  int exponent_bits;      ///< width of the exponent field
+  int mantissa_bits;      ///< width of the trailing significand field (without the implicit bit)
+  int exponent_bias;      ///< value = 2^(E - exponent_bias) * 1.M for a normal number
+  nan_encoding nan;       ///< where Inf and NaN live
+  bool is_signed = true;  ///< false for float8_e8m0fnu: no sign bit at all
+  bool has_zero = true;   ///< false for float8_e8m0fnu: E == 0 is the normal number 2^-bias
 
   /// Total number of bits in the encoding (sign + exponent + mantissa).
-  [[nodiscard]] constexpr int bits() const noexcept {
-    return (is_signed ? 1 : 0) + exponent_bits + mantissa_bits;
-  }
+  [[nodiscard]] constexpr int bits() const noexcept { return (is_signed ? 1 : 0) + exponent_bits + mantissa_bits; }
   /// Mask of the magnitude bits (exponent and mantissa), e.g. 0b0'1111'111 for e4m3.
   [[nodiscard]] constexpr std::uint32_t magnitude_mask() const noexcept {
     return (std::uint32_t{1} << (exponent_bits + mantissa_bits)) - 1U;
@@ -69,8 +67,8 @@ struct float_format {
   ///  - negative_zero / none: every magnitude is a number: 0.1111.111 (e4m3fnuz: 240, e2m1fn: 6)
   [[nodiscard]] constexpr std::uint32_t max_finite_magnitude() const noexcept {
     switch (nan) {
-      case nan_encoding::ieee: return exponent_mask() - (std::uint32_t{1} << mantissa_bits) +
-                                      ((std::uint32_t{1} << mantissa_bits) - 1U);
+      case nan_encoding::ieee:
+        return exponent_mask() - (std::uint32_t{1} << mantissa_bits) + ((std::uint32_t{1} << mantissa_bits) - 1U);
       case nan_encoding::all_ones: return magnitude_mask() - 1U;
       case nan_encoding::negative_zero:
       case nan_encoding::none: break;

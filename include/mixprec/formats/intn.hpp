@@ -24,8 +24,8 @@ namespace mixprec {
 ///
 ///     int4(7) == 7;  int4(8) == -8;  uint4(17) == 1;  int(int4(-3)) * 2 == -6
 template <int Bits, class Underlying>
-  requires(Bits > 0 && Bits < 8 && (std::same_as<Underlying, std::int8_t> || std::same_as<Underlying, std::uint8_t>))
-class intn {
+requires(Bits > 0 && Bits < 8 &&
+         (std::same_as<Underlying, std::int8_t> || std::same_as<Underlying, std::uint8_t>)) class intn {
  public:
   static constexpr int bits = Bits;
   static constexpr bool is_signed = std::is_signed_v<Underlying>;
@@ -58,8 +58,8 @@ class intn {
   static constexpr Underlying wrap(long long v) noexcept {
     const auto low = static_cast<unsigned long long>(v) & ((1ULL << Bits) - 1ULL);
     if constexpr (is_signed) {
-      const long long s = (low & (1ULL << (Bits - 1))) != 0 ? static_cast<long long>(low) - (1LL << Bits)
-                                                            : static_cast<long long>(low);
+      const long long s =
+          (low & (1ULL << (Bits - 1))) != 0 ? static_cast<long long>(low) - (1LL << Bits) : static_cast<long long>(low);
       return static_cast<Underlying>(s);
     } else {
       return static_cast<Underlying>(low);

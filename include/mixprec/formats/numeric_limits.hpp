@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "mixprec/formats/detail/float_codec.hpp"
 #include "mixprec/formats/basic_float.hpp"
+#include "mixprec/formats/detail/float_codec.hpp"
 
 namespace mixprec::detail {
 
@@ -31,9 +31,15 @@ namespace mixprec::detail {
   int k = 0;
   double p = 1.0;
   if (x >= 1.0) {
-    while (p * 10.0 <= x) { p *= 10.0; ++k; }
+    while (p * 10.0 <= x) {
+      p *= 10.0;
+      ++k;
+    }
   } else {
-    while (p > x) { p /= 10.0; --k; }
+    while (p > x) {
+      p /= 10.0;
+      --k;
+    }
   }
   return k;
 }
@@ -90,8 +96,10 @@ class std::numeric_limits<T> {
   static constexpr int radix = 2;
   static constexpr int min_exponent = values::min_unbiased_exponent + 1;
   static constexpr int max_exponent = values::max_unbiased_exponent + 1;
-  static constexpr int min_exponent10 = mixprec::detail::ceil_log10(mixprec::detail::decode_to_double<F>(values::min_bits));
-  static constexpr int max_exponent10 = mixprec::detail::floor_log10(mixprec::detail::decode_to_double<F>(values::max_bits));
+  static constexpr int min_exponent10 =
+      mixprec::detail::ceil_log10(mixprec::detail::decode_to_double<F>(values::min_bits));
+  static constexpr int max_exponent10 =
+      mixprec::detail::floor_log10(mixprec::detail::decode_to_double<F>(values::max_bits));
   static constexpr bool traps = false;
   static constexpr bool tinyness_before = false;
 
@@ -101,8 +109,10 @@ class std::numeric_limits<T> {
   static constexpr T max() noexcept { return pattern(values::max_bits); }
   /// Most negative finite value (-max(); for unsigned formats the smallest value).
   static constexpr T lowest() noexcept {
-    if constexpr (F.is_signed) return pattern(F.sign_mask() | values::max_bits);
-    else return pattern(F.has_zero ? 0U : values::min_bits);
+    if constexpr (F.is_signed)
+      return pattern(F.sign_mask() | values::max_bits);
+    else
+      return pattern(F.has_zero ? 0U : values::min_bits);
   }
   /// 2^-M: the gap between 1 and the next value.
   static constexpr T epsilon() noexcept { return value(mixprec::detail::exact_pow2(-F.mantissa_bits)); }
@@ -110,20 +120,27 @@ class std::numeric_limits<T> {
   static constexpr T round_error() noexcept { return value(0.5); }
   /// +Inf, or (no Inf) the value ml_dtypes returns: the NaN, or max() for formats without NaN.
   static constexpr T infinity() noexcept {
-    if constexpr (F.has_infinity()) return pattern(F.exponent_mask());
-    else if constexpr (F.has_nan()) return pattern(F.quiet_nan_bits());
-    else return max();
+    if constexpr (F.has_infinity())
+      return pattern(F.exponent_mask());
+    else if constexpr (F.has_nan())
+      return pattern(F.quiet_nan_bits());
+    else
+      return max();
   }
   /// The canonical quiet NaN (float6/float4: ml_dtypes' placeholder 1.00..0, which is -0).
   static constexpr T quiet_NaN() noexcept { return pattern(F.quiet_nan_bits()); }
   /// A signalling NaN (exponent all ones, mantissa 0..01) where one exists, else quiet_NaN().
   static constexpr T signaling_NaN() noexcept {
-    if constexpr (has_signaling_NaN) return pattern(F.exponent_mask() | 1U);
-    else return quiet_NaN();
+    if constexpr (has_signaling_NaN)
+      return pattern(F.exponent_mask() | 1U);
+    else
+      return quiet_NaN();
   }
   /// Smallest positive subnormal (min() where the format has none).
   static constexpr T denorm_min() noexcept {
-    if constexpr (F.has_subnormals()) return pattern(1U);
-    else return min();
+    if constexpr (F.has_subnormals())
+      return pattern(1U);
+    else
+      return min();
   }
 };

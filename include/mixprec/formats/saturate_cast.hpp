@@ -4,8 +4,8 @@
 
 #include <concepts>
 
-#include "mixprec/formats/detail/float_codec.hpp"
 #include "mixprec/formats/basic_float.hpp"
+#include "mixprec/formats/detail/float_codec.hpp"
 
 namespace mixprec {
 
@@ -23,13 +23,14 @@ namespace mixprec {
 ///     float8_e4m3fn(1000.0f);                  // NaN
 ///     saturate_cast<float8_e5m2>(-INFINITY);   // -57344
 template <small_float To, class From>
-  requires std::same_as<From, float> || std::same_as<From, double> || std::integral<From> || small_float<From>
+requires std::same_as<From, float> || std::same_as<From, double> || std::integral<From> || small_float<From>
 [[nodiscard]] constexpr To saturate_cast(From x) noexcept {
   using storage = typename To::storage_type;
   if constexpr (std::integral<From>) {
     return To::from_bits(static_cast<storage>(detail::encode_integer<To::format>(x, overflow_mode::saturate)));
   } else if constexpr (small_float<From>) {
-    return To::from_bits(static_cast<storage>(detail::encode<To::format>(static_cast<float>(x), overflow_mode::saturate)));
+    return To::from_bits(
+        static_cast<storage>(detail::encode<To::format>(static_cast<float>(x), overflow_mode::saturate)));
   } else {
     return To::from_bits(static_cast<storage>(detail::encode<To::format>(x, overflow_mode::saturate)));
   }

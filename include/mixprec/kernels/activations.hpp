@@ -15,9 +15,8 @@
 /// | `sigmoid` | 1 / (1 + e^-x) | — |
 /// | `silu` (swish-1) | x * sigmoid(x) | x / (1 + e^-x) |
 /// | `gelu`, `none` | 0.5 x (1 + erf(x / sqrt 2)) (Hendrycks & Gimpel 2016) | 0.5 x erfc(-x / sqrt 2) |
-/// | `gelu`, `tanh` | 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) | x / (1 + e^(-2 sqrt(2/pi) (x + 0.044715 x^3))) |
-/// | `exp` | e^x | — |
-/// | `rsqrt` | 1 / sqrt(x) | — |
+/// | `gelu`, `tanh` | 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) | x / (1 + e^(-2 sqrt(2/pi) (x + 0.044715 x^3)))
+/// | | `exp` | e^x | — | | `rsqrt` | 1 / sqrt(x) | — |
 ///
 /// The rewritten forms use 1 + erf(z) = erfc(-z) and 1 + tanh(y) = 2 / (1 + e^-2y): the textbook
 /// forms cancel catastrophically for negative x (1 + erf(-4) = 1.5e-8 is below float's resolution of
@@ -105,12 +104,12 @@ template <class R>
 using range_element_t = std::remove_cv_t<std::ranges::range_value_t<R>>;
 
 template <class R>
-concept activation_input = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-                           activation_scalar<range_element_t<R>>;
+concept activation_input =
+    std::ranges::contiguous_range<R> && std::ranges::sized_range<R> && activation_scalar<range_element_t<R>>;
 template <class R>
-concept activation_output = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-                            activation_scalar<range_element_t<R>> &&
-                            !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
+concept activation_output =
+    std::ranges::contiguous_range<R> && std::ranges::sized_range<R> && activation_scalar<range_element_t<R>> &&
+    !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
 /// out[i] = round_to<Out>(op(widen(in[i]))), after checking the sizes.
 template <class In, class Out, class Op>

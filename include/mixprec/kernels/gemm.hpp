@@ -4,7 +4,8 @@
 ///
 /// What it computes, for a compute type `C` and `Acc = accumulator_t<C>`:
 ///
-///     y[i, j] = round_to<Y>( bias_j' + sum_p a'[i, p] * b'(p, j) )      a' = Acc(C(a)), b' = Acc(C(b)), bias' = Acc(C(bias))
+///     y[i, j] = round_to<Y>( bias_j' + sum_p a'[i, p] * b'(p, j) )      a' = Acc(C(a)), b' = Acc(C(b)), bias' =
+///     Acc(C(bias))
 ///
 /// i.e. every operand is rounded once to `C` (exactly nothing happens when it already is a `C`),
 /// widened exactly to `Acc`, and Eigen's GEMM (or GEMV when m or n is 1: the decode path) multiplies
@@ -38,8 +39,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-#include "mixprec/arrays/eigen.hpp"
 #include "mixprec/arrays/accumulator.hpp"
+#include "mixprec/arrays/eigen.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 
@@ -79,16 +80,14 @@ template <class R>
 using matmul_element_t = std::remove_cv_t<std::ranges::range_value_t<R>>;
 
 template <class R>
-concept matmul_input = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-                       kernel_scalar<matmul_element_t<R>>;
+concept matmul_input =
+    std::ranges::contiguous_range<R> && std::ranges::sized_range<R> && kernel_scalar<matmul_element_t<R>>;
 template <class R>
 concept matmul_output = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
                         kernel_scalar<matmul_element_t<R>> && !std::integral<matmul_element_t<R>> &&
                         !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
-inline std::string shape_string(std::size_t r, std::size_t c) {
-  return concat("[", r, ", ", c, "]");
-}
+inline std::string shape_string(std::size_t r, std::size_t c) { return concat("[", r, ", ", c, "]"); }
 
 inline void check_matmul_sizes(std::size_t a_size, std::size_t b_size, std::size_t y_size, const std::size_t* bias_size,
                                matmul_shape s, b_layout layout) {
@@ -106,8 +105,9 @@ inline void check_matmul_sizes(std::size_t a_size, std::size_t b_size, std::size
 
 inline void check_block_elements(std::size_t block_elements) {
   if (block_elements == 0) {
-    throw std::invalid_argument("kernels::matmul: block_elements is 0; pass a positive scratch size (default "
-                                "kernels::matmul_block_elements).");
+    throw std::invalid_argument(
+        "kernels::matmul: block_elements is 0; pass a positive scratch size (default "
+        "kernels::matmul_block_elements).");
   }
 }
 

@@ -97,12 +97,13 @@ using element_t = std::remove_cv_t<std::ranges::range_value_t<R>>;
 
 template <class R>
 concept reducible_range = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-                          kernel_scalar<element_t<R>> && !std::integral<element_t<R>>;
+    kernel_scalar<element_t<R>> && !std::integral<element_t<R>>;
 
 inline void require_non_empty(std::size_t n, const char* what) {
   if (n == 0) {
     throw std::invalid_argument(
-        concat("kernels::", what, ": the range is empty; the statistic of zero values is undefined (pass at least one value)."));
+        concat("kernels::", what,
+               ": the range is empty; the statistic of zero values is undefined (pass at least one value)."));
   }
 }
 
@@ -118,9 +119,9 @@ inline void require_non_empty(std::size_t n, const char* what) {
 /// of a unit deviation; with the correction the error is of the order of u times the spread (~1e-7).
 template <class A>
 struct mean_and_variance {
-  A mean;                              ///< mean, rounded to the accumulator type (complex for complex data)
-  A mean_correction;                   ///< true mean - mean, to about u times the spread of the data
-  detail::real_of_t<A> variance;       ///< mean squared deviation, real, >= 0 (or NaN)
+  A mean;                         ///< mean, rounded to the accumulator type (complex for complex data)
+  A mean_correction;              ///< true mean - mean, to about u times the spread of the data
+  detail::real_of_t<A> variance;  ///< mean squared deviation, real, >= 0 (or NaN)
 };
 
 /// Sum of `x`, compensated, in `accumulator_t` of the element type (float32 for bfloat16/float16/float8).

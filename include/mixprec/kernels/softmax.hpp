@@ -141,12 +141,12 @@ template <class R>
 using softmax_element_t = std::remove_cv_t<std::ranges::range_value_t<R>>;
 
 template <class R>
-concept softmax_input = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-                        softmax_scalar<softmax_element_t<R>>;
+concept softmax_input =
+    std::ranges::contiguous_range<R> && std::ranges::sized_range<R> && softmax_scalar<softmax_element_t<R>>;
 template <class R>
-concept softmax_output = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-                         softmax_scalar<softmax_element_t<R>> &&
-                         !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
+concept softmax_output =
+    std::ranges::contiguous_range<R> && std::ranges::sized_range<R> && softmax_scalar<softmax_element_t<R>> &&
+    !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
 /// The direct softmax of n values at `src` into `dst`, in opmath `A` (two passes over the input, the
 /// sum compensated).

@@ -26,8 +26,9 @@
 /// its float32 accumulator (FlashAttention's loop; Dao et al. 2022). The scratch memory is
 /// `query_block * (key_block + 2 head_dim + 2) + 2 key_block head_dim` opmath values whatever the
 /// sequence length (`attention_workspace::elements`; the key/value tiles only when C is not A); only the
-/// O(seq) buffers q, k, v, the attended heads and the cache grow with the input. Tiles start at key positions that are multiples of `key_block`, so a
-/// query sees its keys in the same tiles whether it comes in a long prompt or alone during decoding.
+/// O(seq) buffers q, k, v, the attended heads and the cache grow with the input. Tiles start at key positions that are
+/// multiples of `key_block`, so a query sees its keys in the same tiles whether it comes in a long prompt or alone
+/// during decoding.
 ///
 /// **Masks**: a fully masked query row (e.g. a padding query under left padding and a causal mask)
 /// attends to nothing and outputs zeros (before the output projection; y is then the bias bo, or 0),
@@ -50,8 +51,9 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/arrays/eigen.hpp"
 #include "mixprec/arrays/accumulator.hpp"
+#include "mixprec/arrays/eigen.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/softmax.hpp"
@@ -60,7 +62,6 @@
 #include "mixprec/nn/kv_cache.hpp"
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/rotary.hpp"
-#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn {
 
@@ -72,16 +73,16 @@ namespace mixprec::nn {
 ///     nn::attention_config cfg{.d_model = 64, .n_heads = 8, .n_kv_heads = 4, .head_dim = 8, .causal = true,
 ///                              .rotary = nn::rotary_config{.layout = nn::rope_layout::adjacent_pairs}};
 struct attention_config {
-  std::size_t d_model = 0;     ///< width of the input and output features
-  std::size_t n_heads = 0;     ///< query heads
-  std::size_t n_kv_heads = 0;  ///< key/value heads, dividing n_heads; 0 = n_heads (multi-head attention)
-  std::size_t head_dim = 0;    ///< dimension of one head; 0 = d_model / n_heads
-  bool causal = false;         ///< mask keys after the query's position (decoders)
+  std::size_t d_model = 0;                ///< width of the input and output features
+  std::size_t n_heads = 0;                ///< query heads
+  std::size_t n_kv_heads = 0;             ///< key/value heads, dividing n_heads; 0 = n_heads (multi-head attention)
+  std::size_t head_dim = 0;               ///< dimension of one head; 0 = d_model / n_heads
+  bool causal = false;                    ///< mask keys after the query's position (decoders)
   std::optional<rotary_config> rotary{};  ///< rotary embedding of q and k; none = no position encoding here
   kernels::softmax_precision softmax = kernels::softmax_precision::opmath;  ///< where the softmax runs
   std::optional<double> scale{};  ///< score scale; none = 1 / sqrt(head_dim) (Vaswani et al. 2017)
-  std::size_t query_block = 64;  ///< queries processed together (rows of a score tile); > 0
-  std::size_t key_block = 128;   ///< keys per tile of the online softmax; > 0
+  std::size_t query_block = 64;   ///< queries processed together (rows of a score tile); > 0
+  std::size_t key_block = 128;    ///< keys per tile of the online softmax; > 0
 };
 
 /// Scratch buffers of `scaled_dot_product_attention`, in opmath `A`. It sizes them itself (to the
@@ -98,8 +99,8 @@ struct attention_workspace {
 
   /// Number of opmath values the buffers hold (their capacities; an online_softmax counts 2).
   [[nodiscard]] std::size_t elements() const noexcept {
-    return queries.capacity() + accumulators.capacity() + scores.capacity() + keys.capacity() +
-           values.capacity() + 2 * softmax.capacity();
+    return queries.capacity() + accumulators.capacity() + scores.capacity() + keys.capacity() + values.capacity() +
+           2 * softmax.capacity();
   }
 };
 
@@ -122,8 +123,9 @@ inline attention_config resolve_attention_config(attention_config c) {
   if (c.n_heads == 0) fail("n_heads is 0; an attention layer needs at least one head.");
   if (c.n_kv_heads == 0) c.n_kv_heads = c.n_heads;
   if (c.n_heads % c.n_kv_heads != 0) {
-    fail("n_heads = " + std::to_string(c.n_heads) + " is not a multiple of n_kv_heads = " +
-         std::to_string(c.n_kv_heads) + "; grouped-query attention shares each kv head among n_heads / n_kv_heads "
+    fail("n_heads = " + std::to_string(c.n_heads) +
+         " is not a multiple of n_kv_heads = " + std::to_string(c.n_kv_heads) +
+         "; grouped-query attention shares each kv head among n_heads / n_kv_heads "
          "query heads.");
   }
   if (c.head_dim == 0) {
@@ -199,8 +201,10 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
   if (queries.size() != expected || out.size() != expected) {
     const std::string shape = detail::attention_dims_string({batch, seq, n_heads, hd});
     throw std::invalid_argument("scaled_dot_product_attention: queries have " + std::to_string(queries.size()) +
-                                " and out " + std::to_string(out.size()) + " elements but [batch, seq, n_heads, "
-                                "head_dim] = " + shape + " needs " + std::to_string(expected));
+                                " and out " + std::to_string(out.size()) +
+                                " elements but [batch, seq, n_heads, "
+                                "head_dim] = " +
+                                shape + " needs " + std::to_string(expected));
   }
   if (expected == 0) return;
 
@@ -409,8 +413,8 @@ class attention {
 
   /// Self-attention with a key padding mask [seq] / [batch, seq] (true = real token).
   template <detail::layer_array X, detail::layer_array M>
-    requires std::same_as<detail::value_t<M>, bool>
-  [[nodiscard]] auto operator()(const X& x, const M& key_mask) const {
+  requires std::same_as < detail::value_t<M>,
+  bool > [[nodiscard]] auto operator()(const X& x, const M& key_mask) const {
     return forward(x, static_cast<no_cache*>(nullptr), &key_mask);
   }
 
@@ -422,8 +426,8 @@ class attention {
 
   /// As above, with a key padding mask for x's tokens (recorded in the cache for later steps).
   template <detail::layer_array X, detail::layer_array M>
-    requires std::same_as<detail::value_t<M>, bool>
-  [[nodiscard]] auto operator()(const X& x, cache_type<detail::value_t<X>>& cache, const M& key_mask) const {
+  requires std::same_as < detail::value_t<M>,
+  bool > [[nodiscard]] auto operator()(const X& x, cache_type<detail::value_t<X>>& cache, const M& key_mask) const {
     return forward(x, &cache, &key_mask);
   }
 
@@ -493,15 +497,16 @@ class attention {
                                   " but the layer takes [seq, d_model] or [batch, seq, d_model] with d_model = " +
                                   std::to_string(config_.d_model));
     }
-    detail::check_features("attention", x, config_.d_model,
-                           "d_model; wq kernel shape " + detail::shape_string(wq_.kernel().shape()) +
-                               " = [d_model, n_heads * head_dim]");
+    detail::check_features(
+        "attention", x, config_.d_model,
+        "d_model; wq kernel shape " + detail::shape_string(wq_.kernel().shape()) + " = [d_model, n_heads * head_dim]");
     const std::size_t batch = rank == 3 ? shape[0] : 1;
     const std::size_t seq = shape[rank - 2];
     if (key_mask != nullptr) {
       const auto& ms = key_mask->shape();
       if (ms.size() != rank - 1 || !std::equal(ms.begin(), ms.end(), shape.begin())) {
-        const std::string want = rank == 3 ? detail::attention_dims_string({batch, seq}) : detail::attention_dims_string({seq});
+        const std::string want =
+            rank == 3 ? detail::attention_dims_string({batch, seq}) : detail::attention_dims_string({seq});
         throw std::invalid_argument("attention: the key padding mask has shape " + detail::shape_string(ms) +
                                     " but the input " + detail::shape_string(shape) + " needs " + want +
                                     " (x's shape without d_model; true = real token, false = padding)");
@@ -510,15 +515,15 @@ class attention {
     const std::size_t hd = config_.head_dim;
     const std::size_t q_width = config_.n_heads * hd;
     const std::size_t kv_width = config_.n_kv_heads * hd;
-    if (cache != nullptr && (cache->batch() != batch || cache->n_kv_heads() != config_.n_kv_heads ||
-                             cache->head_dim() != hd)) {
+    if (cache != nullptr &&
+        (cache->batch() != batch || cache->n_kv_heads() != config_.n_kv_heads || cache->head_dim() != hd)) {
       throw std::invalid_argument(
           "attention: the kv_cache has batch " + std::to_string(cache->batch()) + ", " +
           std::to_string(cache->n_kv_heads()) + " kv heads of dimension " + std::to_string(cache->head_dim()) +
           " (keys [batch, n_kv_heads, capacity, head_dim] = " +
           detail::attention_dims_string({cache->batch(), cache->n_kv_heads(), cache->capacity(), cache->head_dim()}) +
-          ") but the input " + detail::shape_string(shape) + " has batch " + std::to_string(batch) +
-          " and the layer " + std::to_string(config_.n_kv_heads) + " kv heads of dimension " + std::to_string(hd) +
+          ") but the input " + detail::shape_string(shape) + " has batch " + std::to_string(batch) + " and the layer " +
+          std::to_string(config_.n_kv_heads) + " kv heads of dimension " + std::to_string(hd) +
           "; build the cache with make_cache<In>(batch, capacity).");
     }
     if (cache != nullptr && seq > cache->capacity() - cache->size()) {

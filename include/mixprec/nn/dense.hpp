@@ -15,11 +15,11 @@
 #include <string>
 #include <utility>
 
-#include "mixprec/kernels/gemm.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/kernels/gemm.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/layer_types.hpp"
-#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn {
 
@@ -109,9 +109,9 @@ class dense {
   explicit dense(kernel_type kernel, std::optional<bias_type> bias = std::nullopt)
       : kernel_(std::move(kernel)), bias_(std::move(bias)) {
     if (bias_ && bias_->size() != out_features()) {
-      throw std::invalid_argument(kernels::detail::concat("dense: bias has shape ", detail::shape_string(bias_->shape()),
-                                                          " but the kernel ", detail::shape_string(kernel_.shape()),
-                                                          " needs [", out_features(), "]"));
+      throw std::invalid_argument(
+          kernels::detail::concat("dense: bias has shape ", detail::shape_string(bias_->shape()), " but the kernel ",
+                                  detail::shape_string(kernel_.shape()), " needs [", out_features(), "]"));
     }
   }
 
@@ -140,7 +140,8 @@ class dense {
     dense layer(in_features, out_features, bias);
     const double stddev =
         in_features == 0 ? 0.0 : std::sqrt(1.0 / static_cast<double>(in_features)) / detail::truncated_normal_stddev();
-    for (auto& w : layer.kernel_) w = kernels::detail::round_to<param_type>(detail::truncated_standard_normal(rng) * stddev);
+    for (auto& w : layer.kernel_)
+      w = kernels::detail::round_to<param_type>(detail::truncated_standard_normal(rng) * stddev);
     return layer;
   }
 
@@ -160,8 +161,9 @@ class dense {
     using T = detail::value_t<X>;
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
-    detail::check_features("dense", x, in_features(),
-                           kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]"));
+    detail::check_features(
+        "dense", x, in_features(),
+        kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]"));
     auto y = detail::make_like<O>(x, out_features());
     const kernels::matmul_shape shape{detail::leading_size(x), in_features(), out_features()};
     if (bias_) {

@@ -16,13 +16,13 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/arrays/xtensor.hpp"
+#include "mixprec/formats/intn.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/layer_types.hpp"
-#include "mixprec/formats/intn.hpp"
-#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn {
 
@@ -128,7 +128,7 @@ class embedding {
   /// `output_t<P, param_type>` (each value rounded to the compute type, then to the output type).
   /// \throws std::out_of_range if an id is negative or >= vocab_size().
   template <class I, std::size_t N>
-    requires detail::id_type<I>
+  requires detail::id_type<I>
   [[nodiscard]] xt::xtensor<output_t<P, param_type>, N + 1> operator()(const xt::xtensor<I, N>& ids) const {
     using O = output_t<P, param_type>;
     std::array<std::size_t, N + 1> shape{};
@@ -142,7 +142,7 @@ class embedding {
   /// As above for an `xt::xarray` of ids: [..ids.., features] as an `xt::xarray`.
   /// \throws std::out_of_range if an id is negative or >= vocab_size().
   template <class I>
-    requires detail::id_type<I>
+  requires detail::id_type<I>
   [[nodiscard]] xt::xarray<output_t<P, param_type>> operator()(const xt::xarray<I>& ids) const {
     using O = output_t<P, param_type>;
     std::vector<std::size_t> shape(ids.shape().begin(), ids.shape().end());
@@ -160,9 +160,9 @@ class embedding {
     using T = detail::value_t<X>;
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
-    detail::check_features("embedding::attend", x, features(),
-                           kernels::detail::concat("table shape ", detail::shape_string(table_.shape()),
-                                                   " = [vocab, features]"));
+    detail::check_features(
+        "embedding::attend", x, features(),
+        kernels::detail::concat("table shape ", detail::shape_string(table_.shape()), " = [vocab, features]"));
     auto y = detail::make_like<O>(x, vocab_size());
     kernels::matmul<C>(detail::flat(x), detail::flat(table_), detail::flat(y),
                        {detail::leading_size(x), features(), vocab_size()}, kernels::b_layout::n_k);
@@ -179,10 +179,10 @@ class embedding {
     for (std::size_t n = 0; n < ids.size(); ++n) {
       const auto [in_range, id] = detail::checked_id(id_data[n], vocab);
       if (!in_range) {
-        throw std::out_of_range(kernels::detail::concat(
-            "embedding: id ", id, " at index ", detail::index_string(ids.shape(), n),
-            " is out of range for a vocabulary of ", vocab, " ids (valid ids are 0 to ",
-            vocab == 0 ? std::string("none") : std::to_string(vocab - 1), ")"));
+        throw std::out_of_range(
+            kernels::detail::concat("embedding: id ", id, " at index ", detail::index_string(ids.shape(), n),
+                                    " is out of range for a vocabulary of ", vocab, " ids (valid ids are 0 to ",
+                                    vocab == 0 ? std::string("none") : std::to_string(vocab - 1), ")"));
       }
       const param_type* row = table_.data() + static_cast<std::size_t>(static_cast<long long>(id_data[n])) * f;
       for (std::size_t j = 0; j < f; ++j) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mixprec/arrays/accumulator.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/activations.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
@@ -23,7 +24,6 @@
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/layer_types.hpp"
-#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn {
 
@@ -95,18 +95,19 @@ class feed_forward {
       : activation_(activation), w1_(std::move(w1)), w2_(std::move(w2)), w3_(std::move(w3)) {
     auto kernel_shape = [](const dense<P>& d) { return detail::shape_string(d.kernel().shape()); };
     if (w1_.out_features() != w2_.in_features()) {
-      throw std::invalid_argument(kernels::detail::concat("feed_forward: w1 has ", w1_.out_features(), " outputs (kernel ",
-                                                          kernel_shape(w1_), ") but w2 takes ", w2_.in_features(),
-                                                          " inputs (kernel ", kernel_shape(w2_), ")"));
+      throw std::invalid_argument(
+          kernels::detail::concat("feed_forward: w1 has ", w1_.out_features(), " outputs (kernel ", kernel_shape(w1_),
+                                  ") but w2 takes ", w2_.in_features(), " inputs (kernel ", kernel_shape(w2_), ")"));
     }
     if (is_gated(activation_) && !w3_) {
-      throw std::invalid_argument(kernels::detail::concat("feed_forward: ", activation_name(activation_),
-                                                          " is gated and needs w3 (the up projection, shape [in, hidden] = ",
-                                                          kernel_shape(w1_), ")"));
+      throw std::invalid_argument(kernels::detail::concat(
+          "feed_forward: ", activation_name(activation_),
+          " is gated and needs w3 (the up projection, shape [in, hidden] = ", kernel_shape(w1_), ")"));
     }
     if (!is_gated(activation_) && w3_) {
-      throw std::invalid_argument(kernels::detail::concat("feed_forward: ", activation_name(activation_),
-                                                          " is not gated; w3 is only for swiglu, geglu and geglu_tanh"));
+      throw std::invalid_argument(
+          kernels::detail::concat("feed_forward: ", activation_name(activation_),
+                                  " is not gated; w3 is only for swiglu, geglu and geglu_tanh"));
     }
     if (w3_ && (w3_->in_features() != w1_.in_features() || w3_->out_features() != w1_.out_features())) {
       throw std::invalid_argument(kernels::detail::concat("feed_forward: w3 has kernel ", kernel_shape(*w3_),
@@ -153,13 +154,14 @@ class feed_forward {
     static_assert(!kernels::detail::is_complex_v<C>,
                   "nn::feed_forward: the activations (relu, gelu, silu) are real functions; complex inputs are not "
                   "supported. Feed real and imaginary parts separately, or use nn::dense.");
-    detail::check_features("feed_forward", x, in_features(),
-                           kernels::detail::concat("w1 kernel shape ", detail::shape_string(w1_.kernel().shape()),
-                                                   " = [in, hidden]"));
+    detail::check_features(
+        "feed_forward", x, in_features(),
+        kernels::detail::concat("w1 kernel shape ", detail::shape_string(w1_.kernel().shape()), " = [in, hidden]"));
     const std::size_t in = in_features(), hidden = hidden_features(), out = out_features();
     auto y = detail::make_like<O>(x, out);
     const std::size_t rows = detail::leading_size(x);
-    const std::size_t chunk = std::max<std::size_t>(1, kernels::matmul_block_elements / std::max<std::size_t>(hidden, 1));
+    const std::size_t chunk =
+        std::max<std::size_t>(1, kernels::matmul_block_elements / std::max<std::size_t>(hidden, 1));
     std::vector<Acc> h1(std::min(chunk, rows) * hidden);
     std::vector<Acc> h3(is_gated(activation_) ? h1.size() : 0);
     std::vector<C> h(h1.size());

@@ -172,8 +172,8 @@ class kv_cache {
   std::size_t head_dim_;
   std::size_t capacity_;
   std::size_t size_ = 0;
-  std::vector<T> keys_;     // [batch, n_kv_heads, capacity, head_dim]
-  std::vector<T> values_;   // [batch, n_kv_heads, capacity, head_dim]
+  std::vector<T> keys_;              // [batch, n_kv_heads, capacity, head_dim]
+  std::vector<T> values_;            // [batch, n_kv_heads, capacity, head_dim]
   std::vector<std::uint8_t> valid_;  // [batch, capacity]
 };
 

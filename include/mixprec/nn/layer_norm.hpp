@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "mixprec/arrays/accumulator.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/layer_types.hpp"
-#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn {
 
@@ -105,7 +105,8 @@ class layer_norm {
     using O = output_t<P, T>;
     using S = accumulator_t<C>;
     using R = kernels::detail::real_of_t<S>;
-    detail::check_features("layer_norm", x, features_, kernels::detail::concat("scale and bias shape [", features_, "]"));
+    detail::check_features("layer_norm", x, features_,
+                           kernels::detail::concat("scale and bias shape [", features_, "]"));
     auto y = detail::make_like<O>(x, features_);
     const std::size_t f = features_;
     // Parameters rounded to the compute type, in the statistics type (1 and 0 when absent).
@@ -132,9 +133,9 @@ class layer_norm {
  private:
   void check_param(const char* name, const std::optional<vector_type>& p) const {
     if (p && p->size() != features_) {
-      throw std::invalid_argument(kernels::detail::concat("layer_norm: ", name, " has shape ",
-                                                          detail::shape_string(p->shape()), " but the layer normalises ",
-                                                          features_, " features (expects [", features_, "])"));
+      throw std::invalid_argument(
+          kernels::detail::concat("layer_norm: ", name, " has shape ", detail::shape_string(p->shape()),
+                                  " but the layer normalises ", features_, " features (expects [", features_, "])"));
     }
   }
 

@@ -15,8 +15,8 @@
 #include <complex>
 #include <type_traits>
 
-#include "mixprec/policies/policy.hpp"
 #include "mixprec/dtypes/promotion.hpp"
+#include "mixprec/policies/policy.hpp"
 
 namespace mixprec::nn {
 
@@ -32,8 +32,7 @@ struct keep_complex {
   using type = Target;
 };
 template <class Target, class T>
-  requires(!is_complex_v<Target>)
-struct keep_complex<Target, std::complex<T>> {
+requires(!is_complex_v<Target>) struct keep_complex<Target, std::complex<T>> {
   static_assert(std::is_same_v<Target, float> || std::is_same_v<Target, double>,
                 "a complex input would be made real: this policy computes in a type with no complex "
                 "counterpart (bfloat16, float16, float8). Use a float32 or float64 compute type, or "

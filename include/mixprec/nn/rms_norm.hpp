@@ -33,12 +33,12 @@
 #include <vector>
 
 #include "mixprec/arrays/accumulator.hpp"
+#include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/layer_types.hpp"
-#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn {
 
@@ -159,9 +159,10 @@ class rms_norm {
                   "previous fused rms_norm returned it; start the stream with nn::no_residual.");
     detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
     if (!std::equal(x.shape().begin(), x.shape().end(), residual.shape().begin(), residual.shape().end())) {
-      throw std::invalid_argument(kernels::detail::concat(
-          "rms_norm: x has shape ", detail::shape_string(x.shape()), " but the residual has shape ",
-          detail::shape_string(residual.shape()), "; pass the residual returned by the previous fused rms_norm for this x"));
+      throw std::invalid_argument(
+          kernels::detail::concat("rms_norm: x has shape ", detail::shape_string(x.shape()),
+                                  " but the residual has shape ", detail::shape_string(residual.shape()),
+                                  "; pass the residual returned by the previous fused rms_norm for this x"));
     }
     return fused(x, residual.data());
   }
@@ -206,7 +207,7 @@ class rms_norm {
     using O = output_t<P, T>;
     static_assert(std::is_same_v<R, residual_t<P, T>>);
     act_and_residual<detail::rebind_t<X, O>, detail::rebind_t<X, R>> result{detail::make_like<O>(x, features_),
-                                                                             detail::make_like<R>(x, features_)};
+                                                                            detail::make_like<R>(x, features_)};
     const std::vector<R> scale = scale_in<C, R>();
     const T* in = x.data();
     R* stream = result.residual.data();

@@ -99,8 +99,8 @@ class rotary_embedding {
   /// rounded once to `T`. Element types: float, double, the small floats.
   /// \throws std::invalid_argument if the size of `x` is not a multiple of `head_dim`.
   template <class T>
-    requires(std::same_as<T, float> || std::same_as<T, double> || small_float<T>)
-  void apply(std::span<T> x, std::size_t position) const {
+  requires(std::same_as<T, float> || std::same_as<T, double> || small_float<T>) void apply(std::span<T> x,
+                                                                                           std::size_t position) const {
     if (x.size() % head_dim_ != 0) {
       throw std::invalid_argument("rotary_embedding::apply: the vector has " + std::to_string(x.size()) +
                                   " elements, not a whole number of heads of dimension " + std::to_string(head_dim_) +

@@ -25,10 +25,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "mixprec/policies/policy.hpp"
-#include "mixprec/dtypes/promotion.hpp"
 #include "mixprec/arrays/tree.hpp"
+#include "mixprec/dtypes/promotion.hpp"
 #include "mixprec/formats/basic_float.hpp"
+#include "mixprec/policies/policy.hpp"
 
 namespace mixprec {
 
@@ -200,15 +200,15 @@ using cast_floating_t = decltype(mixprec::cast_floating<To>(std::declval<const s
 ///     auto c = mixprec::cast_floating(params, mixprec::semantic_constant<mixprec::semantic_dtype::compute>{},
 ///                                     mixprec::mixed_bfloat16{});   // float leaves -> bfloat16
 template <semantic_dtype S, class P, class Tree>
-  requires detail::has_role_types<P>
+requires detail::has_role_types<P>
 [[nodiscard]] constexpr auto cast_floating(Tree&& tree, semantic_constant<S> /*role*/, P /*policy*/) {
-  return detail::cast_floating_impl<detail::role_type_t<S, std::remove_cvref_t<P>>, typename std::remove_cvref_t<P>::param_type>(
-      std::forward<Tree>(tree));
+  return detail::cast_floating_impl<detail::role_type_t<S, std::remove_cvref_t<P>>,
+                                    typename std::remove_cvref_t<P>::param_type>(std::forward<Tree>(tree));
 }
 
 /// Casts the floating-point leaves of `tree` to `P::param_type` (jmp `Policy.cast_to_param`).
 template <class P, class Tree>
-  requires detail::has_role_types<P>
+requires detail::has_role_types<P>
 [[nodiscard]] constexpr auto cast_to_param(Tree&& tree) {
   return detail::cast_floating_impl<typename P::param_type>(std::forward<Tree>(tree));
 }
@@ -223,7 +223,7 @@ template <class P, class Tree>
 ///     using P = mixprec::policy<float, mixprec::promote>;
 ///     auto [x, w] = mixprec::cast_to_compute<P>(std::pair{x_bf16, w_f32});   // both float
 template <class P, class Tree>
-  requires detail::has_role_types<P>
+requires detail::has_role_types<P>
 [[nodiscard]] constexpr auto cast_to_compute(Tree&& tree) {
   return detail::cast_floating_impl<typename P::compute_type, typename P::param_type>(std::forward<Tree>(tree));
 }
@@ -231,7 +231,7 @@ template <class P, class Tree>
 /// Casts the floating-point leaves of `tree` to `P::output_type` (jmp `Policy.cast_to_output`).
 /// With `promote`, to the common type of the tree's leaves and `P::param_type`.
 template <class P, class Tree>
-  requires detail::has_role_types<P>
+requires detail::has_role_types<P>
 [[nodiscard]] constexpr auto cast_to_output(Tree&& tree) {
   return detail::cast_floating_impl<typename P::output_type, typename P::param_type>(std::forward<Tree>(tree));
 }

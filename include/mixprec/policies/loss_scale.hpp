@@ -39,8 +39,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "mixprec/policies/all_finite.hpp"
 #include "mixprec/arrays/tree.hpp"
+#include "mixprec/policies/all_finite.hpp"
 
 namespace mixprec {
 
@@ -264,8 +264,7 @@ class dynamic_loss_scale {
       detail::throw_loss_scale_error(
           detail::describe_field("loss_scale", state.loss_scale),
           ("it must lie in [min_loss_scale, max_loss_scale] = [" + number(state.options.min_loss_scale) + ", " +
-           number(state.options.max_loss_scale) + "]")
-              );
+           number(state.options.max_loss_scale) + "]"));
     }
     if (state.counter < 0 || state.counter >= state.options.period) {
       detail::throw_loss_scale_error(
@@ -342,16 +341,13 @@ class dynamic_loss_scale {
                                      "it must be a finite number greater than 1 (jmp's default is 2)");
     }
     if (o.min_loss_scale > o.max_loss_scale) {
-      detail::throw_loss_scale_error(
-          detail::describe_field("min_loss_scale", o.min_loss_scale),
-          ("it must not exceed max_loss_scale = " + number(o.max_loss_scale)));
+      detail::throw_loss_scale_error(detail::describe_field("min_loss_scale", o.min_loss_scale),
+                                     ("it must not exceed max_loss_scale = " + number(o.max_loss_scale)));
     }
     if (o.initial_scale < o.min_loss_scale || o.initial_scale > o.max_loss_scale) {
-      detail::throw_loss_scale_error(
-          detail::describe_field("initial_scale", o.initial_scale),
-          ("it must lie in [min_loss_scale, max_loss_scale] = [" + number(o.min_loss_scale) + ", " +
-           number(o.max_loss_scale) + "]")
-              );
+      detail::throw_loss_scale_error(detail::describe_field("initial_scale", o.initial_scale),
+                                     ("it must lie in [min_loss_scale, max_loss_scale] = [" + number(o.min_loss_scale) +
+                                      ", " + number(o.max_loss_scale) + "]"));
     }
   }
 

@@ -37,8 +37,8 @@ struct promote {};
 /// per-tensor scales (scaled tensors, a later layer of mixprec); casting unscaled activations to
 /// float8 overflows or flushes most of them. `visit` covers only float32, float64, bfloat16, float16.
 template <class T>
-concept policy_element = std::same_as<T, std::remove_cvref_t<T>> && has_dtype<T> &&
-                         is_floating(dtype_of_v<T>) && !is_weak(dtype_of_v<T>);
+concept policy_element = std::same_as<T, std::remove_cvref_t<T>> && has_dtype<T> && is_floating(dtype_of_v<T>) &&
+    !is_weak(dtype_of_v<T>);
 
 /// A type allowed as a policy's `Compute` or `Output`: a `policy_element` or the `promote` tag.
 template <class T>
@@ -79,8 +79,7 @@ consteval bool check_policy_types() {
 /// using Q = P::with_output<float>;                       // p=f32, c=bf16, o=f32 (mixed_bfloat16)
 /// ```
 template <class Param, class Compute = Param, class Output = Compute>
-  requires(detail::check_policy_types<Param, Compute, Output>())
-struct policy {
+requires(detail::check_policy_types<Param, Compute, Output>()) struct policy {
   using param_type = Param;      ///< storage type of weights
   using compute_type = Compute;  ///< type activations and weights are cast to before a kernel (or `promote`)
   using output_type = Output;    ///< type returned to the caller (or `promote`)

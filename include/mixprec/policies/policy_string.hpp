@@ -9,8 +9,8 @@
 #include <string_view>
 #include <type_traits>
 
-#include "mixprec/policies/detail/policy_grammar.hpp"
 #include "mixprec/dtypes/dtype.hpp"
+#include "mixprec/policies/detail/policy_grammar.hpp"
 #include "mixprec/policies/policy.hpp"
 
 namespace mixprec {

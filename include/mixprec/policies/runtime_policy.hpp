@@ -16,8 +16,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "mixprec/policies/detail/policy_grammar.hpp"
 #include "mixprec/dtypes/dtype.hpp"
+#include "mixprec/policies/detail/policy_grammar.hpp"
 #include "mixprec/policies/policy.hpp"
 
 namespace mixprec {
@@ -120,8 +120,8 @@ void append_all(std::string& out, const Parts&... parts) {
       break;
     }
     case policy_parse_errc::missing_value:
-      append_all(message, "missing dtype after '", text.substr(r.part_position, r.position - r.part_position), "'",
-                 at, ": ", dtypes_hint);
+      append_all(message, "missing dtype after '", text.substr(r.part_position, r.position - r.part_position), "'", at,
+                 ": ", dtypes_hint);
       break;
     case policy_parse_errc::extra_equals:
       append_all(message, "second '='", at, " (part '", part,
@@ -140,8 +140,7 @@ void append_all(std::string& out, const Parts&... parts) {
                  " is not a floating dtype (a policy casts floating values only): ", dtypes_hint);
       break;
     case policy_parse_errc::weak_dtype:
-      append_all(message, "dtype '", token, "'", at, " is JAX's weakly typed float, not a storage type: ",
-                 dtypes_hint);
+      append_all(message, "dtype '", token, "'", at, " is JAX's weakly typed float, not a storage type: ", dtypes_hint);
       break;
   }
   return policy_parse_error(r.error, r.position, std::string(token), message);
@@ -175,8 +174,9 @@ inline void check_runtime_policy_dtype(dtype d, semantic_dtype role, std::string
 /// | `"bf16"` | a lone dtype: param = compute = output = bfloat16 |
 /// | `"p=f32,c=bf16,o=f32"` | comma-separated key=value parts, any order |
 /// | keys | `p` / `params`, `c` / `compute`, `o` / `output` |
-/// | dtypes | `f32` / `float32` / `full`, `bf16` / `bfloat16`, `f16` / `float16`, `f64` / `float64`, and any other floating dtype name of `parse_dtype` (e.g. `float8_e4m3fn`) |
-/// | defaults | unset p is float32, unset c follows p, unset o follows c (`"c=bf16"` is p=f32,c=bf16,o=bf16) |
+/// | dtypes | `f32` / `float32` / `full`, `bf16` / `bfloat16`, `f16` / `float16`, `f64` / `float64`, and any other
+/// floating dtype name of `parse_dtype` (e.g. `float8_e4m3fn`) | | defaults | unset p is float32, unset c follows p,
+/// unset o follows c (`"c=bf16"` is p=f32,c=bf16,o=bf16) |
 ///
 /// Spaces around tokens are ignored; names are case-sensitive, as in jmp.
 ///
@@ -342,11 +342,12 @@ decltype(auto) visit(const runtime_policy& p, F&& f) {
     constexpr std::size_t n = detail::visit_n;
     const std::size_t index =
         n * n * detail::visit_index(p.param) + n * detail::visit_index(p.compute) + detail::visit_index(p.output);
-    return [&]<std::size_t... I>(std::index_sequence<I...>) -> R {
-      using call = R (*)(F&&);
+    return [&]<std::size_t... I>(std::index_sequence<I...>)->R {
+      using call = R (*)(F &&);
       static constexpr std::array<call, sizeof...(I)> table{&detail::visit_call<R, F, I>...};
       return table[index](std::forward<F>(f));
-    }(all);
+    }
+    (all);
   }
 }
 

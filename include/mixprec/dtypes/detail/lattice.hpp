@@ -39,9 +39,7 @@ class dtype_set {
   [[nodiscard]] constexpr int size() const noexcept { return std::popcount(bits_); }
   /// The lowest-numbered member; only meaningful when `!empty()`.
   [[nodiscard]] constexpr dtype first() const noexcept { return static_cast<dtype>(std::countr_zero(bits_)); }
-  [[nodiscard]] constexpr bool is_subset_of(dtype_set other) const noexcept {
-    return (bits_ & ~other.bits_) == 0;
-  }
+  [[nodiscard]] constexpr bool is_subset_of(dtype_set other) const noexcept { return (bits_ & ~other.bits_) == 0; }
 
   constexpr dtype_set& operator|=(dtype_set o) noexcept {
     bits_ |= o.bits_;
@@ -267,24 +265,28 @@ inline constexpr join_table strict_joins{strict_upper_bounds};
 // ---------------------------------------------------------------------------------------------
 
 /// Every dtype is a row of the standard table exactly once, so no node is missing or doubled.
-static_assert([] {
-  for (dtype d : all_dtypes) {
-    int rows = 0;
-    for (const lattice_row& row : standard_lattice_rows) rows += row.node == d ? 1 : 0;
-    if (rows != 1) return false;
-  }
-  return true;
-}(), "standard_lattice_rows must list every dtype exactly once.");
+static_assert(
+    [] {
+      for (dtype d : all_dtypes) {
+        int rows = 0;
+        for (const lattice_row& row : standard_lattice_rows) rows += row.node == d ? 1 : 0;
+        if (rows != 1) return false;
+      }
+      return true;
+    }(),
+    "standard_lattice_rows must list every dtype exactly once.");
 
 /// f_'s successors are exactly the small floats (dtype.hpp's is_small_float), bfloat16, float16 and
 /// c_: the table and dtype.hpp's classification agree.
-static_assert([] {
-  dtype_set expected{dtype::bfloat16, dtype::float16, dtype::weak_complex};
-  for (dtype d : all_dtypes) {
-    if (is_small_float(d)) expected.insert(d);
-  }
-  return standard_lattice(true)[static_cast<std::size_t>(dtype::weak_float)] == expected;
-}(), "weak_float's successors must be the small floats, bfloat16, float16 and weak_complex.");
+static_assert(
+    [] {
+      dtype_set expected{dtype::bfloat16, dtype::float16, dtype::weak_complex};
+      for (dtype d : all_dtypes) {
+        if (is_small_float(d)) expected.insert(d);
+      }
+      return standard_lattice(true)[static_cast<std::size_t>(dtype::weak_float)] == expected;
+    }(),
+    "weak_float's successors must be the small floats, bfloat16, float16 and weak_complex.");
 
 static_assert(standard_x64_upper_bounds.acyclic && standard_x32_upper_bounds.acyclic && strict_upper_bounds.acyclic,
               "a type promotion lattice has a cycle: some dtype is its own strict upper bound.");
@@ -295,13 +297,16 @@ static_assert(standard_x64_joins.well_formed() && standard_x32_joins.well_formed
               "a type promotion lattice is ill-formed: some pair has common upper bounds but no least one.");
 
 /// Antisymmetric: a <= b and b <= a only when a == b (follows from acyclicity; checked directly).
-static_assert([] {
-  for (dtype a : all_dtypes) {
-    for (dtype b : all_dtypes) {
-      if (a != b && standard_x64_upper_bounds[a].contains(b) && standard_x64_upper_bounds[b].contains(a)) return false;
-    }
-  }
-  return true;
-}(), "the standard lattice must be antisymmetric.");
+static_assert(
+    [] {
+      for (dtype a : all_dtypes) {
+        for (dtype b : all_dtypes) {
+          if (a != b && standard_x64_upper_bounds[a].contains(b) && standard_x64_upper_bounds[b].contains(a))
+            return false;
+        }
+      }
+      return true;
+    }(),
+    "the standard lattice must be antisymmetric.");
 
 }  // namespace mixprec::detail

@@ -30,8 +30,7 @@
 #else
 #define MIXPREC_DETAIL_CONVERT_ISA isa_avx512
 #endif
-#elif !defined(MIXPREC_NO_SIMD) && (defined(__x86_64__) || defined(__i386__)) && defined(__F16C__) && \
-    defined(__AVX__)
+#elif !defined(MIXPREC_NO_SIMD) && (defined(__x86_64__) || defined(__i386__)) && defined(__F16C__) && defined(__AVX__)
 #define MIXPREC_DETAIL_CONVERT_F16C 1
 #define MIXPREC_DETAIL_CONVERT_ISA isa_f16c
 #else
@@ -43,14 +42,14 @@ inline namespace MIXPREC_DETAIL_CONVERT_ISA {
 
 /// IEEE binary32 layout facts used by the lane-wise codec.
 struct float_bits {
-  static constexpr int mantissa_bits = ieee_layout<float>::mantissa_bits;                        // 23
-  static constexpr int exponent_bias = ieee_layout<float>::exponent_bias;                        // 127
-  static constexpr std::uint32_t sign = std::uint32_t{1} << 31;                                  // 0x80000000
-  static constexpr std::uint32_t magnitude = sign - 1U;                                          // 0x7FFFFFFF
-  static constexpr std::uint32_t mantissa = (std::uint32_t{1} << mantissa_bits) - 1U;          // 0x007FFFFF
-  static constexpr std::uint32_t implicit_bit = std::uint32_t{1} << mantissa_bits;             // 0x00800000
+  static constexpr int mantissa_bits = ieee_layout<float>::mantissa_bits;                            // 23
+  static constexpr int exponent_bias = ieee_layout<float>::exponent_bias;                            // 127
+  static constexpr std::uint32_t sign = std::uint32_t{1} << 31;                                      // 0x80000000
+  static constexpr std::uint32_t magnitude = sign - 1U;                                              // 0x7FFFFFFF
+  static constexpr std::uint32_t mantissa = (std::uint32_t{1} << mantissa_bits) - 1U;                // 0x007FFFFF
+  static constexpr std::uint32_t implicit_bit = std::uint32_t{1} << mantissa_bits;                   // 0x00800000
   static constexpr std::uint32_t infinity = ieee_layout<float>::exponent_all_ones << mantissa_bits;  // 0x7F800000
-  static constexpr std::uint32_t quiet_nan = infinity | (implicit_bit >> 1);                     // 0x7FC00000
+  static constexpr std::uint32_t quiet_nan = infinity | (implicit_bit >> 1);                         // 0x7FC00000
 };
 
 /// Whether the lane-wise codec below handles format `F`: every format of mixprec does. It needs
@@ -60,7 +59,7 @@ struct float_bits {
 /// mantissa, bias 127).
 template <float_format F>
 inline constexpr bool lanewise_supported =
-    F.exponent_bias >= 1 && F.exponent_bias <= float_bits::exponent_bias && F.mantissa_bits <= 10 &&
+    F.exponent_bias >= 1 && F.exponent_bias <= float_bits::exponent_bias&& F.mantissa_bits <= 10 &&
     F.exponent_bits <= 8 &&
     (F.has_zero ? (F.exponent_bias == float_bits::exponent_bias || F.exponent_bias + F.mantissa_bits <= 126)
                 : (F.mantissa_bits == 0 && !F.is_signed && F.exponent_bias == float_bits::exponent_bias));
@@ -69,9 +68,10 @@ inline constexpr bool lanewise_supported =
 /// from `F`; the results for special inputs come from the scalar codec itself.
 template <float_format F, overflow_mode Mode>
 struct encode_constants {
-  static_assert(lanewise_supported<F>,
-                "mixprec::convert supports formats with bias <= 127 whose subnormals are float's (bias 127) or need "
-                "bias + mantissa bits <= 126, and, without zero, e8m0's shape; convert this format element by element.");
+  static_assert(
+      lanewise_supported<F>,
+      "mixprec::convert supports formats with bias <= 127 whose subnormals are float's (bias 127) or need "
+      "bias + mantissa bits <= 126, and, without zero, e8m0's shape; convert this format element by element.");
   static constexpr int M = F.mantissa_bits;
   static constexpr int B = F.exponent_bias;
   /// Float mantissa bits dropped by the encoding (bfloat16: 16, float16: 13, e4m3: 20).
@@ -98,7 +98,8 @@ struct encode_constants {
   /// e8m0 only: float subnormals above 1.5 * 2^-127, the midpoint of its two smallest values 2^-127
   /// (pattern 0) and 2^-126 (pattern 1), encode as pattern 1, the others as pattern 0 (the tie goes
   /// to the even pattern 0).
-  static constexpr std::uint32_t no_zero_midpoint = std::bit_cast<std::uint32_t>(std::numeric_limits<float>::min() * 0.75F);
+  static constexpr std::uint32_t no_zero_midpoint =
+      std::bit_cast<std::uint32_t>(std::numeric_limits<float>::min() * 0.75F);
   static constexpr std::uint32_t max_magnitude = F.max_finite_magnitude();
   /// The float bits of F's largest finite value: inputs above it may overflow.
   static constexpr std::uint32_t max_float_bits = (max_magnitude << shift) + rebias;
@@ -115,10 +116,13 @@ struct encode_constants {
 };
 
 /// All ones when `condition` holds, else zero (a lane mask, so that selections stay branch-free).
-[[nodiscard]] constexpr std::uint32_t lane_mask(bool condition) noexcept { return 0U - static_cast<std::uint32_t>(condition); }
+[[nodiscard]] constexpr std::uint32_t lane_mask(bool condition) noexcept {
+  return 0U - static_cast<std::uint32_t>(condition);
+}
 
 /// `mask ? if_set : if_clear` for a lane mask, in bit operations.
-[[nodiscard]] constexpr std::uint32_t lane_select(std::uint32_t mask, std::uint32_t if_set, std::uint32_t if_clear) noexcept {
+[[nodiscard]] constexpr std::uint32_t lane_select(std::uint32_t mask, std::uint32_t if_set,
+                                                  std::uint32_t if_clear) noexcept {
   return if_clear ^ ((if_set ^ if_clear) & mask);
 }
 
@@ -169,9 +173,10 @@ template <float_format F, overflow_mode Mode>
 /// Constants of the lane-wise `F` -> float decoder.
 template <float_format F>
 struct decode_constants {
-  static_assert(lanewise_supported<F>,
-                "mixprec::convert supports formats with bias <= 127 whose subnormals are float's (bias 127) or need "
-                "bias + mantissa bits <= 126, and, without zero, e8m0's shape; convert this format element by element.");
+  static_assert(
+      lanewise_supported<F>,
+      "mixprec::convert supports formats with bias <= 127 whose subnormals are float's (bias 127) or need "
+      "bias + mantissa bits <= 126, and, without zero, e8m0's shape; convert this format element by element.");
   static constexpr int M = F.mantissa_bits;
   static constexpr int B = F.exponent_bias;
   static constexpr int shift = float_bits::mantissa_bits - M;
@@ -189,7 +194,8 @@ struct decode_constants {
   /// with the same scale (bias 127: bfloat16), where (magnitude << shift) is already right.
   static constexpr bool subnormal_detour = F.has_zero && M > 0 && B != float_bits::exponent_bias;
   /// e8m0's pattern 0 is 2^-127, a float subnormal.
-  static constexpr std::uint32_t no_zero_smallest = std::bit_cast<std::uint32_t>(std::numeric_limits<float>::min() * 0.5F);
+  static constexpr std::uint32_t no_zero_smallest =
+      std::bit_cast<std::uint32_t>(std::numeric_limits<float>::min() * 0.5F);
 };
 
 /// Decodes the pattern `x` of format `F` to the bits of a float: the same bits as
@@ -214,11 +220,14 @@ template <float_format F>
     std::uint32_t r = (mag << C::shift) + C::rebias;
     if constexpr (C::subnormal_detour) {
       const std::uint32_t sub =
-          mantissa == 0U ? 0U : std::bit_cast<std::uint32_t>(static_cast<float>(static_cast<std::int32_t>(mantissa))) + C::subnormal_rebias;
+          mantissa == 0U ? 0U
+                         : std::bit_cast<std::uint32_t>(static_cast<float>(static_cast<std::int32_t>(mantissa))) +
+                               C::subnormal_rebias;
       r = exponent == 0U ? sub : r;
     }
     if constexpr (F.nan == nan_encoding::ieee) {
-      const std::uint32_t special = mantissa == 0U ? float_bits::infinity : (float_bits::quiet_nan | (mantissa << C::shift));
+      const std::uint32_t special =
+          mantissa == 0U ? float_bits::infinity : (float_bits::quiet_nan | (mantissa << C::shift));
       r = exponent == C::max_exponent ? special : r;
     } else if constexpr (F.nan == nan_encoding::all_ones) {
       r = mag == F.magnitude_mask() ? float_bits::quiet_nan : r;

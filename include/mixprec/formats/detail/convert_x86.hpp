@@ -78,7 +78,8 @@ template <float_format F, overflow_mode Mode>
     // {rn-sae}: MXCSR.RC is ignored and no flag is raised. DAZ/FTZ can only turn a float subnormal
     // input into 0, and such an input rounds to 0 anyway (below half of F's smallest subnormal).
     constexpr int rn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    const __m512 scaled = _mm512_mul_round_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(splat(C::subnormal_scale)), rn);
+    const __m512 scaled =
+        _mm512_mul_round_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(splat(C::subnormal_scale)), rn);
     mag = _mm512_mask_mov_epi32(mag, subnormal, _mm512_cvt_roundps_epi32(scaled, rn));
   } else {  // no zero (e8m0): |x| below 2^-126 becomes 2^-127 or 2^-126
     const __mmask16 up = _mm512_cmpgt_epu32_mask(a, splat(C::no_zero_midpoint));
@@ -111,13 +112,15 @@ template <float_format F>
   if constexpr (F == formats::bfloat16) {
     // The top half of a float: only NaNs change, they get the quiet bit.
     const __m512i u = _mm512_slli_epi32(x, C::shift);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, splat(float_bits::magnitude)), splat(float_bits::infinity));
+    const __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, splat(float_bits::magnitude)), splat(float_bits::infinity));
     return _mm512_mask_or_epi32(u, nan, u, splat(float_bits::quiet_nan));
   } else if constexpr (!F.has_zero) {
     __m512i r = _mm512_slli_epi32(x, float_bits::mantissa_bits);
     r = _mm512_mask_mov_epi32(r, _mm512_testn_epi32_mask(x, x), splat(C::no_zero_smallest));
     static_assert(F.nan == nan_encoding::all_ones, "e8m0's NaN is its all-ones pattern");
-    return _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(x, splat(F.magnitude_mask())), splat(float_bits::quiet_nan));
+    return _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(x, splat(F.magnitude_mask())),
+                                 splat(float_bits::quiet_nan));
   } else {
     __m512i sign = _mm512_setzero_si512();
     if constexpr (F.is_signed) sign = _mm512_slli_epi32(_mm512_and_si512(x, splat(F.sign_mask())), C::sign_shift);
@@ -127,15 +130,18 @@ template <float_format F>
     __m512i r = _mm512_add_epi32(_mm512_slli_epi32(mag, C::shift), splat(C::rebias));
     if constexpr (C::subnormal_detour) {
       const __m512i as_float = _mm512_castps_si512(_mm512_cvtepi32_ps(mantissa));  // exact: mantissa < 2^10
-      const __m512i sub = _mm512_maskz_add_epi32(_mm512_test_epi32_mask(mantissa, mantissa), as_float, splat(C::subnormal_rebias));
+      const __m512i sub =
+          _mm512_maskz_add_epi32(_mm512_test_epi32_mask(mantissa, mantissa), as_float, splat(C::subnormal_rebias));
       r = _mm512_mask_mov_epi32(r, _mm512_testn_epi32_mask(exponent, exponent), sub);
     }
     if constexpr (F.nan == nan_encoding::ieee) {
-      const __m512i special = _mm512_mask_or_epi32(splat(float_bits::infinity), _mm512_test_epi32_mask(mantissa, mantissa),
-                                                   splat(float_bits::quiet_nan), _mm512_slli_epi32(mantissa, C::shift));
+      const __m512i special =
+          _mm512_mask_or_epi32(splat(float_bits::infinity), _mm512_test_epi32_mask(mantissa, mantissa),
+                               splat(float_bits::quiet_nan), _mm512_slli_epi32(mantissa, C::shift));
       r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(exponent, splat(C::max_exponent)), special);
     } else if constexpr (F.nan == nan_encoding::all_ones) {
-      r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(mag, splat(F.magnitude_mask())), splat(float_bits::quiet_nan));
+      r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(mag, splat(F.magnitude_mask())),
+                                splat(float_bits::quiet_nan));
     } else if constexpr (F.nan == nan_encoding::negative_zero) {
       r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(x, splat(F.sign_mask())), splat(float_bits::quiet_nan));
     }
@@ -236,7 +242,8 @@ inline void decode_block(const From* in, float* out, __mmask16 mask) noexcept {
   constexpr float_format F = From::format;
   __m512 r;
   if constexpr (F == formats::float16) {
-    const __m256i h = Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in)) : _mm256_maskz_loadu_epi16(mask, in);
+    const __m256i h =
+        Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in)) : _mm256_maskz_loadu_epi16(mask, in);
     r = _mm512_cvtph_ps(h);  // exact; NaN: payload kept, quiet bit set (the scalar definition)
   } else {
     r = _mm512_castsi512_ps(decode16<F>(load_patterns<Full>(in, mask)));

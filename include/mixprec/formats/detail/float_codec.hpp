@@ -57,20 +57,18 @@ template <float_format F>
   if (biased >= F.min_normal_biased_exponent()) {
     const int shift = msb - M;
     const bool odd = M > 0 ? ((x.significand >> (shift > 0 ? shift : 0)) & 1U) != 0 : (biased & 1) != 0;
-    const std::uint64_t q =
-        shift > 0 ? round_shift_nearest_even(x.significand, shift, odd) : x.significand << -shift;
+    const std::uint64_t q = shift > 0 ? round_shift_nearest_even(x.significand, shift, odd) : x.significand << -shift;
     // Guard the shift below against absurd exponents (e.g. 2^1000 into float4): anything with a
     // biased exponent beyond 2^16 overflows every format we have.
-    magnitude = biased > 0xFFFF ? ~std::uint64_t{0}
-                                : (static_cast<std::uint64_t>(biased) << M) + (q - (std::uint64_t{1} << M));
+    magnitude =
+        biased > 0xFFFF ? ~std::uint64_t{0} : (static_cast<std::uint64_t>(biased) << M) + (q - (std::uint64_t{1} << M));
   } else if (F.has_zero) {
     const std::int64_t shift = msb - M + (1 - biased);
     // Past msb + 1 the value is below half the smallest subnormal: it rounds to zero. (Subnormal
     // results only arise from float/double sources, whose msb <= 52, so shift < 64 here.)
     const bool odd = shift < 64 && ((x.significand >> shift) & 1U) != 0;  // the encoding is q itself
-    magnitude = (shift > msb + 1 || shift >= 64)
-                    ? 0U
-                    : round_shift_nearest_even(x.significand, static_cast<int>(shift), odd);
+    magnitude =
+        (shift > msb + 1 || shift >= 64) ? 0U : round_shift_nearest_even(x.significand, static_cast<int>(shift), odd);
   } else {
     magnitude = 0;  // below the smallest value of a format without zero: round up to it
   }
@@ -143,7 +141,7 @@ struct ieee_layout<double> {
 
 /// Encodes a float or double into format `F` with one rounding (no double rounding through float).
 template <float_format F, class Real>
-  requires std::is_same_v<Real, float> || std::is_same_v<Real, double>
+requires std::is_same_v<Real, float> || std::is_same_v<Real, double>
 [[nodiscard]] constexpr std::uint32_t encode(Real value, overflow_mode mode) noexcept {
   using L = ieee_layout<Real>;
   using bits_type = typename L::bits_type;
@@ -157,10 +155,9 @@ template <float_format F, class Real>
   }
   if (exponent_field == 0 && mantissa == 0) return encode_zero<F>(negative, mode);
   // Subnormal sources have exponent field 0 and no implicit bit; both cases scale by 2^(1-bias-M).
-  const std::uint64_t significand =
-      exponent_field == 0 ? mantissa : (mantissa | (bits_type{1} << L::mantissa_bits));
-  const int exponent = (exponent_field == 0 ? 1 : static_cast<int>(exponent_field)) - L::exponent_bias -
-                       L::mantissa_bits;
+  const std::uint64_t significand = exponent_field == 0 ? mantissa : (mantissa | (bits_type{1} << L::mantissa_bits));
+  const int exponent =
+      (exponent_field == 0 ? 1 : static_cast<int>(exponent_field)) - L::exponent_bias - L::mantissa_bits;
   return encode_finite<F>({negative, significand, exponent}, mode);
 }
 

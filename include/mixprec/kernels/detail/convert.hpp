@@ -4,9 +4,9 @@
 #pragma once
 
 #include <bit>
-#include <cstddef>
 #include <complex>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <type_traits>
@@ -39,8 +39,8 @@ using real_of_t = typename real_of<T>::type;
 /// float/double, and the standard integers (ids, quantised values), which convert like `T(int)`.
 template <class T>
 concept kernel_scalar = std::same_as<T, float> || std::same_as<T, double> || small_float<T> ||
-                        std::same_as<T, std::complex<float>> || std::same_as<T, std::complex<double>> ||
-                        (std::integral<T> && !std::same_as<T, bool>);
+    std::same_as<T, std::complex<float>> || std::same_as<T, std::complex<double>> ||
+    (std::integral<T> && !std::same_as<T, bool>);
 
 /// `x` rounded to bfloat16 (nearest, ties to even) and returned as float, by integer arithmetic on
 /// the bits: the same value as `static_cast<float>(bfloat16(x))` for every float (tests check it), in

@@ -15,8 +15,7 @@ namespace mixprec::kernels::detail {
 inline void append_part(std::string& s, std::string_view part) { s.append(part); }
 
 template <std::integral I>
-  requires(!std::same_as<I, bool> && !std::same_as<I, char>)
-void append_part(std::string& s, I value) {
+requires(!std::same_as<I, bool> && !std::same_as<I, char>) void append_part(std::string& s, I value) {
   s.append(std::to_string(value));
 }
 

@@ -12,9 +12,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
-#include "mixprec/arrays/xtensor.hpp"
 
 namespace mixprec::nn::detail {
 
@@ -86,8 +86,8 @@ template <class X>
 template <class X>
 void check_features(const char* layer, const X& x, std::size_t expected, const std::string& what) {
   if (x.dimension() == 0) {
-    throw std::invalid_argument(kernels::detail::concat(layer, ": input is a scalar (shape []) but the layer expects [..., ",
-                                                        expected, "] (", what, ")"));
+    throw std::invalid_argument(kernels::detail::concat(
+        layer, ": input is a scalar (shape []) but the layer expects [..., ", expected, "] (", what, ")"));
   }
   const std::size_t got = last_extent(x);
   if (got != expected) {
