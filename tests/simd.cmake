@@ -26,7 +26,7 @@ function(mixprec_add_convert_simd_test suffix)
   add_executable(${target} ${mixprec_convert_source} $<TARGET_OBJECTS:mixprec_test_main>)
   target_link_libraries(${target} PRIVATE mixprec::mixprec mixprec_warnings Catch2::Catch2)
   target_compile_options(${target} PRIVATE ${ARGN})
-  catch_discover_tests(${target} TEST_PREFIX "formats/convert_${suffix}_test: ")
+  catch_discover_tests(${target} TEST_PREFIX "formats/convert_${suffix}_test: " ${mixprec_catch_discover_args})
 endfunction()
 
 mixprec_add_convert_simd_test(simd -mf16c -mavx2 -mfma -mavx512f -mavx512bw -mavx512vl -mavx512bf16)

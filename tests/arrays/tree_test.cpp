@@ -145,7 +145,7 @@ TEST_CASE("tree_for_each on a non-const tree can change leaves in place", "[tree
   CHECK(std::get<2>(t).bits() == 0xBF80);  // -1.0 in bfloat16: sign 1, exponent 127, mantissa 0
 }
 
-TEST_CASE("std::map keeps its keys; only values are leaves", "[tree]") {
+TEST_CASE("std::map keeps its keys, only values are leaves", "[tree]") {
   const std::map<std::string, std::vector<float>> params{{"w", {1.0f, 2.0f}}, {"b", {0.5f}}};
   const auto r = mixprec::tree_map(twice_fn{}, params);
   STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(r)>, std::map<std::string, std::vector<double>>>);

@@ -67,7 +67,7 @@ TEST_CASE("weak<T> marks a C++ scalar weakly typed", "[promotion][weak]") {
   CHECK(weak<float>{} == weak<float>{0.0F});
 }
 
-TEST_CASE("a weak scalar adapts to the strong type it meets; a plain one does not", "[promotion][weak][promote_t]") {
+TEST_CASE("a weak scalar adapts to the strong type it meets, a plain one does not", "[promotion][weak][promote_t]") {
   // bf16 array + 1.0 (weak) is bfloat16; bf16 array + jnp.float64 scalar (strong) is float64.
   STATIC_REQUIRE(std::is_same_v<promote_t<bfloat16, weak<double>>, bfloat16>);
   STATIC_REQUIRE(std::is_same_v<promote_t<bfloat16, double>, double>);

@@ -113,7 +113,7 @@ TEMPLATE_LIST_TEST_CASE("every bit pattern survives from_bits -> float/double ->
   CHECK(bad.count() == 0);
 }
 
-TEMPLATE_LIST_TEST_CASE("a default-constructed value is the pattern 0 (+0; 2^-127 for e8m0, which has no zero)",
+TEMPLATE_LIST_TEST_CASE("a default-constructed value is the pattern 0 (+0, or 2^-127 for e8m0, which has no zero)",
                         "[basic_float]", all_small_floats) {
   const TestType x{};
   CHECK(x.bits() == 0);
@@ -348,7 +348,7 @@ TEMPLATE_LIST_TEST_CASE("abs clears the sign bit of every pattern, NaN included 
   CHECK(bad.count() == 0);
 }
 
-TEMPLATE_LIST_TEST_CASE("negation flips the sign bit; fnuz zero and NaN stay; e8m0 has no negative numbers (NaN)",
+TEMPLATE_LIST_TEST_CASE("negation flips the sign bit, fnuz zero and NaN stay, e8m0 has no negative numbers (NaN)",
                         "[basic_float][negation]", all_small_floats) {
   const auto& ref = reference_of<TestType>();
   const auto& f = ref.spec();

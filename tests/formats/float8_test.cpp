@@ -265,7 +265,7 @@ TEST_CASE("float8_e8m0fnu encodes the powers of two 2^-127 .. 2^127 and NaN", "[
   for (int v : {1, 2, 256}) CHECK(static_cast<double>(float8_e8m0fnu(v)) == v);
 }
 
-TEST_CASE("float8_e8m0fnu: zero and negative inputs are NaN; tiny ones round up to 2^-127", "[float8][e8m0fnu]") {
+TEST_CASE("float8_e8m0fnu: zero and negative inputs are NaN, tiny ones round up to 2^-127", "[float8][e8m0fnu]") {
   // ml_dtypes Float8E8m0fnuTest.NegativeInput: every negative input (and -0) converts to NaN.
   for (float v : {-qnan, -inf, std::numeric_limits<float>::lowest(), -1.0F, -0.5F, -std::numeric_limits<float>::min(),
                   -std::numeric_limits<float>::denorm_min(), -0.0F, 0.0F}) {

@@ -509,7 +509,7 @@ TEST_CASE("grouped-query attention: query head h reads kv head h / (n_heads / n_
   }
 }
 
-TEST_CASE("both rotary layouts, and custom theta, match the reference; each changes the output", "[nn][attention]") {
+TEST_CASE("both rotary layouts, and custom theta, match the reference, and each changes the output", "[nn][attention]") {
   std::vector<xt::xtensor<double, 3>> outputs;
   const std::vector<std::optional<nn::rotary_config>> ropes{
       std::nullopt, nn::rotary_config{.layout = nn::rope_layout::adjacent_pairs},
@@ -532,7 +532,7 @@ TEST_CASE("both rotary layouts, and custom theta, match the reference; each chan
   }
 }
 
-TEST_CASE("causal and padding masks: every combination matches the reference; fully masked rows give the bias",
+TEST_CASE("causal and padding masks: every combination matches the reference, fully masked rows give the bias",
           "[nn][attention]") {
   const std::size_t batch = 2, seq = 6;
   auto mask = xt::xtensor<bool, 2>::from_shape({batch, seq});
@@ -740,7 +740,7 @@ TEMPLATE_TEST_CASE("tiled online-softmax attention equals the direct formula for
   }
 }
 
-TEST_CASE("softmax_precision::compute rounds scores and weights to the compute type; opmath does not",
+TEST_CASE("softmax_precision::compute rounds scores and weights to the compute type, opmath does not",
           "[nn][attention]") {
   // One query q = 1.25 and two keys 80.5 and 80 (head_dim 1, scale 1), values 1 and 0: the scores are
   // 100.625 and 100. In bfloat16 (8 significant bits, spacing 0.5 in [64, 128)) 100.625 rounds to 100.5.
