@@ -28,6 +28,10 @@
 #include <cstdint>
 #include <ostream>
 #include <type_traits>
+#include <version>
+#if defined(__cpp_lib_format)
+#include <format>
+#endif
 
 #include "mixprec/formats/detail/float_codec.hpp"
 #include "mixprec/formats/float_format.hpp"
@@ -204,3 +208,18 @@ class basic_float {
 };
 
 }  // namespace mixprec
+
+#if defined(__cpp_lib_format)
+/// `std::format` support for every small float type (bfloat16, float16, float8/6/4): formats the
+/// float value with the format spec of `float` (`"{}"`, `"{:.3f}"`, `"{:>8g}"`), as `operator<<` prints
+/// it. Only where the standard library has `<format>` (`__cpp_lib_format`; not GCC 12's libstdc++).
+template <class T, class CharT>
+requires mixprec::small_float<T>
+struct std::formatter<T, CharT> : std::formatter<float, CharT> {
+  /// Formats `static_cast<float>(x)` (exact: float holds every value of every small format).
+  template <class FormatContext>
+  auto format(T x, FormatContext& ctx) const {
+    return std::formatter<float, CharT>::format(static_cast<float>(x), ctx);
+  }
+};
+#endif
