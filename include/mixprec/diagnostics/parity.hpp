@@ -26,6 +26,7 @@
 #include <limits>
 #include <optional>
 #include <ostream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -140,25 +141,24 @@ inline void check_captured(const site_record& r, const std::string& label) {
   const std::string run_a = detail::quoted_run(options.label_a);
   const std::string run_b = detail::quoted_run(options.label_b);
   // Every structural mismatch is reported before any arithmetic.
+  const auto mismatch = [](const site_record& r, const std::string& run, const std::string& other,
+                           const site_record* in_other) {
+    std::ostringstream message;
+    message << "compare_runs: site '" << r.name << "' has " << r.stats.count() << " elements in " << run;
+    if (in_other == nullptr) {
+      message << " but is absent (0 elements) from " << other << "; both runs must observe the same sites.";
+    } else {
+      message << " but " << in_other->stats.count() << " in " << other
+              << "; both runs must observe tensors of the same sizes at each site.";
+    }
+    return std::invalid_argument(message.str());
+  };
   for (const site_record& ra : a.sites()) {
     const site_record* rb = reference.find(ra.name);
-    if (rb == nullptr) {
-      throw std::invalid_argument("compare_runs: site '" + ra.name + "' has " + std::to_string(ra.stats.count()) +
-                                  " elements in " + run_a + " but is absent (0 elements) from " + run_b +
-                                  "; both runs must observe the same sites.");
-    }
-    if (rb->stats.count() != ra.stats.count()) {
-      throw std::invalid_argument("compare_runs: site '" + ra.name + "' has " + std::to_string(ra.stats.count()) +
-                                  " elements in " + run_a + " but " + std::to_string(rb->stats.count()) + " in " +
-                                  run_b + "; both runs must observe tensors of the same sizes at each site.");
-    }
+    if (rb == nullptr || rb->stats.count() != ra.stats.count()) throw mismatch(ra, run_a, run_b, rb);
   }
   for (const site_record& rb : reference.sites()) {
-    if (a.find(rb.name) == nullptr) {
-      throw std::invalid_argument("compare_runs: site '" + rb.name + "' has " + std::to_string(rb.stats.count()) +
-                                  " elements in " + run_b + " but is absent (0 elements) from " + run_a +
-                                  "; both runs must observe the same sites.");
-    }
+    if (a.find(rb.name) == nullptr) throw mismatch(rb, run_b, run_a, nullptr);
   }
   for (const site_record& ra : a.sites()) {
     detail::check_captured(ra, options.label_a);
