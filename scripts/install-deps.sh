@@ -2,7 +2,7 @@
 # Installs the Debian packages mixprec needs (Debian 12 "bookworm" names), only those missing,
 # with apt-get (non-interactive; through sudo when not run as root).
 #
-#   ./scripts/install-deps.sh              everything: compilers, Eigen, xtensor, Catch2, Benchmark
+#   ./scripts/install-deps.sh              everything: compilers, Eigen, xtensor, nlohmann-json, Catch2, Benchmark
 #   ./scripts/install-deps.sh pkg...       just these packages
 set -euo pipefail
 
@@ -10,7 +10,7 @@ if [ "$#" -gt 0 ]; then
   packages=("$@")
 else
   # make: CMake's default generator. g++ 12 and clang 14 are bookworm's defaults.
-  packages=(cmake make g++ clang libeigen3-dev xtensor-dev catch2 libbenchmark-dev)
+  packages=(cmake make g++ clang libeigen3-dev xtensor-dev nlohmann-json3-dev catch2 libbenchmark-dev)
 fi
 
 missing=()

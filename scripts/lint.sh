@@ -14,7 +14,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 what=${1:-all}
-./scripts/install-deps.sh cmake make clang clang-format clang-tidy libeigen3-dev xtensor-dev catch2
+./scripts/install-deps.sh cmake make clang clang-format clang-tidy libeigen3-dev xtensor-dev nlohmann-json3-dev catch2
 
 failed=()
 echo "=== lint: clang-format $(clang-format --version | grep -o '[0-9][0-9.]*' | head -1)"

@@ -7,14 +7,14 @@
 #   ./scripts/run-example.sh                      the full report (Release build)
 #   ./scripts/run-example.sh --policy bf16 ...    any mixprec-llama flags are passed on (see --help)
 #
-# The model is read from ../shared/data/stories260K beside the repository (or $MIXPREC_DATA_DIR).
+# The model is read from the repository's data/stories260K (or $MIXPREC_DATA_DIR/stories260K).
 # Environment: MIXPREC_BUILD_ROOT   the build folder is $MIXPREC_BUILD_ROOT/example (default: out/build)
 #              MIXPREC_JOBS         parallel build jobs (default: number of cores)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
-./scripts/install-deps.sh cmake make g++ libeigen3-dev xtensor-dev
+./scripts/install-deps.sh cmake make g++ libeigen3-dev xtensor-dev nlohmann-json3-dev
 
 dir=${MIXPREC_BUILD_ROOT:-$repo/out/build}/example
 cmake --preset example -B "$dir" >/dev/null
