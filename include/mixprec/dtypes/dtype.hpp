@@ -9,8 +9,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <ostream>
+#include <string>
 #include <string_view>
 #include <type_traits>
+#include <version>
+#if defined(__cpp_lib_format)
+#include <format>
+#endif
 
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"
@@ -21,9 +27,19 @@
 
 namespace mixprec {
 
+// The enumeration is declared in an inline namespace, which code never names (it writes
+// `mixprec::dtype`), so that GCC's -Wshadow does not report the enumerators int2, int4, uint2 and
+// uint4 as shadowing the types mixprec::int2, ...: GCC compares a new name with the declarations of
+// the namespace it is declared in, and those types are declared in mixprec, not here. Argument-
+// dependent lookup still finds mixprec's functions (`name(d)`, `operator<<`): the namespace enclosing
+// an inline namespace is associated too ([basic.lookup.argdep]). Diagnostics spell the type
+// `mixprec::dtype_enum::dtype`.
+inline namespace dtype_enum {
+
 /// Every element type mixprec knows, named as NumPy/JAX name it. The last three are JAX's weakly
 /// typed scalars (written `i*`, `f*`, `c*` in JAX's type promotion docs): the type of a Python (here:
-/// a C++ literal marked weak) scalar that adapts to the array it meets.
+/// a C++ literal marked weak) scalar that adapts to the array it meets. `std::cout << d` and
+/// `std::format("{}", d)` print `name(d)`.
 enum class dtype : std::uint8_t {
   bool_,
   int2,
@@ -59,6 +75,8 @@ enum class dtype : std::uint8_t {
   weak_float,
   weak_complex,
 };
+
+}  // namespace dtype_enum
 
 /// Number of enumerators of `dtype` (derived from the last one).
 inline constexpr std::size_t dtype_count = static_cast<std::size_t>(dtype::weak_complex) + 1;
@@ -144,6 +162,16 @@ inline constexpr std::array<std::pair<std::string_view, dtype>, 15> dtype_short_
     if (short_name == text) return d;
   }
   return std::nullopt;
+}
+
+/// Writes `name(d)` ("bfloat16", "float8_e4m3fn", "float*"); a value that is no enumerator (a cast
+/// integer) is written "dtype(<number>)".
+///
+/// **Example**: `std::cout << mixprec::dtype::bfloat16` prints `bfloat16`.
+inline std::ostream& operator<<(std::ostream& os, dtype d) {
+  const auto index = static_cast<std::size_t>(d);
+  if (index < dtype_count) return os << name(d);
+  return os << "dtype(" << index << ')';
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -314,3 +342,20 @@ requires(!detail::is_weak_dtype<D>) using type_of_t = typename detail::type_of_i
 }
 
 }  // namespace mixprec
+
+#if defined(__cpp_lib_format)
+/// `std::format("{}", d)` writes `name(d)`, with the format spec of a string (`"{:>10}"`); a value
+/// that is no enumerator is written "dtype(<number>)", as `operator<<` does. Only where the standard
+/// library has `<format>` (`__cpp_lib_format`; not GCC 12's libstdc++).
+template <>
+struct std::formatter<mixprec::dtype, char> : std::formatter<std::string_view, char> {
+  /// Formats the dtype's name.
+  template <class FormatContext>
+  auto format(mixprec::dtype d, FormatContext& ctx) const {
+    const auto index = static_cast<std::size_t>(d);
+    if (index < mixprec::dtype_count) return std::formatter<std::string_view, char>::format(mixprec::name(d), ctx);
+    const std::string text = "dtype(" + std::to_string(index) + ")";
+    return std::formatter<std::string_view, char>::format(text, ctx);
+  }
+};
+#endif
