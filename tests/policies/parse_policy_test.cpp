@@ -14,6 +14,11 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <version>
+#if defined(__cpp_lib_format)
+#include <format>
+#endif
 
 #include "mixprec/policies/runtime_policy.hpp"
 
@@ -148,6 +153,7 @@ TEST_CASE("parse_policy errors are std::invalid_argument with the token, its pos
           "[policy][parse][errors]") {
   CHECK_THROWS_AS(parse_policy("q=bf16"), std::invalid_argument);
   CHECK_THROWS_AS(parse_policy("q=bf16"), policy_parse_error);
+  CHECK_THROWS_AS(parse_policy("q=bf16"), mixprec::policy_error);  // the one typed error of policies
   CHECK_THROWS_WITH(parse_policy("p=f32,q=bf16"), Contains("unknown key 'q'") && Contains("position 6") &&
                                                       Contains("\"p=f32,q=bf16\"") && Contains("p (or params)"));
 }
@@ -258,6 +264,7 @@ TEST_CASE("to_string round-trips the small-float policies", "[policy][to_string]
 
 TEST_CASE("to_string rejects a runtime_policy holding a non-floating dtype", "[policy][to_string][errors]") {
   CHECK_THROWS_AS(mixprec::to_string({dtype::float32, dtype::int8, dtype::float32}), std::invalid_argument);
+  CHECK_THROWS_AS(mixprec::to_string({dtype::float32, dtype::int8, dtype::float32}), mixprec::policy_error);
   CHECK_THROWS_WITH(mixprec::to_string({dtype::float32, dtype::int8, dtype::float32}),
                     Contains("runtime_policy.compute is int8"));
   CHECK_THROWS_WITH(mixprec::to_string({dtype::weak_float, dtype::float32, dtype::float32}),
@@ -266,11 +273,26 @@ TEST_CASE("to_string rejects a runtime_policy holding a non-floating dtype", "[p
                     Contains("runtime_policy.output holds 200"));
 }
 
+TEST_CASE("policy_parse_error is a policy_error, which is a std::invalid_argument", "[policy][errors]") {
+  STATIC_REQUIRE(std::is_base_of_v<mixprec::policy_error, policy_parse_error>);
+  STATIC_REQUIRE(std::is_base_of_v<std::invalid_argument, mixprec::policy_error>);
+}
+
 TEST_CASE("operator<< writes the canonical form", "[policy][to_string]") {
   std::ostringstream os;
   os << runtime_policy{dtype::float32, dtype::float16, dtype::float32};
   CHECK(os.str() == "p=f32,c=f16,o=f32");
 }
+
+#if defined(__cpp_lib_format)
+TEST_CASE("std::format writes the canonical form, with a string's format spec", "[policy][to_string][format]") {
+  const runtime_policy p{dtype::float32, dtype::float16, dtype::float32};
+  CHECK(std::format("{}", p) == "p=f32,c=f16,o=f32");
+  CHECK(std::format("[{:>20}]", p) == "[   p=f32,c=f16,o=f32]");
+  CHECK_THROWS_AS(std::format("{}", runtime_policy{dtype::float32, dtype::int8, dtype::float32}),
+                  mixprec::policy_error);
+}
+#endif
 
 TEST_CASE("runtime_policy defaults to float32 everywhere and compares member-wise", "[policy]") {
   CHECK(runtime_policy{} == runtime_policy{dtype::float32, dtype::float32, dtype::float32});

@@ -77,6 +77,7 @@ TEST_CASE("resolve of a promote role is usable in constant expressions", "[polic
 TEST_CASE("resolve of a promote role without inputs, or with inputs that do not promote, throws",
           "[policy][resolve][promote][errors]") {
   CHECK_THROWS_AS(resolve(semantic_dtype::compute, mixprec::promote_policy{}), std::invalid_argument);
+  CHECK_THROWS_AS(resolve(semantic_dtype::compute, mixprec::promote_policy{}), mixprec::policy_error);
   CHECK_THROWS_WITH(resolve(semantic_dtype::output, mixprec::promote_policy{}),
                     Contains("mixprec::promote") && Contains("pass the input dtypes"));
   // The param role of a promoting policy is fixed, so it needs no inputs.

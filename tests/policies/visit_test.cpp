@@ -132,3 +132,114 @@ TEST_CASE("visit rejects a runtime_policy with a dtype outside f32, f64, bf16, f
                               [&called](auto) { called = true; }));
   CHECK_FALSE(called);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The listed form visit<P1, P2, ...>(p, f)
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+using f32_everywhere = mixprec::policy<float, float, float>;
+using f32_bf16_f32 = mixprec::policy<float, mixprec::bfloat16, float>;
+using f32_f16_f32 = mixprec::policy<float, mixprec::float16, float>;
+
+// Compiles only for the three policies above: its body fails a static_assert for any other. Its
+// return type is written out, so checking that it is invocable does not instantiate the body; only
+// calling it does. A visit that instantiated f for a policy not listed would not compile.
+struct only_three {
+  template <class P>
+  int operator()(P) const {
+    static_assert(
+        std::is_same_v<P, f32_everywhere> || std::is_same_v<P, f32_bf16_f32> || std::is_same_v<P, f32_f16_f32>,
+        "visit<...> instantiated f for a policy that is not listed");
+    if constexpr (std::is_same_v<P, f32_everywhere>) {
+      return 1;
+    } else if constexpr (std::is_same_v<P, f32_bf16_f32>) {
+      return 2;
+    } else {
+      return 3;
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the named policies are the jmp policies full, p=f32,c=bf16,o=f32 and p=f32,c=f16,o=f32",
+          "[policy][visit][listed]") {
+  STATIC_REQUIRE(std::is_same_v<mixprec::full_precision, f32_everywhere>);
+  STATIC_REQUIRE(std::is_same_v<mixprec::mixed_bfloat16, f32_bf16_f32>);
+  STATIC_REQUIRE(std::is_same_v<mixprec::mixed_float16, f32_f16_f32>);
+}
+
+TEST_CASE("visit<P...> calls f with the listed policy matching the runtime policy, and only those are compiled",
+          "[policy][visit][listed]") {
+  using mixprec::full_precision;
+  using mixprec::mixed_bfloat16;
+  using mixprec::mixed_float16;
+  const only_three f;
+  CHECK(mixprec::visit<full_precision, mixed_bfloat16, mixed_float16>(mixprec::parse_policy("full"), f) == 1);
+  CHECK(mixprec::visit<full_precision, mixed_bfloat16, mixed_float16>(mixprec::parse_policy("f32"), f) == 1);
+  CHECK(mixprec::visit<full_precision, mixed_bfloat16, mixed_float16>(mixprec::parse_policy("p=f32,c=bf16,o=f32"), f) ==
+        2);
+  CHECK(mixprec::visit<full_precision, mixed_bfloat16, mixed_float16>(mixprec::parse_policy("c=float16,o=full"), f) ==
+        3);
+  // The order of the list does not matter.
+  CHECK(mixprec::visit<mixed_float16, full_precision, mixed_bfloat16>(mixprec::parse_policy("c=bf16,o=f32"), f) == 2);
+  // One listed policy is enough.
+  CHECK(mixprec::visit<mixed_float16>(runtime_policy{dtype::float32, dtype::float16, dtype::float32}, f) == 3);
+}
+
+TEST_CASE("visit<P...> passes exactly the listed type, float8 policies included", "[policy][visit][listed]") {
+  using f8 = mixprec::policy<float, mixprec::float8_e4m3fn, float>;
+  using all_f64 = mixprec::policy<double, double, double>;
+  CHECK(mixprec::visit<f8, all_f64>(mixprec::parse_policy("p=f32,c=float8_e4m3fn,o=f32"),
+                                    [](auto policy) { return std::is_same_v<decltype(policy), f8>; }));
+  CHECK(mixprec::visit<f8, all_f64>(mixprec::parse_policy("f64"),
+                                    [](auto policy) { return std::is_same_v<decltype(policy), all_f64>; }));
+}
+
+TEST_CASE("visit<P...> returns what f returns, by value or by reference, and forwards f", "[policy][visit][listed]") {
+  int counter = 0;
+  int& r = mixprec::visit<mixprec::full_precision, mixprec::mixed_bfloat16>(
+      runtime_policy{}, [&counter](auto) -> int& { return counter; });
+  r = 5;
+  CHECK(counter == 5);
+
+  counting f;  // callable only as an lvalue
+  mixprec::visit<mixprec::full_precision, mixprec::mixed_bfloat16>(runtime_policy{}, f);
+  mixprec::visit<mixprec::full_precision, mixprec::mixed_bfloat16>(mixprec::parse_policy("p=f32,c=bf16,o=f32"), f);
+  CHECK(f.calls == 2);
+
+  // A void f.
+  bool called = false;
+  mixprec::visit<mixprec::mixed_bfloat16>(mixprec::parse_policy("p=f32,c=bf16,o=f32"),
+                                          [&called](auto) { called = true; });
+  CHECK(called);
+}
+
+TEST_CASE("visit<P...> throws a policy_error naming the runtime policy and every listed one",
+          "[policy][visit][listed][errors]") {
+  using mixprec::full_precision;
+  using mixprec::mixed_bfloat16;
+  using mixprec::mixed_float16;
+  bool called = false;
+  const auto mark = [&called](auto) { called = true; };
+  const runtime_policy all_f16 = mixprec::parse_policy("c=f16");  // p=f32,c=f16,o=f16: not mixed_float16
+  CHECK_THROWS_AS((mixprec::visit<full_precision, mixed_bfloat16, mixed_float16>(all_f16, mark)),
+                  mixprec::policy_error);
+  CHECK_THROWS_AS((mixprec::visit<full_precision, mixed_bfloat16, mixed_float16>(all_f16, mark)),
+                  std::invalid_argument);
+  CHECK_THROWS_WITH((mixprec::visit<full_precision, mixed_bfloat16, mixed_float16>(all_f16, mark)),
+                    Contains("policy p=f32,c=f16,o=f16 is not one of the 3 listed policies") &&
+                        Contains("(p=f32,c=f32,o=f32; p=f32,c=bf16,o=f32; p=f32,c=f16,o=f32)"));
+  CHECK_FALSE(called);
+  // A policy that no to_string accepts is still described.
+  CHECK_THROWS_WITH(
+      (mixprec::visit<full_precision>(runtime_policy{dtype::float32, dtype::int8, static_cast<dtype>(200)}, mark)),
+      Contains("policy p=f32,c=int8,o=? is not one of the 1 listed policies (p=f32,c=f32,o=f32)"));
+  CHECK_FALSE(called);
+}
+
+TEST_CASE("the 64-way visit also throws a policy_error", "[policy][visit][errors]") {
+  CHECK_THROWS_AS(mixprec::visit(mixprec::parse_policy("c=float8_e4m3fn,o=f32"), [](auto) {}), mixprec::policy_error);
+}

@@ -18,6 +18,16 @@
 
 namespace mixprec {
 
+/// The one exception type for problems with a policy, derived from std::invalid_argument (jmp raises
+/// a plain `ValueError`). Thrown by `parse_policy` (as its subclass `policy_parse_error`, which adds
+/// the position of the bad token), by `visit` for a run-time policy it cannot dispatch, by
+/// `to_string` for a run-time policy holding a dtype that is not a real floating one, and by
+/// `resolve` for a `promote` role given no input dtypes. `what()` says what is wrong and how to fix it.
+class policy_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 /// The three roles a dtype plays in a policy (jmp's param_dtype / compute_dtype / output_dtype).
 enum class semantic_dtype : std::uint8_t { param, compute, output };
 
@@ -203,8 +213,8 @@ using resolve_t = typename decltype(detail::resolve_type<S, std::remove_cvref_t<
 /// `resolve(role, policy)` with no inputs is the plain lookup for policies without `promote`:
 /// `resolve(semantic_dtype::compute, mixed_bfloat16{}) == dtype::bfloat16`.
 ///
-/// Errors: throws std::invalid_argument when the role is `promote` and no input dtype is given
-/// (there is nothing to promote), and `type_promotion_error` (also a std::invalid_argument) when the
+/// Errors: throws `policy_error` (a std::invalid_argument) when the role is `promote` and no input
+/// dtype is given (there is nothing to promote), and `type_promotion_error` (also a std::invalid_argument) when the
 /// dtypes do not promote (e.g. float32 and a float8 type). In a constant expression these are
 /// compile errors.
 template <compile_time_policy P, std::same_as<dtype>... Inputs>
@@ -218,7 +228,7 @@ template <compile_time_policy P, std::same_as<dtype>... Inputs>
   }
   if (declared) return *declared;
   if constexpr (sizeof...(Inputs) == 0) {
-    throw std::invalid_argument(
+    throw policy_error(
         "mixprec::resolve: this role of the policy is mixprec::promote, so its dtype depends on the inputs; "
         "pass the input dtypes: resolve(role, policy, input_dtype...)");
   } else {

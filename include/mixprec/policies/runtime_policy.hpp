@@ -1,8 +1,9 @@
 /// \file
 /// \brief Run-time policies: `runtime_policy` (three dtypes), `parse_policy` (jmp's `get_policy`
-/// grammar, strict), `to_string` / `operator<<`, `resolve`, `to_runtime_policy`, and `visit`, which
-/// turns a run-time policy into the matching compile-time `policy<...>` so a configuration string can
-/// select a templated code path.
+/// grammar, strict), `to_string` / `operator<<` / `std::formatter`, `resolve`, `to_runtime_policy`,
+/// and `visit`, which turns a run-time policy into the matching compile-time `policy<...>` so a
+/// configuration string can select a templated code path: `visit<P1, P2, ...>(p, f)` over the listed
+/// policies only (cheap to compile), or `visit(p, f)` over all 64 policies of f32/f64/bf16/f16.
 #pragma once
 
 #include <array>
@@ -13,8 +14,13 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
+#include <version>
+#if defined(__cpp_lib_format)
+#include <format>
+#endif
 
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/policies/detail/policy_grammar.hpp"
@@ -35,15 +41,15 @@ struct runtime_policy {
   friend constexpr bool operator==(const runtime_policy&, const runtime_policy&) noexcept = default;
 };
 
-/// Thrown by `parse_policy` for a malformed policy string. `what()` names the bad token, its 0-based
-/// character offset in the input, the input, and how to fix it; `code()`, `position()` and `token()`
-/// give the same facts to code.
-class policy_parse_error : public std::invalid_argument {
+/// Thrown by `parse_policy` for a malformed policy string: a `policy_error` (so a std::invalid_argument)
+/// that also says where. `what()` names the bad token, its 0-based character offset in the input, the
+/// input, and how to fix it; `code()`, `position()` and `token()` give the same facts to code.
+class policy_parse_error : public policy_error {
  public:
   /// `message` is the full `what()` text; `token` is the offending text (empty when a token is
   /// missing, then `position` is where it was expected).
   policy_parse_error(policy_parse_errc code, std::size_t position, std::string token, const std::string& message)
-      : std::invalid_argument(message), code_(code), position_(position), token_(std::move(token)) {}
+      : policy_error(message), code_(code), position_(position), token_(std::move(token)) {}
 
   /// Why the string was rejected.
   [[nodiscard]] policy_parse_errc code() const noexcept { return code_; }
@@ -146,7 +152,7 @@ void append_all(std::string& out, const Parts&... parts) {
   return policy_parse_error(r.error, r.position, std::string(token), message);
 }
 
-/// Throws std::invalid_argument unless `d` is a real floating, non-weak dtype (the only dtypes a
+/// Throws `policy_error` unless `d` is a real floating, non-weak dtype (the only dtypes a
 /// runtime_policy may hold).
 inline void check_runtime_policy_dtype(dtype d, semantic_dtype role, std::string_view caller) {
   const auto index = static_cast<std::size_t>(d);
@@ -154,14 +160,14 @@ inline void check_runtime_policy_dtype(dtype d, semantic_dtype role, std::string
     std::string message;
     append_all(message, caller, ": runtime_policy.", role_name(role), " holds ", std::to_string(index),
                ", which is not a dtype enumerator");
-    throw std::invalid_argument(message);
+    throw policy_error(message);
   }
   if (!is_floating(d) || is_weak(d)) {
     std::string message;
     append_all(message, caller, ": runtime_policy.", role_name(role), " is ", name(d),
                ", which is not a real floating dtype; a policy holds floating dtypes only "
                "(f32, bf16, f16, f64, or a float8/float6/float4 type)");
-    throw std::invalid_argument(message);
+    throw policy_error(message);
   }
 }
 
@@ -202,7 +208,7 @@ inline void check_runtime_policy_dtype(dtype d, semantic_dtype role, std::string
 /// (float8_e4m3fn). `parse_policy(to_string(p)) == p` for every valid `p`. jmp's `Policy.__str__`
 /// writes the same form but spells float32 "full".
 ///
-/// Errors: throws std::invalid_argument if a member is not a real floating, non-weak dtype.
+/// Errors: throws `policy_error` if a member is not a real floating, non-weak dtype.
 [[nodiscard]] inline std::string to_string(const runtime_policy& p) {
   detail::check_runtime_policy_dtype(p.param, semantic_dtype::param, "mixprec::to_string");
   detail::check_runtime_policy_dtype(p.compute, semantic_dtype::compute, "mixprec::to_string");
@@ -222,7 +228,7 @@ inline void check_runtime_policy_dtype(dtype d, semantic_dtype role, std::string
   return text;
 }
 
-/// Writes `to_string(p)`. Errors: as `to_string`.
+/// Writes `to_string(p)` ("p=f32,c=bf16,o=f32"). Errors: as `to_string`.
 inline std::ostream& operator<<(std::ostream& os, const runtime_policy& p) { return os << to_string(p); }
 
 /// The dtype of `role` in `p` (jmp's `param_dtype` / `compute_dtype` / `output_dtype`).
@@ -293,22 +299,49 @@ R visit_call(F&& f) {
   return std::invoke(std::forward<F>(f), visit_policy_t<I>{});
 }
 
-/// Throws std::invalid_argument naming the role and dtype that `visit` cannot dispatch.
-inline void check_visit_dtype(dtype d, semantic_dtype role, const runtime_policy& p) {
-  if (visit_index(d) < visit_dtypes.size()) return;
-  const auto index = static_cast<std::size_t>(d);
-  const std::string found = index < dtype_count ? std::string(name(d)) : "the non-enumerator " + std::to_string(index);
+/// `p` in the form of `to_string` for messages, without throwing: a member that is no dtype
+/// enumerator is written "?", a non-floating one by its name ("p=f32,c=int8,o=f32").
+[[nodiscard]] inline std::string describe_policy(const runtime_policy& p) {
   std::string shown;
   for (semantic_dtype r : {semantic_dtype::param, semantic_dtype::compute, semantic_dtype::output}) {
     const dtype rd = resolve(r, p);
     if (!shown.empty()) shown += ',';
-    shown += std::string(policy_key_name(r)) + "=" +
-             (static_cast<std::size_t>(rd) < dtype_count ? std::string(policy_dtype_name(rd)) : "?");
+    append_all(shown, policy_key_name(r), "=",
+               static_cast<std::size_t>(rd) < dtype_count ? policy_dtype_name(rd) : std::string_view("?"));
   }
-  throw std::invalid_argument("mixprec::visit: the " + std::string(role_name(role)) + " dtype of policy " + shown +
-                              " is " + found +
-                              "; visit dispatches only float32, float64, bfloat16 and float16 (4^3 = 64 policies). "
-                              "For other types name the compile-time policy<...> directly.");
+  return shown;
+}
+
+/// Throws `policy_error` naming the role and dtype that `visit` cannot dispatch.
+inline void check_visit_dtype(dtype d, semantic_dtype role, const runtime_policy& p) {
+  if (visit_index(d) < visit_dtypes.size()) return;
+  const auto index = static_cast<std::size_t>(d);
+  const std::string found = index < dtype_count ? std::string(name(d)) : "the non-enumerator " + std::to_string(index);
+  std::string message;
+  append_all(message, "mixprec::visit: the ", role_name(role), " dtype of policy ", describe_policy(p), " is ", found,
+             "; visit dispatches only float32, float64, bfloat16 and float16 (4^3 = 64 policies). "
+             "For other types list the compile-time policies: visit<policy<...>, ...>(p, f).");
+  throw policy_error(message);
+}
+
+template <class R, class F, class P>
+R visit_listed_call(F&& f) {
+  return std::invoke(std::forward<F>(f), P{});
+}
+
+/// The `policy_error` of `visit<Ps...>` for a run-time policy that is none of the listed ones.
+template <std::size_t N>
+[[nodiscard]] policy_error make_visit_listed_error(const runtime_policy& p,
+                                                   const std::array<runtime_policy, N>& listed) {
+  std::string message;
+  append_all(message, "mixprec::visit: policy ", describe_policy(p), " is not one of the ", std::to_string(N),
+             " listed policies (");
+  for (std::size_t i = 0; i < N; ++i) {
+    if (i > 0) message += "; ";
+    message += to_string(listed[i]);
+  }
+  append_all(message, "): add its compile-time policy to visit<...>'s list, or ask for a listed one");
+  return policy_error(message);
 }
 
 }  // namespace detail
@@ -318,7 +351,11 @@ inline void check_visit_dtype(dtype d, semantic_dtype role, const runtime_policy
 /// (a generic lambda, typically) and return the same type for each (static_assert otherwise).
 /// Dispatch is one indexed call through a table of 64 function pointers.
 ///
-/// Errors: throws std::invalid_argument if a dtype of `p` is not float32, float64, bfloat16 or float16.
+/// It compiles `f` 64 times: prefer `visit<P1, P2, ...>(p, f)`, which compiles only the policies a
+/// program uses (docs/policies.md gives measured compile times of both).
+///
+/// Errors: throws `policy_error` (a std::invalid_argument) if a dtype of `p` is not float32, float64,
+/// bfloat16 or float16; `f` is then not called.
 ///
 /// **Example**:
 /// ```cpp
@@ -351,4 +388,63 @@ decltype(auto) visit(const runtime_policy& p, F&& f) {
   }
 }
 
+/// Calls `f(P{})` for the listed compile-time policy `P` (one of `Ps...`) whose run-time form
+/// `to_runtime_policy<P>()` equals `p`, and returns what `f` returns (a reference result stays a
+/// reference; `f` is forwarded, not copied). Only the listed policies are instantiated, so a program
+/// that uses two or three policies compiles `f` two or three times instead of 64 (docs/policies.md
+/// has measured compile times). Any policy without `promote` can be listed, float8 ones included. The
+/// first listed match is taken when a policy is listed twice.
+///
+/// Requirements (static_assert otherwise): every listed policy is a compile-time `policy<...>` without
+/// `promote` (it needs a run-time form); `f` accepts every listed policy and returns the same type
+/// for each (as `std::visit` requires).
+///
+/// Errors: throws `policy_error` (a std::invalid_argument) naming `p` and every listed policy as policy
+/// strings when `p` is none of them; `f` is then not called.
+///
+/// **Example**:
+/// ```cpp
+/// auto policy = mixprec::parse_policy(argv[1]);   // "f32", "p=f32,c=bf16,o=f32" or "p=f32,c=f16,o=f32"
+/// double loss = mixprec::visit<mixprec::full_precision, mixprec::mixed_bfloat16, mixprec::mixed_float16>(
+///     policy, [&]<class P>(P) { return train_step<P>(batch); });
+/// ```
+template <compile_time_policy... Ps, class F>
+requires(sizeof...(Ps) > 0) decltype(auto) visit(const runtime_policy& p, F&& f) {
+  static_assert((!uses_promote_v<Ps> && ...),
+                "mixprec::visit<P...>: a listed policy uses mixprec::promote, which has no run-time form; list "
+                "policies whose three types are fixed.");
+  static_assert((std::is_invocable_v<F, std::remove_cvref_t<Ps>> && ...),
+                "mixprec::visit<P...>: f must be callable with every listed policy; write f as a generic lambda, "
+                "e.g. [](auto policy) { ... }.");
+  if constexpr ((!uses_promote_v<Ps> && ...) && (std::is_invocable_v<F, std::remove_cvref_t<Ps>> && ...)) {
+    using R = std::invoke_result_t<F, std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Ps...>>>>;
+    static_assert((std::is_same_v<R, std::invoke_result_t<F, std::remove_cvref_t<Ps>>> && ...),
+                  "mixprec::visit<P...>: f must return the same type for every listed policy (like std::visit); "
+                  "convert the results to one type inside f.");
+    using call = R (*)(F &&);
+    static constexpr std::array<runtime_policy, sizeof...(Ps)> listed{to_runtime_policy<Ps>()...};
+    static constexpr std::array<call, sizeof...(Ps)> table{
+        &detail::visit_listed_call<R, F, std::remove_cvref_t<Ps>>...};
+    for (std::size_t i = 0; i < listed.size(); ++i) {
+      if (listed[i] == p) return table[i](std::forward<F>(f));
+    }
+    throw detail::make_visit_listed_error(p, listed);
+  }
+}
+
 }  // namespace mixprec
+
+#if defined(__cpp_lib_format)
+/// `std::format("{}", p)` writes `to_string(p)` ("p=f32,c=bf16,o=f32"), with the format spec of a
+/// string. Only where the standard library has `<format>` (`__cpp_lib_format`; not GCC 12's
+/// libstdc++). Errors: as `to_string` (`policy_error` for a member that is not a real floating dtype).
+template <>
+struct std::formatter<mixprec::runtime_policy, char> : std::formatter<std::string_view, char> {
+  /// Formats the canonical policy string.
+  template <class FormatContext>
+  auto format(const mixprec::runtime_policy& p, FormatContext& ctx) const {
+    const std::string text = mixprec::to_string(p);
+    return std::formatter<std::string_view, char>::format(text, ctx);
+  }
+};
+#endif
