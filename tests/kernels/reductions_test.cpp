@@ -186,3 +186,71 @@ TEST_CASE("statistics of an empty range throw std::invalid_argument", "[kernels]
   CHECK_THROWS_AS(kernels::mean_variance(empty), std::invalid_argument);
   CHECK_THROWS_AS(kernels::mean_square(std::span<const float>(empty)), std::invalid_argument);
 }
+
+TEST_CASE("rescaling_exponent is 0 for ordinary data and the exponent of max|x| outside the safe range",
+          "[kernels][reductions]") {
+  // float, 48 values: safe range [2^-50, 2^60) (hi = (128 - bit_width(48)) / 2 - 1 = 60,
+  // lo = (-125 - 1 + 24) / 2 + 1 = -50); outside, max|x| = m 2^e with m in [0.5, 1) gives e.
+  std::vector<float> x(48, 1.0f);
+  CHECK(kernels::rescaling_exponent(x) == 0);
+  x[7] = -static_cast<float>(pow2(59) * 1.5);  // 1.5 2^59 < 2^60: still ordinary
+  CHECK(kernels::rescaling_exponent(x) == 0);
+  x[7] = 3e19f;  // 3e19 = 0.813 2^65
+  CHECK(kernels::rescaling_exponent(x) == 65);
+  x[7] = std::numeric_limits<float>::max();  // (1 - 2^-24) 2^128
+  CHECK(kernels::rescaling_exponent(x) == 128);
+  std::vector<float> tiny(48, static_cast<float>(pow2(-51)));  // 0.5 2^-50: e = -50, e - 1 = -51 < lo
+  CHECK(kernels::rescaling_exponent(tiny) == -50);
+  tiny[0] = static_cast<float>(pow2(-50));  // 0.5 2^-49: ordinary
+  CHECK(kernels::rescaling_exponent(tiny) == 0);
+  CHECK(kernels::rescaling_exponent(std::vector<float>(5, 0.0f)) == 0);
+  CHECK(kernels::rescaling_exponent(std::vector<float>{3e38f, std::numeric_limits<float>::infinity()}) == 0);
+  CHECK(kernels::rescaling_exponent(std::vector<float>{3e38f, std::numeric_limits<float>::quiet_NaN()}) == 0);
+  CHECK(kernels::rescaling_exponent(std::vector<double>{1e300, -1e300}) == 997);  // 1e300 = 0.75 2^997
+}
+
+TEST_CASE("scaled_mean_square cannot overflow or underflow and equals mean_square on ordinary data",
+          "[kernels][reductions]") {
+  // Ordinary data: exponent 0 and value == mean_square, bit for bit.
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> x(100);
+  for (auto& v : x) v = normal(rng);
+  const auto plain = kernels::scaled_mean_square(x);
+  CHECK(plain.exponent == 0);
+  CHECK(plain.value == kernels::mean_square(x));
+  // A row of 3e19: the float32 squares (9e38) overflow and mean_square is Inf; scaled, mean(x^2) =
+  // value 4^65 = (3e19)^2 to within a few float ulps.
+  const std::vector<float> big(64, 3e19f);
+  REQUIRE(std::isinf(kernels::mean_square(big)));
+  const auto b = kernels::scaled_mean_square(big);
+  CHECK(b.exponent == 65);
+  const double exact = static_cast<double>(3e19f) * static_cast<double>(3e19f);
+  CHECK(std::abs(std::ldexp(static_cast<double>(b.value), 130) - exact) <= 4 * pow2(-24) * exact);
+  // Values near float's max with both signs and a ramp, against a long double reference.
+  std::vector<float> top(33);
+  long double ms = 0.0L;
+  for (std::size_t j = 0; j < top.size(); ++j) {
+    top[j] = (j % 2 == 0 ? 1.0f : -1.0f) * std::numeric_limits<float>::max() * (0.5f + 0.015f * static_cast<float>(j));
+    ms += static_cast<long double>(top[j]) * top[j];
+  }
+  ms /= 33.0L;
+  const auto t = kernels::scaled_mean_square(top);
+  CHECK(t.exponent == 128);
+  const double got = static_cast<double>(std::ldexp(static_cast<long double>(t.value), 256));
+  CHECK(std::abs(got - static_cast<double>(ms)) <= 4 * pow2(-24) * static_cast<double>(ms));
+  // 1e-30: squares 1e-60 underflow float32 to 0; scaled, the mean square is 1e-60 to a few ulps.
+  const std::vector<float> small(10, 1e-30f);
+  CHECK(kernels::mean_square(small) == 0.0f);
+  const auto s = kernels::scaled_mean_square(small);
+  const double small_exact = static_cast<double>(1e-30f) * static_cast<double>(1e-30f);
+  CHECK(std::abs(std::ldexp(static_cast<double>(s.value), 2 * s.exponent) - small_exact) <=
+        4 * pow2(-24) * small_exact);
+  // bfloat16 data accumulate in float32; complex: |x|^2 of both parts.
+  const std::vector<bfloat16> bf(8, bfloat16(3e19f));
+  CHECK(kernels::scaled_mean_square(bf).exponent == 65);
+  const std::vector<std::complex<float>> cx{{3e19f, 4e19f}, {0.0f, 0.0f}};  // |x|^2 = 2.5e39, mean 1.25e39
+  const auto c = kernels::scaled_mean_square(cx);
+  CHECK(std::abs(std::ldexp(static_cast<double>(c.value), 2 * c.exponent) / 1.25e39 - 1) <= 8 * pow2(-24));
+  CHECK_THROWS_AS(kernels::scaled_mean_square(std::vector<float>{}), std::invalid_argument);
+}

@@ -1,9 +1,12 @@
 // Tests of nn::layer_norm<P> against float64 / long double references written here.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstddef>
+#include <limits>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <tuple>
@@ -191,4 +194,104 @@ TEST_CASE("layer_norm rejects mismatched shapes, naming both", "[nn][layer_norm]
   CHECK_FALSE(plain.scale().has_value());
   const auto y = plain(xt::xtensor<float, 1>{2.0f, 2.0f, 2.0f});
   for (float v : y) CHECK(v == 0.0f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hardening (issue 12): epsilon-sized, all-zero and huge rows for every policy; parameter validation.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+/// `v` rounded to the type U, as a double.
+template <class U>
+double as(double v) {
+  return static_cast<double>(static_cast<U>(v));
+}
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("layer_norm normalises epsilon-sized, all-zero and huge rows for every policy",
+                        "[nn][layer_norm]", all_policies) {
+  // Rows (float input, rounded to C here as the layer does, so that u_in = 0): (0) variance about
+  // epsilon on an offset of 0.5, where ignoring epsilon changes the output by up to sqrt(2); (1) all
+  // zeros: y = bias (rounded to C, then to O) exactly; (2) 3e19 with alternating signs (deviations
+  // squared are 9e38 > float max: the float32 variance overflowed and the row normalised to 0); (3)
+  // values up to the largest finite value of C with alternating signs; (4) the same with equal signs
+  // (the float32 sum for the mean overflows too). Reference and bound as in the test above, in long
+  // double of the C-rounded row.
+  using P = TestType;
+  using T = float;
+  using Param = typename P::param_type;
+  using C = nn::compute_t<P, T>;
+  using O = nn::output_t<P, T>;
+  using S = mixprec::accumulator_t<C>;
+  const std::size_t f = 40;
+  const double eps = 1e-5;
+  std::mt19937 rng(23);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto scale = xt::xtensor<double, 1>::from_shape({f});
+  auto bias = xt::xtensor<double, 1>::from_shape({f});
+  for (std::size_t j = 0; j < f; ++j) {
+    scale(j) = 1.0 + 0.5 * normal(rng);
+    bias(j) = 0.3 * normal(rng);
+  }
+  const auto ln = nn::layer_norm<P>::from_params(scale, bias, eps);
+  const double top = std::min(static_cast<double>(std::numeric_limits<float>::max()),
+                              static_cast<double>(std::numeric_limits<C>::max()));
+  const double big = std::isfinite(as<C>(3e19)) ? 3e19 : 0.5 * top;  // 3e19 is Inf in float16
+  auto x = xt::xtensor<T, 2>::from_shape({5, f});
+  for (std::size_t j = 0; j < f; ++j) {
+    const double sign = j % 2 == 0 ? 1.0 : -1.0;
+    const double ramp = 0.5 + 0.5 * static_cast<double>(j) / static_cast<double>(f - 1);  // (0.5 .. 1]
+    x(0, j) = static_cast<T>(as<C>(0.5 + std::sqrt(eps) * normal(rng)));
+    x(1, j) = 0.0f;
+    x(2, j) = static_cast<T>(as<C>(sign * big * ramp));
+    x(3, j) = static_cast<T>(as<C>(sign * top * ramp));
+    x(4, j) = static_cast<T>(as<C>(top * ramp));
+  }
+  const auto y = ln(x);
+  const double u_par = rounding_to<C, Param>();
+  const double u_s = unit_roundoff<S>();
+  const double u_o = rounding_to<O, S>();
+  for (std::size_t r = 0; r < 5; ++r) {
+    const T* row = x.data() + r * f;
+    const auto st = stats_of(row, f);
+    const long double sd_eps = std::sqrt(st.sd * st.sd + static_cast<long double>(eps));
+    double max_abs = 0.0;
+    for (std::size_t j = 0; j < f; ++j) max_abs = std::max(max_abs, std::abs(static_cast<double>(row[j])));
+    const double a = max_abs / static_cast<double>(sd_eps);
+    for (std::size_t j = 0; j < f; ++j) {
+      const double got = static_cast<double>(y(r, j));
+      const double s = static_cast<double>(ln.scale()->data()[j]);
+      const double b = static_cast<double>(ln.bias()->data()[j]);
+      if (r == 1) {
+        INFO("all-zero row, feature " << j << ": got " << got);
+        REQUIRE(got == as<O>(as<C>(b)));
+        continue;
+      }
+      const double xhat = static_cast<double>((static_cast<long double>(row[j]) - st.mean) / sd_eps);
+      const double ref = xhat * s + b;
+      const double err = std::abs(s) * 8 * u_s * a * (2 + std::abs(xhat)) + u_par * (std::abs(s * xhat) + std::abs(b));
+      const double tol = err + u_o * (std::abs(ref) + err);
+      INFO("row " << r << " feature " << j << ": got " << got << ", reference " << ref << ", tolerance " << tol);
+      REQUIRE(std::abs(got - ref) <= tol);
+    }
+  }
+}
+
+TEST_CASE("layer_norm rejects a negative or non-finite epsilon, naming the layer, the parameter and the value",
+          "[nn][layer_norm]") {
+  using Catch::Matchers::Contains;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH(nn::layer_norm<p_f32>(8, {.epsilon = -0.5}),
+                    Contains("layer_norm") && Contains("epsilon") && Contains("-0.5"));
+  CHECK_THROWS_WITH(nn::layer_norm<p_f32>(8, {.epsilon = nan}),
+                    Contains("layer_norm") && Contains("epsilon") && Contains("nan"));
+  CHECK_THROWS_WITH(nn::layer_norm<p_f32>(8, {.epsilon = inf}),
+                    Contains("layer_norm") && Contains("epsilon") && Contains("inf"));
+  CHECK_THROWS_WITH(nn::layer_norm<p_f32>(8, std::nullopt, std::nullopt, -1e-3),
+                    Contains("layer_norm") && Contains("epsilon") && Contains("-0.001"));
+  xt::xtensor<float, 1> s = xt::ones<float>({8});
+  xt::xtensor<float, 1> b = xt::zeros<float>({8});
+  CHECK_THROWS_AS(nn::layer_norm<p_f32>::from_params(s, b, -inf), std::invalid_argument);
+  CHECK_NOTHROW(nn::layer_norm<p_f32>::from_params(s, b, 0.0));
 }

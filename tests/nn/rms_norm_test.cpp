@@ -2,10 +2,13 @@
 // written here (float64, and plain float additions for the residual stream).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstddef>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <tuple>
@@ -213,4 +216,248 @@ TEST_CASE("rms_norm rejects mismatched shapes, naming both", "[nn][rms_norm]") {
   const auto [h, res] = norm(xa, nn::no_residual);
   STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(res)>, xt::xarray<float>>);
   CHECK(std::abs(h(1, 3) - 1.0f) <= 1e-6f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hardening (issue 12): parameter validation, the scale applied in float32, residual-scale invariance,
+// epsilon-sized and all-zero rows, and rows whose sum of squares overflows float32.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+/// `v` rounded to the type U, as a double (the roundings the layer applies, done here independently).
+template <class U>
+double as(double v) {
+  return static_cast<double>(static_cast<U>(v));
+}
+
+/// y_j = x_j / sqrt(mean(x^2) + eps) * w_j in long double for one row of doubles (no rounding).
+std::vector<double> reference_row(const std::vector<double>& x, const std::vector<double>& w, double eps) {
+  std::vector<long double> xl(x.begin(), x.end());
+  return reference_rms_norm(xl, w, eps);
+}
+
+/// The largest finite value of C that the float input can carry (float max, or C's own max if smaller).
+template <class C>
+double largest_input() {
+  return std::min(static_cast<double>(std::numeric_limits<float>::max()),
+                  static_cast<double>(std::numeric_limits<C>::max()));
+}
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("rms_norm normalises epsilon-sized, all-zero, huge and tiny rows for every policy",
+                        "[nn][rms_norm]", all_policies) {
+  // Rows (float input, rounded to C by the test as the layer does, so that only the statistics
+  // type's errors remain): (0) mean square about epsilon, where ignoring epsilon or adding it
+  // elsewhere changes the output by up to sqrt(2); (1) all zeros: y = 0 exactly; (2) 3e19 (squares
+  // 9e38 > float max: the plain float32 sum of squares overflows and the row normalised to 0); (3)
+  // values up to the largest finite value of C; (4) the same with equal signs; with epsilon 0, (5)
+  // values ~1e-30 whose squares underflow float32. The reference is float64 (long double) of the
+  // C-rounded row and the scale as stored (applied in S, the default); the bound is 8 u_S relative
+  // for the statistics, the normalisation and the product, plus the output rounding u_O.
+  using P = TestType;
+  using T = float;
+  using C = nn::compute_t<P, T>;
+  using O = nn::output_t<P, T>;
+  using S = mixprec::accumulator_t<C>;
+  const std::size_t f = 48;
+  const double eps = 1e-5;
+  std::mt19937 rng(5);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto w = xt::xtensor<double, 1>::from_shape({f});
+  for (auto& v : w) v = 1.0 + 0.25 * normal(rng);
+  const double big = std::isfinite(as<C>(3e19)) ? 3e19 : 0.5 * largest_input<C>();  // 3e19 is Inf in float16
+  const double top = largest_input<C>();
+  const double tiny =
+      std::numeric_limits<C>::min() < 1e-30 ? 1e-30 : 16 * static_cast<double>(std::numeric_limits<C>::min());
+  std::vector<std::vector<double>> rows(6, std::vector<double>(f));
+  for (std::size_t j = 0; j < f; ++j) {
+    const double sign = j % 2 == 0 ? 1.0 : -1.0;
+    const double ramp = 0.5 + 0.5 * static_cast<double>(j) / static_cast<double>(f - 1);  // (0.5 .. 1]
+    rows[0][j] = std::sqrt(eps) * normal(rng);
+    rows[1][j] = 0.0;
+    rows[2][j] = sign * big * ramp;
+    rows[3][j] = sign * top * ramp;
+    rows[4][j] = top * ramp;
+    rows[5][j] = sign * tiny * ramp;
+  }
+  for (auto& row : rows) {
+    for (auto& v : row) v = as<C>(as<T>(v));  // what the layer computes with
+  }
+  const double rel = 8 * unit_roundoff<S>();
+  const double u_o = rounding_to<O, S>();
+  for (double e : {eps, 0.0}) {
+    const auto norm = nn::rms_norm<P>::from_scale(w, {.epsilon = e});
+    std::vector<double> wv(f);
+    for (std::size_t j = 0; j < f; ++j) wv[j] = static_cast<double>(norm.scale()->data()[j]);
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      if (e == 0.0 && r <= 1) continue;  // epsilon 0: the epsilon row is ordinary, zeros are 0/0
+      if (e != 0.0 && r == 5) continue;  // epsilon dominates: tiny / sqrt(eps), an ordinary row
+      auto x = xt::xtensor<T, 2>::from_shape({1, f});
+      for (std::size_t j = 0; j < f; ++j) x(0, j) = static_cast<T>(rows[r][j]);
+      const auto y = norm(x);
+      const auto ref = reference_row(rows[r], wv, e);
+      for (std::size_t j = 0; j < f; ++j) {
+        const double got = static_cast<double>(y(0, j));
+        INFO("epsilon " << e << ", row " << r << ", feature " << j << ": got " << got << ", reference " << ref[j]);
+        if (r == 1) {
+          REQUIRE(got == 0.0);
+        } else {
+          REQUIRE(std::abs(got - ref[j]) <= (rel + u_o * (1 + rel)) * std::abs(ref[j]));
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("rms_norm applies its scale as stored, in the statistics type, by default", "[nn][rms_norm]",
+                        all_policies) {
+  // NovelAI's float16 T5 (RMSNormCast: torch.nn.RMSNorm on x.float() with a float32 weight) and
+  // llama2.c (weight[j] * (ss * x[j]) in float) multiply by the weight in float32, never rounded to
+  // the half compute type. Scales 1 + j 2^-12 are float32 values that bfloat16 (8 bits) and float16
+  // (11 bits) cannot hold: rounding them to C would move y by up to 2^-9 relative, far above the bound
+  // 8 u_S + u_O of a reference that uses them as stored.
+  using P = TestType;
+  using T = float;
+  using C = nn::compute_t<P, T>;
+  using O = nn::output_t<P, T>;
+  using S = mixprec::accumulator_t<C>;
+  using Param = typename P::param_type;
+  const std::size_t f = 32;
+  auto w = xt::xtensor<double, 1>::from_shape({f});
+  for (std::size_t j = 0; j < f; ++j) w(j) = 1.0 + std::ldexp(static_cast<double>(j), -12);
+  const auto norm = nn::rms_norm<P>::from_scale(w, {.epsilon = 1e-6});
+  auto x = xt::xtensor<T, 2>::from_shape({2, f});
+  std::mt19937 rng(8);
+  std::normal_distribution<double> normal(0.0, 2.0);
+  for (auto& v : x) v = static_cast<T>(as<C>(normal(rng)));  // exact in C: no input rounding
+  const auto y = norm(x);
+  const double rel = 8 * unit_roundoff<S>() + rounding_to<S, Param>();
+  const double u_o = rounding_to<O, S>();
+  std::vector<double> wv(f);
+  for (std::size_t j = 0; j < f; ++j) wv[j] = as<S>(static_cast<double>(norm.scale()->data()[j]));
+  for (std::size_t r = 0; r < 2; ++r) {
+    std::vector<double> row(f);
+    for (std::size_t j = 0; j < f; ++j) row[j] = static_cast<double>(x(r, j));
+    const auto ref = reference_row(row, wv, 1e-6);
+    for (std::size_t j = 0; j < f; ++j) {
+      INFO("row " << r << " feature " << j << ": got " << static_cast<double>(y(r, j)) << ", reference " << ref[j]);
+      REQUIRE(std::abs(static_cast<double>(y(r, j)) - ref[j]) <= (rel + u_o * (1 + rel)) * std::abs(ref[j]));
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "a residual stream scaled by a power of two s, with epsilon s^2 epsilon, normalises bit for bit "
+    "as the unscaled one",
+    "[nn][rms_norm]", float, double) {
+  // RMSNorm(s x; s^2 eps) = s x / sqrt(s^2 mean(x^2) + s^2 eps) = RMSNorm(x; eps) exactly; with a power of
+  // two s every scaling in the layer is exact, so the outputs must be identical (the norm rescales
+  // rows whose squares would overflow or underflow by powers of two too, so this holds for s = 2^+-60).
+  // NovelAI's recipe multiplies epsilon by s (linear): on rows whose mean square is about epsilon
+  // that changes the output, which this test also shows.
+  using P = policy<TestType, TestType, TestType>;
+  using R = nn::residual_t<P, TestType>;
+  const std::size_t rows = 3, f = 16;
+  const double eps = 1e-4;
+  std::mt19937 rng(19);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto w = xt::xtensor<double, 1>::from_shape({f});
+  for (auto& v : w) v = 1.0 + 0.2 * normal(rng);
+  auto x = xt::xtensor<TestType, 2>::from_shape({rows, f});
+  auto r0 = xt::xtensor<R, 2>::from_shape({rows, f});
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double level = i < f ? 1e-2 : 1.0;  // row 0: mean square ~ epsilon
+    x.data()[i] = static_cast<TestType>(level * normal(rng));
+    r0.data()[i] = static_cast<R>(level * normal(rng));
+  }
+  const auto base = nn::rms_norm<P>::from_scale(w, {.epsilon = eps})(x, r0);
+  for (int e : {-60, -3, -1, 2, 60}) {
+    const double s = std::ldexp(1.0, e);
+    CAPTURE(e);
+    auto xs = x;
+    auto rs = r0;
+    for (auto& v : xs) v = static_cast<TestType>(static_cast<double>(v) * s);
+    for (auto& v : rs) v = static_cast<R>(static_cast<double>(v) * s);
+    const auto scaled = nn::rms_norm<P>::from_scale(w, {.epsilon = eps * s * s})(xs, rs);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      INFO("element " << i << ": scaled " << scaled.x.data()[i] << ", unscaled " << base.x.data()[i]);
+      REQUIRE(same_bits(scaled.x.data()[i], base.x.data()[i]));
+      REQUIRE(same_bits(scaled.residual.data()[i], static_cast<R>(static_cast<double>(base.residual.data()[i]) * s)));
+    }
+    if (e == -3) {  // linear scaling of epsilon is not equivalent on the epsilon-sized row
+      const auto linear = nn::rms_norm<P>::from_scale(w, {.epsilon = eps * s})(xs, rs);
+      double worst = 0.0;
+      for (std::size_t j = 0; j < f; ++j) {
+        worst = std::max(worst, std::abs(static_cast<double>(linear.x(0, j)) / static_cast<double>(base.x(0, j)) - 1));
+      }
+      CHECK(worst > 0.1);
+    }
+  }
+}
+
+TEST_CASE("rms_norm rejects a negative or non-finite epsilon and a NaN, infinite or non-positive residual scale",
+          "[nn][rms_norm]") {
+  using Catch::Matchers::Contains;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH(nn::rms_norm<p_f32>(8, {.epsilon = -0.5}),
+                    Contains("rms_norm") && Contains("epsilon") && Contains("-0.5"));
+  CHECK_THROWS_WITH(nn::rms_norm<p_f32>(8, {.epsilon = nan}),
+                    Contains("rms_norm") && Contains("epsilon") && Contains("nan"));
+  CHECK_THROWS_WITH(nn::rms_norm<p_f32>(8, {.epsilon = inf}),
+                    Contains("rms_norm") && Contains("epsilon") && Contains("inf"));
+  CHECK_THROWS_WITH(nn::rms_norm<p_f32>(8, {.residual_scale = nan}),
+                    Contains("rms_norm") && Contains("residual_scale") && Contains("nan"));
+  CHECK_THROWS_WITH(nn::rms_norm<p_f32>(8, {.residual_scale = -inf}),
+                    Contains("rms_norm") && Contains("residual_scale") && Contains("-inf"));
+  CHECK_THROWS_WITH(nn::rms_norm<p_f32>(8, {.residual_scale = 0.0}),
+                    Contains("rms_norm") && Contains("residual_scale") && Contains("0"));
+  CHECK_THROWS_WITH(nn::rms_norm<p_f32>(8, {.residual_scale = -0.25}),
+                    Contains("rms_norm") && Contains("residual_scale") && Contains("-0.25"));
+  xt::xtensor<float, 1> w = xt::ones<float>({8});
+  CHECK_THROWS_AS(nn::rms_norm<p_f32>::from_scale(w, {.epsilon = -1e-6}), std::invalid_argument);
+  // Accepted: epsilon 0 and a positive residual scale.
+  CHECK_NOTHROW(nn::rms_norm<p_f32>(8, {.epsilon = 0.0, .residual_scale = 0.5}));
+}
+
+TEST_CASE("rms_norm's scale_precision: opmath multiplies by the stored scale, compute by the scale rounded to C",
+          "[nn][rms_norm]") {
+  // p=f32, c=bf16 / c=f16, o=f32, and the fused form: two float64 references applying the same
+  // roundings as each option (x exact in C; scale as stored, or rounded to C), bound 8 u_f32 relative.
+  // The scales 1 + j 2^-12 differ from their bfloat16 / float16 roundings by up to 2^-9 / 2^-12
+  // relative, so each reference rejects the other option.
+  const std::size_t f = 24;
+  auto w = xt::xtensor<float, 1>::from_shape({f});
+  for (std::size_t j = 0; j < f; ++j) w(j) = 1.0f + std::ldexp(static_cast<float>(j), -12);
+  auto check = [&](auto policy_tag, auto compute_tag) {
+    using P = decltype(policy_tag);
+    using C = decltype(compute_tag);
+    std::mt19937 rng(3);
+    std::normal_distribution<double> normal(0.0, 1.5);
+    auto x = xt::xtensor<float, 2>::from_shape({2, f});
+    for (auto& v : x) v = static_cast<float>(as<C>(normal(rng)));
+    for (auto precision : {nn::norm_scale_precision::opmath, nn::norm_scale_precision::compute}) {
+      const bool rounded = precision == nn::norm_scale_precision::compute;
+      const auto norm = nn::rms_norm<P>::from_scale(w, {.epsilon = 1e-6, .scale_precision = precision});
+      CHECK(norm.scale_precision() == precision);
+      std::vector<double> wv(f);
+      for (std::size_t j = 0; j < f; ++j) wv[j] = rounded ? as<C>(w(j)) : static_cast<double>(w(j));
+      const auto y = norm(x);
+      const auto fused = norm(x, nn::no_residual);
+      for (std::size_t r = 0; r < 2; ++r) {
+        std::vector<double> row(f);
+        for (std::size_t j = 0; j < f; ++j) row[j] = static_cast<double>(x(r, j));
+        const auto ref = reference_row(row, wv, 1e-6);
+        for (std::size_t j = 0; j < f; ++j) {
+          INFO("compute rounding " << rounded << ", row " << r << ", feature " << j << ": got " << y(r, j)
+                                   << ", reference " << ref[j]);
+          REQUIRE(std::abs(static_cast<double>(y(r, j)) - ref[j]) <= 8 * std::ldexp(1.0, -24) * std::abs(ref[j]));
+          REQUIRE(std::abs(static_cast<double>(fused.x(r, j)) - ref[j]) <= 8 * std::ldexp(1.0, -24) * std::abs(ref[j]));
+        }
+      }
+    }
+  };
+  check(p_c_bf16{}, bfloat16{});
+  check(p_c_f16{}, float16{});
+  STATIC_REQUIRE(nn::rms_norm_options{}.scale_precision == nn::norm_scale_precision::opmath);
 }

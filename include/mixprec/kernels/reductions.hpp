@@ -1,6 +1,7 @@
 /// \file
 /// \brief Reductions that accumulate in `accumulator_t<T>` (float32 for every 16-bit-or-smaller
-/// format): compensated sum, mean, two-pass mean/variance, mean square, absmax.
+/// format): compensated sum, mean, two-pass mean/variance, mean square (plain and rescaled by a power
+/// of two so that it cannot overflow), absmax.
 ///
 /// All take a contiguous range (`std::span`, `std::vector`, `std::array`, or `std::span(x.data(), x.size())`
 /// over an xtensor buffer) of float, double, a small float or std::complex. Light: no Eigen, no xtensor.
@@ -13,6 +14,7 @@
 /// Do not compile these with -ffast-math: it deletes the compensation.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <complex>
 #include <cstddef>
@@ -94,6 +96,16 @@ template <class A>
 /// The element type of a contiguous range.
 template <class R>
 using element_t = std::remove_cv_t<std::ranges::range_value_t<R>>;
+
+/// x * 2^k (each part of a complex number), exact unless the result overflows or is subnormal.
+template <class A>
+[[nodiscard]] A scale_pow2(const A& x, int k) noexcept {
+  if constexpr (is_complex_v<A>) {
+    return A(std::ldexp(x.real(), k), std::ldexp(x.imag(), k));
+  } else {
+    return std::ldexp(x, k);
+  }
+}
 
 template <class R>
 concept reducible_range = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
@@ -190,6 +202,63 @@ template <detail::reducible_range R>
   detail::compensated_sum<Real> s;
   for (const auto& v : x) s.add(detail::abs2(detail::widen(v)));
   return s.value() / static_cast<Real>(n);
+}
+
+/// The power-of-two exponent k that `scaled_mean_square` divides `x` by before squaring, so that the
+/// squares of its elements can be summed in the real accumulator type `Real` without overflow, and
+/// without an underflow that would cost accuracy (LAPACK's nrm2 scales by the largest magnitude for
+/// the same reason; a power of two keeps the scaling exact):
+///
+/// - 0 for ordinary data: max|x_i| in [2^lo, 2^hi), hi = (max_exponent - bit_width(n)) / 2 - 1 and
+///   lo = (min_exponent - 1 + digits) / 2 + 1 (float: [2^-50, 2^60) for 48 values; double: about
+///   [2^-483, 2^505)). Then nothing is rescaled and the statistics are those of the plain formula.
+/// - otherwise the exponent e of max|x_i| = m 2^e, m in [0.5, 1) (`std::frexp`), so that every
+///   |x_i| 2^-e < 1 and the largest square is in [1/4, 1).
+/// - 0 for an empty range, an all-zero range, or one holding Inf or NaN (they propagate as usual).
+template <detail::reducible_range R>
+[[nodiscard]] int rescaling_exponent(const R& x) noexcept {
+  using Real = detail::real_of_t<accumulator_t<detail::element_t<R>>>;
+  using limits = std::numeric_limits<Real>;
+  Real m{0};
+  for (const auto& v : x) {
+    const Real a = std::abs(detail::widen(v));
+    if (!(a <= limits::max())) return 0;  // Inf or NaN
+    if (a > m) m = a;
+  }
+  if (m == Real{0}) return 0;
+  int e = 0;
+  static_cast<void>(std::frexp(m, &e));  // m = f 2^e, f in [0.5, 1)
+  const auto n = static_cast<std::size_t>(std::ranges::size(x));
+  const int hi = (limits::max_exponent - static_cast<int>(std::bit_width(n))) / 2 - 1;
+  const int lo = (limits::min_exponent - 1 + limits::digits) / 2 + 1;
+  return (e - 1 >= lo && e <= hi) ? 0 : e;
+}
+
+/// Mean of |x|^2 with a power-of-two rescaling: mean(|x_i|^2) = value * 2^(2 exponent), where `value`
+/// is the mean of |x_i 2^-exponent|^2.
+template <class Real>
+struct scaled_square_mean {
+  Real value;    ///< mean of |x_i 2^-exponent|^2 (compensated), in [1/(4n), 1) when exponent != 0
+  int exponent;  ///< `rescaling_exponent(x)`: 0 for ordinary data
+};
+
+/// `mean_square` that cannot overflow or underflow: x is divided by 2^k, k = `rescaling_exponent(x)`,
+/// before squaring, so a float32 row of 3e19 (squares 9e38, above float's max) or of values near
+/// float's max has a finite, accurate mean square (`value * 4^k`), and a row of 1e-30 (squares below
+/// float's smallest normal) keeps its digits. For ordinary data k = 0 and `value` is `mean_square(x)`,
+/// bit for bit. Callers normalise with `x_i 2^-k / sqrt(value + eps 2^-2k)` (exact rescaling).
+/// 	hrows std::invalid_argument when `x` is empty.
+template <detail::reducible_range R>
+[[nodiscard]] scaled_square_mean<detail::real_of_t<accumulator_t<detail::element_t<R>>>> scaled_mean_square(
+    const R& x) {
+  using Real = detail::real_of_t<accumulator_t<detail::element_t<R>>>;
+  const auto n = std::ranges::size(x);
+  detail::require_non_empty(n, "scaled_mean_square");
+  const int k = rescaling_exponent(x);
+  if (k == 0) return {mean_square(x), 0};
+  detail::compensated_sum<Real> s;
+  for (const auto& v : x) s.add(detail::abs2(detail::scale_pow2(detail::widen(v), -k)));
+  return {s.value() / static_cast<Real>(n), k};
 }
 
 /// Largest |x_i| (exact: no rounding happens), in the real accumulator type. NaN if any element is

@@ -17,13 +17,15 @@
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/layer_types.hpp"
 
 namespace mixprec::nn {
 
 /// Options of `layer_norm` (Flax `nn.LayerNorm`'s arguments and defaults).
+/// \throws std::invalid_argument (from the layer's constructor) if `epsilon` is negative or not finite.
 struct layer_norm_options {
-  double epsilon = 1e-6;  ///< added to the variance before the square root (Flax's default 1e-6)
+  double epsilon = 1e-6;  ///< added to the variance before the square root; finite, >= 0 (Flax's default 1e-6)
   bool use_scale = true;  ///< learnable scale [features], initialised to ones
   bool use_bias = true;   ///< learnable bias [features], initialised to zeros
 };
@@ -38,12 +40,18 @@ struct layer_norm_options {
 ///   corrected two-pass algorithm (`kernels::mean_variance`: exact mean first, then squared deviations,
 ///   compensated sums), accurate for data ~1e6 with unit spread, unlike Flax's default
 ///   `use_fast_variance=True` (E[x^2] - E[x]^2). Deviations subtract the rounded mean and then its
-///   rounding error (`mean_correction`), so that x - mean is accurate at such offsets too. The
+///   rounding error (`mean_correction`), so that x - mean is accurate at such offsets too. Rows whose
+///   sum or squared deviations would overflow S (a float32 row of +-3e19, or values near float's max),
+///   or whose squares would underflow it, are first divided by a power of two
+///   (`kernels::rescaling_exponent`: exact, with epsilon divided by its square), so every finite row
+///   normalises correctly; ordinary rows are not rescaled. The
 ///   normalisation `(x - mean) * (rsqrt(var + eps) * scale) + bias` runs in S with the parameters
 ///   rounded to C; each result is rounded once to `O = output_t<P, T>`.
 /// - **Complex** inputs (Flax's rule): mean of x (complex), variance = mean(|x - mean|^2) (real);
 ///   scale and bias multiply and add as complex numbers.
-/// - **Errors**: `std::invalid_argument` when the last axis is not `features` or parameter shapes differ.
+/// - **Errors**: `std::invalid_argument` when the last axis is not `features` or parameter shapes differ,
+///   and from the constructors when epsilon is negative or not finite (the message names the layer, the
+///   parameter and the value).
 ///
 /// **Example**:
 ///
@@ -58,8 +66,10 @@ class layer_norm {
 
   /// A layer for `features` features with Flax's initial parameters: scale ones, bias zeros (as
   /// selected by `options`).
+  /// \throws std::invalid_argument if `options.epsilon` is negative or not finite.
   explicit layer_norm(std::size_t features, layer_norm_options options = {})
       : features_(features), epsilon_(options.epsilon) {
+    detail::check_epsilon("layer_norm", epsilon_);
     if (options.use_scale) {
       scale_ = vector_type::from_shape({features});
       scale_->fill(param_type(1));
@@ -71,16 +81,18 @@ class layer_norm {
   }
 
   /// A layer from explicit parameters in the param type (either may be absent).
-  /// \throws std::invalid_argument if a parameter does not have `features` elements.
+  /// \throws std::invalid_argument if a parameter does not have `features` elements, or `epsilon` is
+  ///         negative or not finite.
   layer_norm(std::size_t features, std::optional<vector_type> scale, std::optional<vector_type> bias,
              double epsilon = 1e-6)
       : features_(features), epsilon_(epsilon), scale_(std::move(scale)), bias_(std::move(bias)) {
+    detail::check_epsilon("layer_norm", epsilon_);
     check_param("scale", scale_);
     check_param("bias", bias_);
   }
 
   /// A layer from a scale and a bias [features] of any floating type, rounded once to the param type.
-  /// \throws std::invalid_argument if their sizes differ.
+  /// \throws std::invalid_argument if their sizes differ, or `epsilon` is negative or not finite.
   template <class W>
   [[nodiscard]] static layer_norm from_params(const xt::xtensor<W, 1>& scale, const xt::xtensor<W, 1>& bias,
                                               double epsilon = 1e-6) {
@@ -120,10 +132,25 @@ class layer_norm {
     const std::size_t rows = f == 0 ? 0 : x.size() / f;
     for (std::size_t r = 0; r < rows; ++r) {
       kernels::detail::round_widen_n<C>(in + r * f, f, row.data());
+      // Rows whose sums or squares would overflow or underflow S are divided by 2^k (exact); then
+      // (x - mean) / sqrt(var + eps) = (z - mean_z) / sqrt(var_z + eps 2^-2k) with z = x 2^-k.
+      const int k = kernels::rescaling_exponent(row);
+      R eps_row = eps;
+      int unscale = 0;  // exponent to multiply deviations by when eps 2^-2k is beyond R's range
+      if (k != 0) {
+        for (S& v : row) v = kernels::detail::scale_pow2(v, -k);
+        eps_row = static_cast<R>(std::ldexp(epsilon_, -2 * k));  // scaled in double: exact
+        if (!std::isfinite(eps_row)) {
+          // A tiny row with eps dominating: var < eps 2^-R::max_exponent is negligible beside eps.
+          eps_row = eps;
+          unscale = k;
+        }
+      }
       const auto stats = kernels::mean_variance(row);
-      const R inv = R(1) / std::sqrt(stats.variance + eps);
+      const R inv = unscale != 0 ? R(1) / std::sqrt(eps) : R(1) / std::sqrt(stats.variance + eps_row);
       for (std::size_t j = 0; j < f; ++j) {
-        const S deviation = (row[j] - stats.mean) - stats.mean_correction;
+        S deviation = (row[j] - stats.mean) - stats.mean_correction;
+        if (unscale != 0) deviation = kernels::detail::scale_pow2(deviation, unscale);
         out[r * f + j] = kernels::detail::round_out<O>(deviation * (inv * scale[j]) + bias[j]);
       }
     }

@@ -11,12 +11,19 @@
 ///     normed       = s * rsqrt(mean(|s|^2) + epsilon) * scale      (in R; result rounded once to the output type)
 ///     new_residual = s * residual_scale                            (s itself when no residual scale is set)
 ///
+/// NovelAI's `RMSNormCast` runs torch's RMSNorm on `x.float()` with a float32 weight, so the weight
+/// multiplies in float32, unrounded: `norm_scale_precision::opmath`, this layer's default.
 /// For the first block (`no_residual`), s = x. The norm sees the unscaled sum; only the stream carried
 /// forward is scaled. The float16 T5 work uses a residual scale below 1 where the stream would leave
 /// float16's range and scales down the out-projections of the following blocks by the same factor, so
-/// that x and the stream stay proportional; RMSNorm is invariant to that scaling except through
-/// epsilon, which is why the same work also scales epsilon (by the square of the accumulated scale,
-/// for an exactly equivalent model). Powers of two keep the scaling exact.
+/// that x and the stream stay proportional. RMSNorm is invariant to that scaling except through
+/// epsilon, which sits inside the square root beside the mean square: rmsnorm(s x; s^2 eps) =
+/// rmsnorm(x; eps) exactly, so an exactly equivalent model needs epsilon times the *square* of the
+/// accumulated scale s. NovelAI's script (nai_t5/scripts/t5_encoder_precision_parity.py, commit
+/// 20112a6, `ln1.eps *= ln1_eps_scale` with the cumulative product of the scales) multiplies epsilon by
+/// s itself, which is close only where epsilon is negligible beside the mean square. This layer never
+/// changes epsilon: pass `epsilon * s * s` (tested bit for bit for powers of two s, down to 2^-60 and
+/// up to 2^60). Powers of two keep the scaling exact.
 /// The residual stream is never rounded to the compute type: that is its purpose (flash-attention's
 /// fused add + norm kernels also keep it in float32, `residual_in_fp32`).
 #pragma once
@@ -24,6 +31,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -38,6 +46,7 @@
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/layer_types.hpp"
 
 namespace mixprec::nn {
@@ -63,12 +72,35 @@ struct act_and_residual {
   Residual residual;  ///< the residual stream (residual_t<P, T>), scaled by the residual scale if set
 };
 
+/// Where `rms_norm` rounds its scale (weight) before multiplying the normalised row by it. The product
+/// itself always runs in the statistics type S = `accumulator_t<C>` (float32, float64 under float64
+/// compute) and is rounded once to the output type.
+///
+/// | model family / code | the weight multiplies | option |
+/// |---|---|---|
+/// | NovelAI's float16 T5 (`RMSNormCast`: torch RMSNorm on `x.float()`, float32 weight) | in float32 | `opmath` |
+/// | llama2.c (`weight[j] * (ss * x[j])`, all float) | in float32 | `opmath` |
+/// | Hugging Face `T5LayerNorm` / `LlamaRMSNorm`, float32 weight | in float32 | `opmath` |
+/// | Hugging Face `T5LayerNorm`, float16/bfloat16 weight (normalised row cast to the weight's dtype, product in half) |
+/// in half | `compute` (nearest; HF also rounds the normalised row before the product) | | mixprec 0.2.0 | rounded to
+/// C, in S | `compute` |
+enum class norm_scale_precision : std::uint8_t {
+  opmath,   ///< the scale as stored (param type), converted to S: no rounding to C. The default.
+  compute,  ///< the scale rounded to the compute type C first, then widened to S.
+};
+
 /// Options of `rms_norm`.
+/// \throws std::invalid_argument (from the layer's constructor) if `epsilon` is negative or not finite,
+///         or `residual_scale` is set and not finite and > 0.
 struct rms_norm_options {
-  double epsilon = 1e-6;  ///< added to the mean square (Flax's and T5's default 1e-6; llama2.c uses 1e-5)
+  double epsilon = 1e-6;  ///< added to the mean square; finite, >= 0 (Flax's and T5's 1e-6; llama2.c: 1e-5)
   bool use_scale = true;  ///< learnable scale [features], initialised to ones
-  /// The fused form multiplies the residual stream it returns by this (after normalising); unset: no scaling.
+  /// The fused form multiplies the residual stream it returns by this (after normalising); unset: no
+  /// scaling. Finite and > 0; use powers of two (exact). See the file comment for epsilon.
   std::optional<double> residual_scale{};
+  /// Where the scale is rounded before it multiplies (default `opmath`: in float32 when the residual
+  /// stream / statistics are float32, as NovelAI's float16 T5 and llama2.c do).
+  norm_scale_precision scale_precision = norm_scale_precision::opmath;
 };
 
 /// RMS normalisation of the last axis: `y = x * rsqrt(mean(|x|^2) + epsilon) * scale`.
@@ -76,13 +108,19 @@ struct rms_norm_options {
 /// - **Parameter**: an optional `scale` [features] in `P::param_type` (llama2.c's `rms_*_weight`).
 /// - **Input**: `xt::xtensor<T, N>` (N >= 1) or `xt::xarray<T>`, shape [..., features].
 /// - **Plain form** `norm(x)`: x rounded to `C = compute_t<P, T>` and widened to `S =
-///   accumulator_t<C>` (float32 or float64); the mean square is a compensated sum in S; x is normalised
-///   in S and the scale (rounded to C) applied after normalising, still in S, as llama2.c does
-///   (`weight[j] * (ss * x[j])`); one rounding to `O = output_t<P, T>`.
+///   accumulator_t<C>` (float32 or float64); the mean square is a compensated sum in S
+///   (`kernels::scaled_mean_square`: rows whose squares would overflow or underflow S, such as a
+///   float32 row of 3e19, are divided by a power of two first, so every finite row normalises
+///   correctly); x is normalised in S and the scale applied after normalising, still in S, as
+///   llama2.c does (`weight[j] * (ss * x[j])`): the scale as stored by default, or rounded to C with
+///   `scale_precision = norm_scale_precision::compute`; one rounding to `O = output_t<P, T>`.
+///   An all-zero row gives zeros when epsilon > 0 (0/0 = NaN with epsilon 0, as IEEE says).
 /// - **Fused form** `norm(x, residual)` / `norm(x, no_residual)`: see the file comment. The residual
 ///   must be the same kind of container as x, same shape, element type `residual_t<P, T>`.
 /// - **Errors**: `std::invalid_argument` when the last axis is not `features`, or x and the residual
-///   have different shapes (both shapes in the message).
+///   have different shapes (both shapes in the message); from the constructors, when epsilon is
+///   negative or not finite or the residual scale is not finite and positive (the message names the
+///   layer, the option and the value).
 ///
 /// **Example** (a pre-norm block with a float32 residual stream and float16 compute):
 ///
@@ -99,8 +137,15 @@ class rms_norm {
   using vector_type = xt::xtensor<param_type, 1>;  ///< [features]
 
   /// A layer for `features` features; scale ones if `options.use_scale`.
+  /// \throws std::invalid_argument if `options.epsilon` is negative or not finite, or
+  ///         `options.residual_scale` is set and not finite and > 0.
   explicit rms_norm(std::size_t features, rms_norm_options options = {})
-      : features_(features), epsilon_(options.epsilon), residual_scale_(options.residual_scale) {
+      : features_(features),
+        epsilon_(options.epsilon),
+        residual_scale_(options.residual_scale),
+        scale_precision_(options.scale_precision) {
+    detail::check_epsilon("rms_norm", epsilon_);
+    if (residual_scale_) detail::check_residual_scale("rms_norm", *residual_scale_);
     if (options.use_scale) {
       scale_ = vector_type::from_shape({features});
       scale_->fill(param_type(1));
@@ -109,6 +154,7 @@ class rms_norm {
 
   /// A layer whose scale [features] is `scale` of any floating type, rounded once to the param type
   /// (`options.use_scale` is ignored: the layer has this scale).
+  /// \throws std::invalid_argument as the constructor.
   template <class W>
   [[nodiscard]] static rms_norm from_scale(const xt::xtensor<W, 1>& scale, rms_norm_options options = {}) {
     rms_norm layer(scale.size(), options);
@@ -124,6 +170,8 @@ class rms_norm {
   [[nodiscard]] std::optional<double> residual_scale() const noexcept { return residual_scale_; }
   /// The scale [features], if the layer has one.
   [[nodiscard]] const std::optional<vector_type>& scale() const noexcept { return scale_; }
+  /// Where the scale is rounded before it multiplies the normalised row.
+  [[nodiscard]] norm_scale_precision scale_precision() const noexcept { return scale_precision_; }
 
   /// Plain RMSNorm of x [..., features]: same kind of container and shape, in `output_t<P, T>`.
   /// \throws std::invalid_argument if the last axis is not `features()`.
@@ -182,21 +230,44 @@ class rms_norm {
     return features_ == 0 ? 0 : x.size() / features_;
   }
 
-  /// The scale rounded to the compute type C, in S (ones when the layer has none).
+  /// The scale in S (ones when the layer has none): as stored (`opmath`) or rounded to C first (`compute`).
   template <class C, class S>
   std::vector<S> scale_in() const {
     std::vector<S> scale(features_, S(1));
-    if (scale_) kernels::detail::round_widen_n<C>(scale_->data(), features_, scale.data());
+    if (!scale_) return scale;
+    if (scale_precision_ == norm_scale_precision::compute) {
+      kernels::detail::round_widen_n<C>(scale_->data(), features_, scale.data());
+    } else {
+      kernels::detail::round_widen_n<S>(scale_->data(), features_, scale.data());
+    }
     return scale;
   }
 
-  /// out[j] = round_to<O>(row[j] * rsqrt(mean(|row|^2) + eps) * scale[j]), in S.
+  /// out[j] = round_to<O>(row[j] * rsqrt(mean(|row|^2) + eps) * scale[j]), in S. Rows whose squares
+  /// would overflow or underflow S are divided by 2^k first (`kernels::scaled_mean_square`), which is
+  /// exact: y = (x 2^-k) * rsqrt(mean(|x 2^-k|^2) + eps 2^-2k) * scale. Ordinary rows have k = 0.
   template <class S, class O>
   void normalise_row(const S* row, const std::vector<S>& scale, O* out) const {
     using Real = kernels::detail::real_of_t<S>;
-    const Real ms = kernels::mean_square(std::span<const S>(row, features_));
-    const Real inv = Real(1) / std::sqrt(ms + static_cast<Real>(epsilon_));
-    for (std::size_t j = 0; j < features_; ++j) out[j] = kernels::detail::round_out<O>(row[j] * inv * scale[j]);
+    const auto ms = kernels::scaled_mean_square(std::span<const S>(row, features_));
+    const int k = ms.exponent;
+    // eps 2^-2k, scaled in double (exact) and rounded once to Real.
+    const Real eps = static_cast<Real>(k == 0 ? epsilon_ : std::ldexp(epsilon_, -2 * k));
+    if (!std::isfinite(eps)) {
+      // A tiny row (k < 0) with eps 2^-2k beyond Real's range: mean(|x|^2) < eps 2^-Real::max_exponent is
+      // negligible beside eps, so y = x / sqrt(eps) on the unscaled row.
+      const Real inv = Real(1) / std::sqrt(static_cast<Real>(epsilon_));
+      for (std::size_t j = 0; j < features_; ++j) out[j] = kernels::detail::round_out<O>(row[j] * inv * scale[j]);
+      return;
+    }
+    const Real inv = Real(1) / std::sqrt(ms.value + eps);
+    if (k == 0) {
+      for (std::size_t j = 0; j < features_; ++j) out[j] = kernels::detail::round_out<O>(row[j] * inv * scale[j]);
+    } else {
+      for (std::size_t j = 0; j < features_; ++j) {
+        out[j] = kernels::detail::round_out<O>(kernels::detail::scale_pow2(row[j], -k) * inv * scale[j]);
+      }
+    }
   }
 
   /// The fused form; `residual` is null for `no_residual`.
@@ -230,6 +301,7 @@ class rms_norm {
   std::size_t features_;
   double epsilon_;
   std::optional<double> residual_scale_;
+  norm_scale_precision scale_precision_;
   std::optional<vector_type> scale_;
 };
 
