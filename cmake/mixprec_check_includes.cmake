@@ -17,7 +17,7 @@
 cmake_minimum_required(VERSION 3.21)
 
 # Bottom to top. Keep in step with docs/DESIGN.md and docs/project_structure.md.
-set(MIXPREC_LAYERS formats dtypes arrays policies kernels nn "scaled|train" diagnostics)
+set(MIXPREC_LAYERS arch formats dtypes arrays policies kernels nn "scaled|train" diagnostics)
 # The only headers allowed at the root of include/mixprec/.
 set(MIXPREC_UMBRELLAS core.hpp mixprec.hpp version.hpp)
 

@@ -1,11 +1,13 @@
 /// \file
-/// \brief The light umbrella: number formats, dtypes and promotion, trees of arrays and
+/// \brief The light umbrella: instruction-set levels, number formats, dtypes and promotion, trees of arrays and
 /// accumulator types, policies, casting and loss scaling.
 /// Includes neither Eigen nor xtensor (a ctest case compiles it without them on the include path).
 #pragma once
 
 // IWYU pragma: begin_exports
 #include "mixprec/version.hpp"
+
+#include "mixprec/arch/isa.hpp"
 
 #include "mixprec/formats/basic_float.hpp"
 #include "mixprec/formats/bfloat16.hpp"
