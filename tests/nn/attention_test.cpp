@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -509,7 +510,8 @@ TEST_CASE("grouped-query attention: query head h reads kv head h / (n_heads / n_
   }
 }
 
-TEST_CASE("both rotary layouts, and custom theta, match the reference, and each changes the output", "[nn][attention]") {
+TEST_CASE("both rotary layouts, and custom theta, match the reference, and each changes the output",
+          "[nn][attention]") {
   std::vector<xt::xtensor<double, 3>> outputs;
   const std::vector<std::optional<nn::rotary_config>> ropes{
       std::nullopt, nn::rotary_config{.layout = nn::rope_layout::adjacent_pairs},
@@ -967,4 +969,153 @@ TEST_CASE("attention rejects bad shapes, caches and configs with messages naming
   CHECK_THROWS_WITH(
       nn::scaled_dot_product_attention<float>(std::span<const float>(q4), cache, 4, cfg, std::span<float>(out4), ws),
       Contains("4 queries") && Contains("only 3"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Masked keys whose keys or values are Inf or NaN (issue 12): a masked key must contribute exactly
+// nothing, so the output equals, bit for bit, the output with finite values in those rows.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+template <class T>
+bool identical_bits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+/// A cache [batch, kv_heads, total, hd] from `seed` whose rows (b, position) listed in `bad` hold `poison`
+/// in every key (`in_keys`) and/or value (`in_values`) element, in every kv head.
+template <class C>
+nn::kv_cache<C> poisoned_cache(std::size_t batch, std::size_t kv_heads, std::size_t hd, std::size_t total,
+                               const std::vector<char>& valid,
+                               const std::vector<std::pair<std::size_t, std::size_t>>& bad, double poison, bool in_keys,
+                               bool in_values) {
+  std::mt19937 rng(71);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<C> k(batch * total * kv_heads * hd), v(k.size());
+  for (auto& e : k) e = static_cast<C>(2.0 * normal(rng));
+  for (auto& e : v) e = static_cast<C>(normal(rng));
+  for (const auto& [b, pos] : bad) {
+    const std::size_t row = (b * total + pos) * kv_heads * hd;  // [batch, seq, kv_heads, hd]
+    for (std::size_t i = 0; i < kv_heads * hd; ++i) {
+      if (in_keys) k[row + i] = static_cast<C>(poison);
+      if (in_values) v[row + i] = static_cast<C>(poison);
+    }
+  }
+  std::unique_ptr<bool[]> flags(new bool[batch * total]);
+  for (std::size_t i = 0; i < batch * total; ++i) flags[i] = valid[i] != 0;
+  nn::kv_cache<C> cache(batch, kv_heads, hd, total);
+  cache.append(std::span<const C>(k), std::span<const C>(v), total, std::span<const bool>(flags.get(), batch * total));
+  return cache;
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("masked keys contribute exactly nothing, even when their keys or values are Inf or NaN",
+                   "[nn][attention]", float, bfloat16, double) {
+  // Batch row 0 has padding at position 3; row 1 is left-padded (0, 1) and has padding at 6 and 7, a
+  // whole key tile when key_block = 2. Under the causal mask, position 9 (a real token) is poisoned
+  // too: queries 0..8 must not see it, queries 9 and 10 do (their outputs become non-finite when the
+  // values are, which shows the poison is really there). 0 x NaN = NaN in the P.V product was the bug.
+  using C = TestType;
+  using A = mixprec::accumulator_t<C>;
+  const std::size_t batch = 2, total = 11, heads = 4, kv_heads = 2, hd = 4;
+  std::vector<char> valid(batch * total, 1);
+  valid[3] = 0;
+  for (std::size_t pos : {0u, 1u, 6u, 7u}) valid[total + pos] = 0;
+  std::mt19937 rng(72);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<C> q(batch * total * heads * hd);
+  for (auto& e : q) e = static_cast<C>(normal(rng));
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (bool causal : {false, true}) {
+    std::vector<std::pair<std::size_t, std::size_t>> bad{{0, 3}, {1, 0}, {1, 1}, {1, 6}, {1, 7}};
+    if (causal) {
+      bad.emplace_back(0, 9);
+      bad.emplace_back(1, 9);
+    }
+    const auto clean = poisoned_cache<C>(batch, kv_heads, hd, total, valid, {}, 0.0, false, false);
+    for (auto [qb, kb] : std::vector<std::pair<std::size_t, std::size_t>>{{3, 2}, {1, 1}, {4, 5}, {64, 128}}) {
+      nn::attention_config cfg{.d_model = heads * hd,
+                               .n_heads = heads,
+                               .n_kv_heads = kv_heads,
+                               .head_dim = hd,
+                               .causal = causal,
+                               .query_block = qb,
+                               .key_block = kb};
+      nn::attention_workspace<A> ws;
+      std::vector<C> expected(q.size());
+      nn::scaled_dot_product_attention<C>(std::span<const C>(q), clean, total, cfg, std::span<C>(expected), ws);
+      for (double poison : {nan, inf, -inf}) {
+        for (int where = 0; where < 3; ++where) {  // values, keys, both
+          const bool in_keys = where != 0, in_values = where != 1;
+          const auto cache = poisoned_cache<C>(batch, kv_heads, hd, total, valid, bad, poison, in_keys, in_values);
+          std::vector<C> out(q.size());
+          nn::scaled_dot_product_attention<C>(std::span<const C>(q), cache, total, cfg, std::span<C>(out), ws);
+          INFO("causal " << causal << ", query_block " << qb << ", key_block " << kb << ", poison " << poison
+                         << (where == 0   ? " in values"
+                             : where == 1 ? " in keys"
+                                          : " in keys and values"));
+          for (std::size_t b = 0; b < batch; ++b) {
+            for (std::size_t t = 0; t < total; ++t) {
+              for (std::size_t i = 0; i < heads * hd; ++i) {
+                const std::size_t at = (b * total + t) * heads * hd + i;
+                INFO("batch " << b << ", query " << t << ", element " << i << ": got " << static_cast<double>(out[at])
+                              << ", with finite rows " << static_cast<double>(expected[at]));
+                if (causal && t >= 9) {
+                  if (in_values) REQUIRE_FALSE(std::isfinite(static_cast<double>(out[at])));
+                } else {
+                  REQUIRE(identical_bits(out[at], expected[at]));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("attention: NaN in the inputs of padding tokens never reaches the real tokens' outputs",
+                   "[nn][attention]", p_f32, p_c_bf16, p_f64) {
+  // Hugging Face batches carry arbitrary data at padded positions; here it is NaN. The k and v
+  // projections of those tokens are NaN, and the padding mask must keep them out of every real query,
+  // with and without the causal mask: the real tokens' outputs equal those with zeros there, bit for bit.
+  using P = TestType;
+  using In = input_for<P>;
+  for (bool causal : {true, false}) {
+    auto cfg = small_config();
+    cfg.causal = causal;
+    const auto layer = random_layer<P>(cfg, 81, /*biases=*/true);
+    const std::size_t batch = 2, seq = 7;
+    auto x = random_input<In>(batch, seq, cfg.d_model, 82);
+    auto mask = xt::xtensor<bool, 2>::from_shape({batch, seq});
+    mask.fill(true);
+    mask(0, 2) = mask(1, 0) = mask(1, 1) = mask(1, 5) = false;
+    for (std::size_t b = 0; b < batch; ++b) {
+      for (std::size_t t = 0; t < seq; ++t) {
+        if (!mask(b, t)) {
+          for (std::size_t i = 0; i < cfg.d_model; ++i) x(b, t, i) = In(0);
+        }
+      }
+    }
+    auto x_nan = x;
+    for (std::size_t b = 0; b < batch; ++b) {
+      for (std::size_t t = 0; t < seq; ++t) {
+        if (!mask(b, t)) {
+          for (std::size_t i = 0; i < cfg.d_model; ++i) x_nan(b, t, i) = std::numeric_limits<In>::quiet_NaN();
+        }
+      }
+    }
+    const auto y = layer(x, mask);
+    const auto y_nan = layer(x_nan, mask);
+    for (std::size_t b = 0; b < batch; ++b) {
+      for (std::size_t t = 0; t < seq; ++t) {
+        if (!mask(b, t)) continue;  // a NaN query's own output is NaN
+        for (std::size_t i = 0; i < cfg.d_model; ++i) {
+          INFO("causal " << causal << ", batch " << b << ", token " << t << ", feature " << i << ": got "
+                         << static_cast<double>(y_nan(b, t, i)) << ", with zeros " << static_cast<double>(y(b, t, i)));
+          REQUIRE(identical_bits(y_nan(b, t, i), y(b, t, i)));
+        }
+      }
+    }
+  }
 }

@@ -25,14 +25,18 @@
 /// `key_block`, keeping per query the running max and sum of `kernels::online_softmax` and rescaling
 /// its float32 accumulator (FlashAttention's loop; Dao et al. 2022). The scratch memory is
 /// `query_block * (key_block + 2 head_dim + 2) + 2 key_block head_dim` opmath values whatever the
-/// sequence length (`attention_workspace::elements`; the key/value tiles only when C is not A); only the
+/// sequence length (`attention_workspace::elements`; the key/value tiles only when C is not A, the value
+/// tile also when C is A and a tile holds padding); only the
 /// O(seq) buffers q, k, v, the attended heads and the cache grow with the input. Tiles start at key positions that are
 /// multiples of `key_block`, so a query sees its keys in the same tiles whether it comes in a long prompt or alone
 /// during decoding.
 ///
 /// **Masks**: a fully masked query row (e.g. a padding query under left padding and a causal mask)
 /// attends to nothing and outputs zeros (before the output projection; y is then the bias bo, or 0),
-/// never NaN — the convention of `kernels::online_softmax`.
+/// never NaN — the convention of `kernels::online_softmax`. A masked key contributes exactly nothing,
+/// whatever its key and value hold (Inf and NaN included): a tile of padding only is skipped, padding
+/// rows of the value tile are zeroed before P·V, and under `causal` each query's P·V stops at its own
+/// position (0 × NaN would otherwise be NaN).
 #pragma once
 
 #include <algorithm>
@@ -94,7 +98,9 @@ struct attention_workspace {
   std::vector<A> accumulators;  ///< [query_block, head_dim] unnormalised outputs
   std::vector<A> scores;        ///< [query_block, key_block] one tile of scores, then weights
   std::vector<A> keys;          ///< [key_block, head_dim] one tile of keys widened to A (empty if C is A)
-  std::vector<A> values;        ///< [key_block, head_dim] one tile of values widened to A (empty if C is A)
+  /// [key_block, head_dim] one tile of values widened to A, padding rows zeroed (if C is A: empty until a
+  /// tile holds padding, then a copy of that tile with its padding rows zeroed)
+  std::vector<A> values;
   std::vector<kernels::online_softmax<A>> softmax;  ///< [query_block] running max and sum per query
 
   /// Number of opmath values the buffers hold (their capacities; an online_softmax counts 2).
@@ -164,8 +170,9 @@ inline constexpr bool attention_real_v = std::same_as<T, float> || std::same_as<
 /// - `out`: [batch, seq, n_heads, head_dim], each value rounded once to `C`.
 /// - `workspace`: scratch, resized here to the tile sizes only.
 ///
-/// Masked keys (after the query under `causal`, or invalid in the cache) get weight exactly 0; a query
-/// with no unmasked key outputs zeros.
+/// Masked keys (after the query under `causal`, or invalid in the cache) get weight exactly 0 and
+/// contribute exactly nothing, even when their keys or values are Inf or NaN; a query with no unmasked
+/// key outputs zeros.
 /// \throws std::invalid_argument if the config is invalid, the sizes do not match, the cache's heads
 ///         do not match the config, or `seq > cache.size()`.
 template <class C>
@@ -244,9 +251,18 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
         std::fill_n(acc, rows * hd, A{0});
         // Keys a query of this block may see: all, or up to the last query's position.
         const std::size_t key_end = c.causal ? offset + t0 + rows : total;
+        const std::size_t first = offset + t0;  // position of the block's first query
         for (std::size_t j0 = 0; j0 < key_end; j0 += kb) {
           const std::size_t cols = std::min(kb, key_end - j0);
           const auto ecols = static_cast<Eigen::Index>(cols);
+          // Masked keys must contribute exactly nothing, even when their keys or values are Inf or NaN
+          // (0 x NaN = NaN in P.V): a tile of padding only is skipped (its keys and values are never
+          // read), padding rows of the value tile are zeroed, and keys after a query's position
+          // (causal) are left out of its product.
+          bool any_valid = false;
+          bool any_padding = false;
+          for (std::size_t j = 0; j < cols; ++j) (valid[j0 + j] != 0 ? any_valid : any_padding) = true;
+          if (!any_valid) continue;  // all -Inf: the online softmax state would not change
           const A* k_tile = nullptr;
           const A* v_tile = nullptr;
           if constexpr (widen_kv) {
@@ -258,10 +274,21 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
             k_tile = keys + j0 * hd;
             v_tile = values + j0 * hd;
           }
+          if (any_padding) {
+            if constexpr (!widen_kv) {
+              if (workspace.values.size() < kb * hd) workspace.values.resize(kb * hd);
+              std::copy_n(values + j0 * hd, cols * hd, workspace.values.data());
+            }
+            A* v_copy = workspace.values.data();
+            for (std::size_t j = 0; j < cols; ++j) {
+              if (valid[j0 + j] == 0) std::fill_n(v_copy + j * hd, hd, A{0});
+            }
+            v_tile = v_copy;
+          }
           A* s = workspace.scores.data();
           MatMap(s, erows, ecols).noalias() = ConstMap(q, erows, ehd) * ConstMap(k_tile, ecols, ehd).transpose();
           for (std::size_t r = 0; r < rows; ++r) {
-            const std::size_t position = offset + t0 + r;
+            const std::size_t position = first + r;
             A* row = s + r * cols;
             for (std::size_t j = 0; j < cols; ++j) {
               const std::size_t key = j0 + j;
@@ -280,7 +307,26 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
               for (std::size_t i = 0; i < hd; ++i) acc[r * hd + i] *= alpha;
             }
           }
-          MatMap(acc, erows, ehd).noalias() += ConstMap(s, erows, ecols) * ConstMap(v_tile, ecols, ehd);
+          // Keys every query of the block may see (causal: up to the first query's position) in one
+          // GEMM; the rest of the tile (the diagonal) row by row, each query up to its own position.
+          const std::size_t shared = !c.causal ? cols : (first >= j0 ? std::min(cols, first - j0 + 1) : 0);
+          const ConstMap s_tile(s, erows, ecols);
+          const ConstMap v_map(v_tile, ecols, ehd);
+          if (shared > 0) {
+            const auto eshared = static_cast<Eigen::Index>(shared);
+            MatMap(acc, erows, ehd).noalias() += s_tile.leftCols(eshared) * v_map.topRows(eshared);
+          }
+          if (shared < cols) {
+            for (std::size_t r = 0; r < rows; ++r) {
+              const std::size_t position = first + r;
+              const std::size_t visible = position >= j0 ? std::min(cols, position - j0 + 1) : 0;
+              if (visible <= shared) continue;
+              const auto from = static_cast<Eigen::Index>(shared);
+              const auto count = static_cast<Eigen::Index>(visible - shared);
+              MatMap(acc + r * hd, 1, ehd).noalias() +=
+                  s_tile.row(static_cast<Eigen::Index>(r)).segment(from, count) * v_map.middleRows(from, count);
+            }
+          }
         }
         for (std::size_t r = 0; r < rows; ++r) {
           C* dst = out.data() + ((b * seq + t0 + r) * n_heads + h) * hd;
