@@ -1,6 +1,7 @@
 /// \file
 /// \brief Trees of numbers (JAX's "pytrees"): scalar leaves inside nested containers, the
-/// `tree_traits` customization point, and the generic walks `tree_map` and `tree_for_each` that
+/// `tree_traits` customization point, and the generic walks `tree_map` (over one tree, or over
+/// several trees of the same structure, as `tree_map(f, params, grads)`) and `tree_for_each` that
 /// casting (`cast.hpp`), loss scaling (`loss_scale.hpp`) and `all_finite` are built on.
 ///
 /// **What is a tree** (`docs/casting.md` has the full story):
@@ -32,18 +33,22 @@
 /// **Opting in a container** ("range" node: any number of children of one type, e.g. a tensor).
 /// Specialise `tree_traits` with `element_type`, `for_each(node, f)` (calls `f(child)` on every child,
 /// in storage order; `node` is the container or a const one) and `map(node, f)` (a new container of
-/// the same shape whose children are `f(child)`; evaluated, never a lazy view). See the std::vector
-/// specialisation below.
+/// the same shape whose children are `f(child)`, with `f` called on the children in the order of
+/// `for_each`; evaluated, never a lazy view). See the std::vector specialisation below.
 ///
 /// A type is either a leaf, or a product node, or a range node. `tree_map` on anything else stops
 /// with a static_assert that says how to opt in.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <complex>
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -156,6 +161,248 @@ template <class F, class Tree>
   } else {
     return tree;  // not a tree: tree_check has reported it; returning something avoids a cascade of errors
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// tree_map over several trees of the same structure
+// ---------------------------------------------------------------------------------------------
+
+namespace detail {
+/// Number of children of a product node type.
+template <class T>
+inline constexpr std::size_t tree_product_arity =
+    std::tuple_size_v<decltype(tree_traits<T>::children(std::declval<const T&>()))>;
+
+template <class T1, class... Ts>
+consteval bool tree_same_kind() {
+  if constexpr (tree_leaf<T1>) {
+    return (tree_leaf<Ts> && ...);
+  } else if constexpr (tree_product_node<T1>) {
+    if constexpr ((tree_product_node<Ts> && ...)) {
+      return ((tree_product_arity<Ts> == tree_product_arity<T1>)&&...);
+    } else {
+      return false;
+    }
+  } else {
+    return (tree_range_node<Ts> && ...);
+  }
+}
+
+/// Instantiated by the several-tree `tree_map` at every place of the trees: the types there must be
+/// of the same kind (all leaves, all product nodes with as many children, or all range nodes).
+template <class T1, class... Ts>
+struct tree_zip_check {
+  static constexpr bool all_trees = (tree_check<T1>::value && ... && tree_check<Ts>::value);
+  static_assert(!all_trees || tree_same_kind<T1, Ts...>(),
+                "mixprec::tree_map over several trees: the trees differ in structure. At one place the first tree has "
+                "a scalar leaf and another a node (or the reverse), or a struct/tuple/pair with a different number "
+                "of children. Every tree must have the structure of the first (JAX: tree_map(f, tree, *rest)).");
+  static constexpr bool value = all_trees && tree_same_kind<T1, Ts...>();
+};
+
+/// The children of the range node `node`, in `for_each` order: leaves are copied (a container may
+/// hand out a temporary, as std::vector<bool> does), subtrees are referred to.
+template <class T, bool Leaves = tree_leaf<std::remove_cvref_t<typename tree_traits<T>::element_type>>>
+struct tree_children_store;
+template <class T>
+struct tree_children_store<T, true> {
+  std::vector<std::remove_cvref_t<typename tree_traits<T>::element_type>> children;
+  explicit tree_children_store(const T& node) {
+    tree_traits<T>::for_each(node, [this](const auto& child) { children.push_back(child); });
+  }
+  [[nodiscard]] auto at(std::size_t i) const { return children[i]; }
+  [[nodiscard]] std::size_t size() const noexcept { return children.size(); }
+};
+template <class T>
+struct tree_children_store<T, false> {
+  std::vector<const std::remove_cvref_t<typename tree_traits<T>::element_type>*> children;
+  explicit tree_children_store(const T& node) {
+    tree_traits<T>::for_each(node, [this](const auto& child) { children.push_back(&child); });
+  }
+  [[nodiscard]] const auto& at(std::size_t i) const { return *children[i]; }
+  [[nodiscard]] std::size_t size() const noexcept { return children.size(); }
+};
+
+template <class T>
+concept tree_has_shape = requires(const T& t) {
+  std::size(t.shape());
+  std::begin(t.shape());
+};
+template <class T>
+concept tree_has_rows_cols = requires(const T& t) {
+  t.rows();
+  t.cols();
+};
+template <class T>
+concept tree_has_keys = requires(const T& t) {
+  typename T::key_type;
+  t.key_comp();
+};
+
+template <class Shape>
+std::string tree_shape_string(const Shape& shape) {
+  std::string text = "[";
+  for (const auto& extent : shape) {
+    if (text.size() > 1) text += ", ";
+    text += std::to_string(extent);
+  }
+  return text + "]";
+}
+
+/// Where the several-tree `tree_map` found two range nodes that do not correspond.
+struct tree_mismatch {
+  std::size_t tree;    ///< 1-based position of the tree that differs from the first
+  std::string path;    ///< "[1][0]": child indices from the root, in tree order
+  std::string reason;  ///< what differs
+};
+
+/// Empty when the range nodes `a` (of the first tree) and `b` correspond: same number of children
+/// and, where the containers report it, the same shape (`shape()`, as xtensor), rows and columns (as
+/// Eigen) or keys (as std::map).
+template <class A, class B>
+std::string tree_range_difference(const A& a, const B& b, std::size_t count_a, std::size_t count_b) {
+  if (count_a != count_b) {
+    return "has " + std::to_string(count_b) + " children where the first tree has " + std::to_string(count_a);
+  }
+  if constexpr (tree_has_shape<A> && tree_has_shape<B>) {
+    const auto& sa = a.shape();
+    const auto& sb = b.shape();
+    if (!std::equal(std::begin(sa), std::end(sa), std::begin(sb), std::end(sb),
+                    [](const auto& x, const auto& y) { return std::cmp_equal(x, y); })) {
+      return "has shape " + tree_shape_string(sb) + " where the first tree has shape " + tree_shape_string(sa);
+    }
+  } else if constexpr (tree_has_rows_cols<A> && tree_has_rows_cols<B>) {
+    if (!std::cmp_equal(a.rows(), b.rows()) || !std::cmp_equal(a.cols(), b.cols())) {
+      return "is " + std::to_string(b.rows()) + " x " + std::to_string(b.cols()) + " where the first tree is " +
+             std::to_string(a.rows()) + " x " + std::to_string(a.cols());
+    }
+  } else if constexpr (tree_has_keys<A> && tree_has_keys<B>) {
+    if constexpr (requires(const A& x, const B& y) { x.begin()->first == y.begin()->first; }) {
+      auto ib = b.begin();
+      for (auto ia = a.begin(); ia != a.end(); ++ia, ++ib) {
+        if (!(ia->first == ib->first)) return "has other keys than the first tree (the keys of a map are structure)";
+      }
+    }
+  }
+  return {};
+}
+
+/// The first place where `ts...` differ in structure from `t1`, or nothing.
+template <class T1, class... Ts>
+std::optional<tree_mismatch> tree_find_mismatch(const T1& t1, const Ts&... ts) {
+  if constexpr (!tree_zip_check<T1, Ts...>::value || tree_leaf<T1>) {
+    return std::nullopt;
+  } else if constexpr (tree_product_node<T1>) {
+    const auto c1 = tree_traits<T1>::children(t1);
+    const auto cs = std::make_tuple(tree_traits<Ts>::children(ts)...);
+    std::optional<tree_mismatch> found;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      const auto check = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        found = std::apply(
+            [&](const auto&... ck) {
+              return tree_find_mismatch(std::as_const(std::get<J>(c1)), std::as_const(std::get<J>(ck))...);
+            },
+            cs);
+        if (found) found->path.insert(0, "[" + std::to_string(J) + "]");
+        return found.has_value();
+      };
+      (check(std::integral_constant<std::size_t, I>{}) || ...);
+    }
+    (std::make_index_sequence<tree_product_arity<T1>>{});
+    return found;
+  } else {
+    const tree_children_store<T1> first(t1);
+    const auto stores = std::make_tuple(tree_children_store<Ts>(ts)...);
+    std::optional<tree_mismatch> found;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      const auto check = [&](std::size_t k, const auto& node, const auto& store) {
+        std::string reason = tree_range_difference(t1, node, first.size(), store.size());
+        if (!reason.empty()) found = tree_mismatch{k + 2, "", std::move(reason)};
+        return found.has_value();
+      };
+      (check(K, ts, std::get<K>(stores)) || ...);
+    }
+    (std::index_sequence_for<Ts...>{});
+    using E1 = std::remove_cvref_t<typename tree_traits<T1>::element_type>;
+    if constexpr (tree_leaf<E1>) {
+      [[maybe_unused]] constexpr bool same =
+          tree_zip_check<E1, std::remove_cvref_t<typename tree_traits<Ts>::element_type>...>::value;
+    } else {
+      for (std::size_t i = 0; !found && i < first.size(); ++i) {
+        found = std::apply([&](const auto&... s) { return tree_find_mismatch(first.at(i), s.at(i)...); }, stores);
+        if (found) found->path.insert(0, "[" + std::to_string(i) + "]");
+      }
+    }
+    return found;
+  }
+}
+
+/// `tree_map(f, t1, ts...)` once the structures are known to agree.
+template <class F, class T1, class... Ts>
+auto tree_map_zip(F& f, const T1& t1, const Ts&... ts) {
+  if constexpr (!tree_zip_check<T1, Ts...>::value) {
+    return t1;  // tree_zip_check has reported it; returning something avoids a cascade of errors
+  } else if constexpr (tree_leaf<T1>) {
+    return f(t1, ts...);
+  } else if constexpr (tree_product_node<T1>) {
+    const auto c1 = tree_traits<T1>::children(t1);
+    const auto cs = std::make_tuple(tree_traits<Ts>::children(ts)...);
+    const auto map_child = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      return std::apply(
+          [&](const auto&... ck) {
+            return detail::tree_map_zip(f, std::as_const(std::get<J>(c1)), std::as_const(std::get<J>(ck))...);
+          },
+          cs);
+    };
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      // A braced list runs its elements left to right; a plain argument list would not.
+      std::tuple<decltype(map_child(std::integral_constant<std::size_t, I>{}))...> mapped{
+          map_child(std::integral_constant<std::size_t, I>{})...};
+      return std::apply([](auto&&... c) { return tree_traits<T1>::rebuild(std::move(c)...); }, std::move(mapped));
+    }
+    (std::make_index_sequence<tree_product_arity<T1>>{});
+  } else {
+    const auto stores = std::make_tuple(tree_children_store<Ts>(ts)...);
+    std::size_t i = 0;
+    return tree_traits<T1>::map(t1, [&](const auto& child) {
+      auto mapped = std::apply([&](const auto&... s) { return detail::tree_map_zip(f, child, s.at(i)...); }, stores);
+      ++i;
+      return mapped;
+    });
+  }
+}
+}  // namespace detail
+
+/// `tree_map` over several trees of the same structure (JAX's `jax.tree_util.tree_map(f, tree,
+/// *rest)`): calls `f(leaf, leaf_of_rest...)` on the leaves at the same place of every tree and
+/// returns a tree of the first tree's structure (its node types rebuilt, as the one-tree `tree_map`
+/// does) whose leaves are the results. The leaf types may differ between the trees (float parameters,
+/// bfloat16 gradients); the structure may not. Leaves are visited depth first, children left to right.
+///
+/// Same structure means: at every place, all trees have a scalar leaf, or all have a struct/tuple/pair
+/// with as many children, or all have a container with as many children and, where the container
+/// reports it, the same shape (`shape()`, as xtensor), the same rows and columns (as Eigen) or the same
+/// keys (as std::map). Unlike JAX, the other trees may not have the first as a mere prefix.
+///
+/// Errors: a leaf against a node, or a struct with another number of children, does not compile
+/// (static_assert). Containers that differ in size, shape or keys throw std::invalid_argument naming
+/// the tree (2 for the second), the path of child indices from the root and what differs; `f` is not
+/// called then.
+///
+/// **Example** (an SGD step):
+///
+///     std::tuple<std::vector<float>, float> params{{1.0f, 2.0f}, 0.5f}, grads{{0.5f, -1.0f}, 1.0f};
+///     auto updated = mixprec::tree_map([](float p, float g) { return p - 0.1f * g; }, params, grads);
+///     // {{0.95f, 2.1f}, 0.4f}
+template <class F, class Tree, class... Rest>
+requires(sizeof...(Rest) > 0) [[nodiscard]] auto tree_map(F&& f, const Tree& tree, const Rest&... rest) {
+  using T = std::remove_cv_t<Tree>;
+  if (auto mismatch = detail::tree_find_mismatch(tree, rest...)) {
+    throw std::invalid_argument("mixprec::tree_map: the trees differ in structure: at root" + mismatch->path +
+                                ", tree " + std::to_string(mismatch->tree) + " " + mismatch->reason +
+                                ". Every tree must have the structure of the first.");
+  }
+  return detail::tree_map_zip(f, static_cast<const T&>(tree), rest...);
 }
 
 /// Calls `f(leaf)` on every scalar leaf of `tree`, depth first, children left to right (containers in
