@@ -292,6 +292,58 @@ TEST_CASE("unscale by a scale that is not a power of two divides, rounding once"
   CHECK(std::bit_cast<std::uint64_t>(ls.unscale(1.0)) == 0x3FD5555555555555ULL);
 }
 
+TEST_CASE("unscale_in_place divides the leaves where they are (PyTorch's unscale_)", "[loss_scale][in_place]") {
+  auto grads = std::tuple{std::vector<float>{8.0f, -2.0f}, std::int32_t{5}, bfloat16(3.0f),
+                          std::complex<double>(4.0, -8.0), std::vector<bool>{true, false}};
+  const float* data = std::get<0>(grads).data();
+  const mixprec::static_loss_scale ls(4.0f);
+  ls.unscale_in_place(grads);
+  CHECK(std::get<0>(grads).data() == data);  // the same buffer: no copy
+  CHECK(std::get<0>(grads) == std::vector<float>{2.0f, -0.5f});
+  CHECK(std::get<1>(grads) == 5);              // integers stay
+  CHECK(std::get<2>(grads).bits() == 0x3F40);  // 0.75 = 1.5 * 2^-1: exponent 126, mantissa 0b1000000
+  CHECK(std::get<3>(grads) == std::complex<double>(1.0, -2.0));
+  CHECK(std::get<4>(grads) == std::vector<bool>{true, false});  // bools stay
+}
+
+TEST_CASE("unscale_in_place by a scale that is not a power of two rounds once, as unscale", "[loss_scale][in_place]") {
+  const mixprec::static_loss_scale ls(3.0f);
+  std::vector<float> f{5.0f, 3.0f};
+  ls.unscale_in_place(f);
+  CHECK(std::bit_cast<std::uint32_t>(f[0]) == 0x3FD55555);  // see the unscale test above
+  CHECK(f[1] == 1.0f);
+  std::vector<bfloat16> b{bfloat16(1.0f), bfloat16(3.0f)};
+  ls.unscale_in_place(b);
+  CHECK(b[0].bits() == 0x3EAB);
+  CHECK(b[1].bits() == 0x3F80);
+  std::map<std::string, double> d{{"w", 1.0}};
+  ls.unscale_in_place(d);
+  CHECK(std::bit_cast<std::uint64_t>(d.at("w")) == 0x3FD5555555555555ULL);
+}
+
+TEST_CASE("unscale_in_place gives the bits of unscale for every loss scale", "[loss_scale][in_place]") {
+  const auto grads = std::tuple{std::vector<float>{1.0f, -7.0f, 1e-3f}, float16(6.0f), bfloat16(-10.0f), 0.3};
+  dynamic_loss_scale dynamic({.initial_scale = 1000.0f, .period = 1});
+  dynamic.adjust(true);  // 2000: the in-place form uses the current scale
+  const auto expected_dynamic = dynamic.unscale(grads);
+  auto in_place = grads;
+  dynamic.unscale_in_place(in_place);
+  CHECK(std::bit_cast<std::uint32_t>(std::get<0>(in_place)[2]) ==
+        std::bit_cast<std::uint32_t>(std::get<0>(expected_dynamic)[2]));
+  CHECK(std::get<0>(in_place) == std::get<0>(expected_dynamic));
+  CHECK(std::get<1>(in_place).bits() == std::get<1>(expected_dynamic).bits());
+  CHECK(std::get<2>(in_place).bits() == std::get<2>(expected_dynamic).bits());
+  CHECK(std::bit_cast<std::uint64_t>(std::get<3>(in_place)) ==
+        std::bit_cast<std::uint64_t>(std::get<3>(expected_dynamic)));
+  // Hand-worked: -7 / 2000 = -0.0035 and 6 / 2000 = 0.003 in float16 is 0x1A25 (1.536 * 2^-9, mantissa
+  // 0.536 * 1024 = 548.9 -> 549 = 0x225).
+  CHECK(std::get<1>(in_place).bits() == 0x1A25);
+
+  auto unchanged = grads;
+  mixprec::no_op_loss_scale::unscale_in_place(unchanged);
+  CHECK(unchanged == grads);
+}
+
 TEST_CASE("scaling float16 gradients past 65504 gives Inf, which all_finite reports", "[loss_scale]") {
   dynamic_loss_scale ls({.initial_scale = 4.0f});
   const std::vector<float16> g{float16(20000.0f), float16(1.0f)};

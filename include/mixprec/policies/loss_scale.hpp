@@ -1,7 +1,8 @@
 /// \file
 /// \brief Loss scaling as in DeepMind's jmp (`jmp/_src/loss_scale.py`): `no_op_loss_scale`,
 /// `static_loss_scale` and `dynamic_loss_scale`, each with `scale(tree)`, `unscale(tree)`,
-/// `loss_scale()` and `adjust(grads_finite)`. `docs/loss_scaling.md` explains when to use which.
+/// `loss_scale()` and `adjust(grads_finite)`, plus `unscale_in_place(tree)` (PyTorch's
+/// `GradScaler.unscale_`). `docs/loss_scaling.md` explains when to use which.
 ///
 /// Training step (the jmp README's loop):
 ///
@@ -104,6 +105,28 @@ template <class Tree>
   return tree_map(unscale_leaf_fn{s, exact ? 1.0f / s : 0.0f, exact}, tree);
 }
 
+/// Divides every floating and complex leaf of `tree` by `s` where it is, with the arithmetic of
+/// `unscale_tree` (so the same bits). Leaves of other types are left alone.
+template <class Tree>
+void unscale_tree_in_place(Tree& tree, float s) {
+  static_assert(!std::is_const_v<Tree>,
+                "unscale_in_place changes the tree where it is: pass a non-const tree, or use unscale, which returns "
+                "an unscaled copy.");
+  const bool exact = has_exact_reciprocal(s);
+  const unscale_leaf_fn fn{s, exact ? 1.0f / s : 0.0f, exact};
+  tree_for_each(
+      [&fn](auto& leaf) {
+        using L = std::remove_cvref_t<decltype(leaf)>;
+        if constexpr (std::is_floating_point_v<L> || complex_leaf<L> || small_float<L>) {
+          static_assert(!std::is_const_v<std::remove_reference_t<decltype(leaf)>>,
+                        "unscale_in_place: the tree has a const floating-point leaf, which cannot be changed in place; "
+                        "use unscale, which returns an unscaled copy.");
+          if constexpr (!std::is_const_v<std::remove_reference_t<decltype(leaf)>>) leaf = fn(std::as_const(leaf));
+        }
+      },
+      tree);
+}
+
 /// "name = value" for error messages, with enough digits to tell floats apart.
 template <class T>
 [[nodiscard]] std::string describe_field(const char* name, T value) {
@@ -137,6 +160,9 @@ struct no_op_loss_scale {
   [[nodiscard]] static constexpr std::remove_cvref_t<Tree> unscale(Tree&& tree) {
     return std::forward<Tree>(tree);
   }
+  /// Leaves `tree` as it is (the in-place form of `unscale`).
+  template <class Tree>
+  static constexpr void unscale_in_place(Tree& /*tree*/) noexcept {}
   /// Does nothing.
   static constexpr void adjust(bool /*grads_finite*/) noexcept {}
 
@@ -171,6 +197,13 @@ class static_loss_scale {
   template <class Tree>
   [[nodiscard]] std::remove_cvref_t<Tree> unscale(const Tree& tree) const {
     return detail::unscale_tree(tree, scale_);
+  }
+  /// Divides every floating and complex leaf of `tree` by S where it is, without a copy; the result
+  /// has the bits `unscale(tree)` would return. PyTorch: `GradScaler.unscale_`. A const tree does not
+  /// compile (static_assert).
+  template <class Tree>
+  void unscale_in_place(Tree& tree) const {
+    detail::unscale_tree_in_place(tree, scale_);
   }
   /// Does nothing: a static scale never changes.
   void adjust(bool /*grads_finite*/) noexcept {}
@@ -291,6 +324,13 @@ class dynamic_loss_scale {
   template <class Tree>
   [[nodiscard]] std::remove_cvref_t<Tree> unscale(const Tree& tree) const {
     return detail::unscale_tree(tree, state_.loss_scale);
+  }
+  /// Divides every floating and complex leaf of `tree` by the current S where it is, without a copy;
+  /// the result has the bits `unscale(tree)` would return. PyTorch: `GradScaler.unscale_`. A const
+  /// tree does not compile (static_assert).
+  template <class Tree>
+  void unscale_in_place(Tree& tree) const {
+    detail::unscale_tree_in_place(tree, state_.loss_scale);
   }
 
   /// Updates the scale and counter after a step whose gradients were (or were not) all finite; the
