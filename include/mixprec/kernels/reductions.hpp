@@ -211,7 +211,7 @@ template <detail::reducible_range R>
 ///
 /// - 0 for ordinary data: max|x_i| in [2^lo, 2^hi), hi = (max_exponent - bit_width(n)) / 2 - 1 and
 ///   lo = (min_exponent - 1 + digits) / 2 + 1 (float: [2^-50, 2^60) for 48 values; double: about
-///   [2^-483, 2^505)). Then nothing is rescaled and the statistics are those of the plain formula.
+///   [2^-483, 2^508)). Then nothing is rescaled and the statistics are those of the plain formula.
 /// - otherwise the exponent e of max|x_i| = m 2^e, m in [0.5, 1) (`std::frexp`), so that every
 ///   |x_i| 2^-e < 1 and the largest square is in [1/4, 1).
 /// - 0 for an empty range, an all-zero range, or one holding Inf or NaN (they propagate as usual).
@@ -247,7 +247,7 @@ struct scaled_square_mean {
 /// float's max has a finite, accurate mean square (`value * 4^k`), and a row of 1e-30 (squares below
 /// float's smallest normal) keeps its digits. For ordinary data k = 0 and `value` is `mean_square(x)`,
 /// bit for bit. Callers normalise with `x_i 2^-k / sqrt(value + eps 2^-2k)` (exact rescaling).
-/// 	hrows std::invalid_argument when `x` is empty.
+/// \throws std::invalid_argument when `x` is empty.
 template <detail::reducible_range R>
 [[nodiscard]] scaled_square_mean<detail::real_of_t<accumulator_t<detail::element_t<R>>>> scaled_mean_square(
     const R& x) {

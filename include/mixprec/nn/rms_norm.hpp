@@ -76,14 +76,15 @@ struct act_and_residual {
 /// itself always runs in the statistics type S = `accumulator_t<C>` (float32, float64 under float64
 /// compute) and is rounded once to the output type.
 ///
-/// | model family / code | the weight multiplies | option |
-/// |---|---|---|
-/// | NovelAI's float16 T5 (`RMSNormCast`: torch RMSNorm on `x.float()`, float32 weight) | in float32 | `opmath` |
-/// | llama2.c (`weight[j] * (ss * x[j])`, all float) | in float32 | `opmath` |
-/// | Hugging Face `T5LayerNorm` / `LlamaRMSNorm`, float32 weight | in float32 | `opmath` |
-/// | Hugging Face `T5LayerNorm`, float16/bfloat16 weight (normalised row cast to the weight's dtype, product in half) |
-/// in half | `compute` (nearest; HF also rounds the normalised row before the product) | | mixprec 0.2.0 | rounded to
-/// C, in S | `compute` |
+/// Which model families do what (docs/layers.md has the table):
+/// - NovelAI's float16 T5 (`RMSNormCast`: torch RMSNorm on `x.float()`, float32 weight): in float32,
+///   `opmath`;
+/// - llama2.c (`weight[j] * (ss * x[j])`, all float): in float32, `opmath`;
+/// - Hugging Face `T5LayerNorm` / `LlamaRMSNorm` with a float32 weight: in float32, `opmath`;
+/// - Hugging Face `T5LayerNorm` with a float16/bfloat16 weight (normalised row cast to the weight's
+///   dtype, product in half): `compute` is the nearest (HF also rounds the normalised row and the
+///   product to half);
+/// - mixprec 0.2.0: `compute`.
 enum class norm_scale_precision : std::uint8_t {
   opmath,   ///< the scale as stored (param type), converted to S: no rounding to C. The default.
   compute,  ///< the scale rounded to the compute type C first, then widened to S.
