@@ -612,3 +612,27 @@ TEST_CASE("promote_types is usable in constant expressions", "[promotion][conste
   static_assert(!mixprec::can_promote(dtype::float8_e4m3fn, dtype::bfloat16));
   STATIC_REQUIRE(mixprec::promote_types(dtype::weak_int, dtype::weak_float) == dtype::weak_float);
 }
+
+TEST_CASE("a dtype value outside the enumeration is rejected with std::invalid_argument, not read out of bounds",
+          "[promotion][errors]") {
+  const auto bad = static_cast<dtype>(200);
+  const auto one_past = static_cast<dtype>(mixprec::dtype_count);
+  // (Catch2 v2's combined matchers hold pointers to their parts: build each one in place.)
+#define MIXPREC_TEST_BAD_DTYPE_MESSAGE (Contains("is not a mixprec::dtype") && Contains("200"))
+  CHECK_THROWS_AS(mixprec::promote_types(bad, dtype::float32), std::invalid_argument);
+  CHECK_THROWS_WITH(mixprec::promote_types(bad, dtype::float32), MIXPREC_TEST_BAD_DTYPE_MESSAGE);
+  CHECK_THROWS_WITH(mixprec::promote_types(dtype::float32, bad), MIXPREC_TEST_BAD_DTYPE_MESSAGE);
+  CHECK_THROWS_WITH(mixprec::promote_types(dtype::float32, one_past),
+                    Contains("is not a mixprec::dtype") && Contains(std::to_string(mixprec::dtype_count)));
+  CHECK_THROWS_WITH(mixprec::promote_types(bad, bad, promotion_options{.x64 = false}), MIXPREC_TEST_BAD_DTYPE_MESSAGE);
+  CHECK_THROWS_WITH(mixprec::promote_types(bad, dtype::int8, strict_x64), MIXPREC_TEST_BAD_DTYPE_MESSAGE);
+  CHECK_THROWS_WITH(mixprec::result_type(dtype::int8, dtype::bfloat16, bad), MIXPREC_TEST_BAD_DTYPE_MESSAGE);
+  // Not a type_promotion_error: the input is invalid, not the promotion.
+  CHECK_THROWS_MATCHES(mixprec::promote_types(bad, dtype::float32), std::invalid_argument,
+                       Catch::Matchers::Predicate<std::invalid_argument>([](const std::invalid_argument& e) {
+                         return dynamic_cast<const mixprec::type_promotion_error*>(&e) == nullptr;
+                       }));
+  CHECK_FALSE(mixprec::can_promote(bad, dtype::float32));
+  CHECK_FALSE(mixprec::can_promote(dtype::float32, one_past));
+#undef MIXPREC_TEST_BAD_DTYPE_MESSAGE
+}

@@ -80,15 +80,16 @@ namespace detail {
 
 /// Why promotion failed, in the order JAX tests the reasons (`_least_upper_bound`).
 enum class promotion_failure : std::uint8_t {
-  none,        ///< promotion succeeded
-  no_inputs,   ///< result_type of nothing
-  strict,      ///< promotion_mode::strict and no common type
-  float8,      ///< a float8 type is involved
-  float6,      ///< a float6 type is involved
-  float4,      ///< a float4 type is involved
-  intn,        ///< int2 / int4 / uint2 / uint4 is involved
-  no_path,     ///< no common upper bound for another reason (unreachable with JAX's lattices)
-  ill_formed,  ///< no unique least upper bound (unreachable: lattice.hpp checks well-formedness)
+  none,           ///< promotion succeeded
+  no_inputs,      ///< result_type of nothing
+  invalid_dtype,  ///< a value outside the `dtype` enumeration (e.g. static_cast<dtype>(200))
+  strict,         ///< promotion_mode::strict and no common type
+  float8,         ///< a float8 type is involved
+  float6,         ///< a float6 type is involved
+  float4,         ///< a float4 type is involved
+  intn,           ///< int2 / int4 / uint2 / uint4 is involved
+  no_path,        ///< no common upper bound for another reason (unreachable with JAX's lattices)
+  ill_formed,     ///< no unique least upper bound (unreachable: lattice.hpp checks well-formedness)
 };
 
 struct promotion_outcome {
@@ -104,6 +105,9 @@ struct promotion_outcome {
   return d == dtype::int2 || d == dtype::int4 || d == dtype::uint2 || d == dtype::uint4;
 }
 
+/// Whether `d` is one of the enumerators of `dtype` (a value cast from an integer may be none).
+[[nodiscard]] constexpr bool is_valid_dtype(dtype d) noexcept { return static_cast<std::size_t>(d) < dtype_count; }
+
 /// The JAX promotion of a set of dtypes, without throwing: canonicalise every input (x64 off),
 /// join them on the lattice the options select, canonicalise the result (JAX
 /// `lattice_result_type`: `dtype(result_type)`). The join is a fold of the pairwise joins, which
@@ -111,6 +115,10 @@ struct promotion_outcome {
 /// partial join has no upper bound with the next dtype, the whole set has none.
 [[nodiscard]] constexpr promotion_outcome promote_all(std::span<const dtype> dtypes, promotion_options opts) noexcept {
   if (dtypes.empty()) return {dtype::bool_, promotion_failure::no_inputs};
+  for (dtype d : dtypes) {
+    // Checked first: the lattice tables and the names are indexed by the enumerator's value.
+    if (!is_valid_dtype(d)) return {dtype::bool_, promotion_failure::invalid_dtype};
+  }
   const join_table& joins = joins_for(opts);
   lub_result acc{canonicalize(dtypes.front(), opts.x64), lub_status::ok};
   for (dtype d : dtypes.subspan(1)) {
@@ -137,6 +145,18 @@ struct promotion_outcome {
   else if (any(is_intn))
     why = promotion_failure::intn;
   return {dtype::bool_, why};
+}
+
+/// The message of the std::invalid_argument for a `dtype` value outside the enumeration.
+inline std::string invalid_dtype_message(std::span<const dtype> dtypes) {
+  for (dtype d : dtypes) {
+    if (!is_valid_dtype(d)) {
+      return "mixprec::promote_types / result_type: the value " + std::to_string(static_cast<unsigned>(d)) +
+             " is not a mixprec::dtype (the enumerators are 0 to " + std::to_string(dtype_count - 1) +
+             "); pass a dtype enumerator, or parse a name with mixprec::parse_dtype";
+    }
+  }
+  return "mixprec::promote_types / result_type: invalid dtype";
 }
 
 /// "a and b", "a, b and c": the dtypes as a message lists them.
@@ -195,8 +215,10 @@ inline std::string promotion_error_message(std::span<const dtype> dtypes, promot
 /// matter.
 ///
 /// Errors: throws `type_promotion_error` (a `std::invalid_argument`) when `dtypes` is empty or has no
-/// common type; the message names the dtypes, the reason and the fix. In a constant expression
-/// these are compile errors.
+/// common type; the message names the dtypes, the reason and the fix. Throws a plain
+/// `std::invalid_argument` (not a `type_promotion_error`) when a value is not a `dtype` enumerator
+/// (e.g. `static_cast<dtype>(200)`); the message gives the value. In a constant expression these are
+/// compile errors.
 ///
 /// **Example**:
 ///
@@ -204,6 +226,9 @@ inline std::string promotion_error_message(std::span<const dtype> dtypes, promot
 ///     result_type(ins) == dtype::bfloat16
 [[nodiscard]] constexpr dtype result_type(std::span<const dtype> dtypes, promotion_options opts = {}) {
   const detail::promotion_outcome outcome = detail::promote_all(dtypes, opts);
+  if (outcome.failure == detail::promotion_failure::invalid_dtype) {
+    throw std::invalid_argument(detail::invalid_dtype_message(dtypes));
+  }
   if (outcome.failure != detail::promotion_failure::none) {
     // No common type: a run-time error, and a compile error in a constant expression.
     throw type_promotion_error(detail::promotion_error_message(dtypes, outcome.failure));
@@ -240,8 +265,9 @@ template <std::same_as<dtype>... Rest>
 /// Commutative; `promote_types(a, a) == a` (after x64=false canonicalisation).
 ///
 /// Errors: throws `type_promotion_error` when `a` and `b` have no common type, e.g. a float8 type
-/// with bfloat16, int4 with int8, or two different strong dtypes in strict mode. In a constant
-/// expression this is a compile error.
+/// with bfloat16, int4 with int8, or two different strong dtypes in strict mode; throws
+/// `std::invalid_argument` when `a` or `b` is not a `dtype` enumerator (`static_cast<dtype>(200)`).
+/// In a constant expression these are compile errors.
 ///
 /// **Example**:
 ///
@@ -255,7 +281,8 @@ template <std::same_as<dtype>... Rest>
   return result_type(std::span<const dtype>(dtypes), opts);
 }
 
-/// True when `promote_types(a, b, opts)` returns rather than throws.
+/// True when `promote_types(a, b, opts)` returns rather than throws (false for a value that is not a
+/// `dtype` enumerator).
 [[nodiscard]] constexpr bool can_promote(dtype a, dtype b, promotion_options opts = {}) noexcept {
   const std::array<dtype, 2> dtypes{a, b};
   return detail::promote_all(dtypes, opts).failure == detail::promotion_failure::none;
