@@ -9,6 +9,7 @@
 // and against NumPy's definitions, checked on the reference model of each format:
 //  eps = next value after 1 minus 1; epsneg = 1 minus the value before 1; max = largest finite value;
 //  smallest_normal = 2^minexp; 2^(maxexp-1) is finite and 2^maxexp is not; resolution = 10^-precision.
+//  - long double: std::numeric_limits and, where it is the x87 80-bit format, that format's fields.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -160,4 +161,47 @@ TEST_CASE("finfo of the float6 and float4 types matches ml_dtypes.finfo", "[finf
 TEMPLATE_LIST_TEST_CASE("finfo follows NumPy's definitions on every small float", "[finfo]",
                         mixprec_test::all_small_floats) {
   check_finfo_definitions<TestType>();
+}
+
+TEST_CASE("finfo<long double> matches the x87 80-bit format and std::numeric_limits", "[finfo][long-double]") {
+  using F = mixprec::finfo<long double>;
+  using L = std::numeric_limits<long double>;
+  // Fields that hold for every long double: NumPy's definitions in terms of numeric_limits.
+  CHECK(F::nmant == L::digits - 1);
+  CHECK(F::machep == -(L::digits - 1));
+  CHECK(F::minexp == L::min_exponent - 1);
+  CHECK(F::maxexp == L::max_exponent);
+  CHECK(F::bits == static_cast<int>(sizeof(long double) * 8));  // NumPy: itemsize * 8
+  CHECK(F::eps == L::epsilon());
+  CHECK(F::max == L::max());
+  CHECK(F::min == -L::max());
+  CHECK(F::smallest_normal == L::min());
+  CHECK(F::smallest_subnormal == L::denorm_min());
+  if (L::digits != 64 || L::max_exponent != 16384) {
+    WARN("long double is not the x87 80-bit format here (digits " << L::digits << "): x87 values not checked");
+    return;
+  }
+  // x87 extended precision (Intel SDM vol. 1, 4.2.2): 1 sign bit, 15 exponent bits (bias 16383), a
+  // 64-bit significand whose integer bit is explicit; 80 bits stored in 16 bytes on x86-64 (12 on
+  // i386). numpy.finfo(np.longdouble) on x86-64 Linux: bits 128, nexp 15, nmant 63, machep -63,
+  // negep -64, minexp -16382, maxexp 16384, precision 18, resolution 1e-18.
+  CHECK(F::nexp == 15);
+  CHECK(F::iexp == 15);
+  CHECK(F::nmant == 63);
+  CHECK(F::machep == -63);
+  CHECK(F::negep == -64);
+  CHECK(F::minexp == -16382);
+  CHECK(F::maxexp == 16384);
+  CHECK(F::precision == 18);
+  CHECK(F::eps == 0x1p-63L);
+  CHECK(F::epsneg == 0x1p-64L);
+  CHECK(F::max == 0x1.fffffffffffffffep16383L);
+  CHECK(F::smallest_normal == 0x1p-16382L);
+  CHECK(F::tiny == 0x1p-16382L);
+  CHECK(F::smallest_subnormal == 0x1p-16445L);  // 2^(-16382 - 63)
+  // 10^-18 rounded once to long double (the literal), not rounded to double first.
+  CHECK(F::resolution == 1e-18L);
+  CHECK(F::resolution != static_cast<long double>(1e-18));
+  // Sign, exponent and the 64-bit significand (explicit integer bit) make the 80 bits.
+  CHECK(1 + F::nexp + F::nmant + 1 == 80);
 }

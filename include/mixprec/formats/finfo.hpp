@@ -2,6 +2,7 @@
 /// \brief `finfo<T>`: NumPy's machine limits for floating types (`numpy.finfo`, `ml_dtypes.finfo`).
 #pragma once
 
+#include <bit>
 #include <limits>
 #include <type_traits>
 
@@ -11,16 +12,19 @@
 namespace mixprec {
 
 namespace detail {
-/// 10^-k rounded once to double (10^k is exact in double for k <= 22), then to T.
+/// 10^-k rounded once to double (10^k is exact in double for k <= 22), then to T; for long double,
+/// rounded once to long double (10^k is exact there for k <= 27 with a 64-bit significand).
 template <class T>
 [[nodiscard]] constexpr T finfo_pow10(int k) noexcept {
-  double p = 1.0;
-  for (int i = 0; i < k; ++i) p *= 10.0;
-  return T(1.0 / p);
+  using wide = std::conditional_t<std::is_same_v<T, long double>, long double, double>;
+  wide p = 1;
+  for (int i = 0; i < k; ++i) p *= 10;
+  return T(1 / p);
 }
 }  // namespace detail
 
-/// Machine limits of a floating type with NumPy's meanings, for float, double and every small float.
+/// Machine limits of a floating type with NumPy's meanings, for float, double, long double and every
+/// small float.
 /// All members derive from `std::numeric_limits<T>` (itself derived from the format description).
 ///
 /// **Example** (NumPy's definitions; ml_dtypes.finfo reports precision 1 / resolution 0.1 for the
@@ -37,7 +41,9 @@ struct finfo {
   using limits = std::numeric_limits<T>;
 
  public:
-  /// Storage size in bits (NumPy `bits`): 16 for bfloat16, 8 for float8, 6 for float6 (its own width).
+  /// Size in bits (NumPy `bits`): 16 for bfloat16, 8 for float8, 6 for float6 (its own width); for
+  /// float, double and long double the storage size, `sizeof(T) * 8`, as NumPy's itemsize * 8 (x87
+  /// long double: 128 on x86-64, of which the format uses 80).
   static constexpr int bits = [] {
     if constexpr (small_float<T>)
       return T::format.bits();
@@ -46,12 +52,13 @@ struct finfo {
   }();
   /// Number of mantissa bits, without the implicit bit (NumPy `nmant`).
   static constexpr int nmant = limits::digits - 1;
-  /// Number of exponent bits (NumPy `nexp`, also `iexp`).
+  /// Number of exponent bits (NumPy `nexp`, also `iexp`). For the standard types, from the binary
+  /// exponent range: max_exponent = 2^(nexp - 1) (float: 8, double: 11, x87 long double: 15).
   static constexpr int nexp = [] {
     if constexpr (small_float<T>)
       return T::format.exponent_bits;
     else
-      return static_cast<int>(sizeof(T) * 8) - limits::digits;  // float: 8, double: 11
+      return static_cast<int>(std::bit_width(static_cast<unsigned>(limits::max_exponent)));
   }();
   static constexpr int iexp = nexp;
   /// eps = 2^machep: the gap between 1 and the next larger value.
@@ -79,7 +86,8 @@ struct finfo {
   static constexpr T tiny = smallest_normal;
   /// Smallest positive subnormal value (smallest_normal when the format has no subnormals).
   static constexpr T smallest_subnormal = limits::denorm_min();
-  /// 10^-precision, rounded to T (NumPy `resolution`).
+  /// 10^-precision, rounded to T (NumPy `resolution`; through double for float and the small floats,
+  /// once in long double for long double).
   static constexpr T resolution = detail::finfo_pow10<T>(precision);
 };
 
