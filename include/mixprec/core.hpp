@@ -32,6 +32,7 @@
 #include "mixprec/policies/cast.hpp"
 #include "mixprec/policies/loss_scale.hpp"
 #include "mixprec/policies/policy.hpp"
+#include "mixprec/policies/policy_scope.hpp"
 #include "mixprec/policies/policy_string.hpp"
 #include "mixprec/policies/runtime_policy.hpp"
 // IWYU pragma: end_exports

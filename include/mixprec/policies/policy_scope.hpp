@@ -1,0 +1,137 @@
+/// \file
+/// \brief Policies chosen at run time for a region of code, per thread: `policy_scope` pushes a
+/// `runtime_policy` for its lifetime and `current_policy()` reads the innermost one (Haliax's
+/// `mp_policy` context and `current_mp_policy`; Haiku's `push_policy`; like PyTorch's thread-local
+/// autocast state). `dtype_ish` names a dtype either by role ("compute", "param", "output"), resolved
+/// against the current policy, or concretely ("bf16"), as Haliax's `DTypeish` does for a layer's
+/// `compute_dtype` override.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "mixprec/dtypes/dtype.hpp"
+#include "mixprec/policies/policy.hpp"
+#include "mixprec/policies/runtime_policy.hpp"
+
+namespace mixprec {
+
+namespace detail {
+
+/// This thread's stack of scoped policies, innermost last.
+[[nodiscard]] inline std::vector<runtime_policy>& policy_stack() noexcept {
+  thread_local std::vector<runtime_policy> stack;
+  return stack;
+}
+
+}  // namespace detail
+
+/// The policy of the innermost live `policy_scope` on this thread, or full precision (float32
+/// everywhere: Haliax's and jmp's default) where none is live. Each thread has its own stack: a scope
+/// opened on one thread is invisible to the others.
+[[nodiscard]] inline runtime_policy current_policy() noexcept {
+  const auto& stack = detail::policy_stack();
+  return stack.empty() ? runtime_policy{} : stack.back();
+}
+
+/// How many `policy_scope`s are live on this thread (0: `current_policy()` is the default).
+[[nodiscard]] inline std::size_t policy_scope_depth() noexcept { return detail::policy_stack().size(); }
+
+/// RAII: makes `policy` the current policy of this thread until the scope ends, then restores the
+/// previous one. Scopes nest; they must end in reverse order of creation on the thread that created
+/// them, which automatic (stack) objects do by construction, so the type can be neither copied, moved
+/// nor allocated on the heap.
+///
+/// **Example**:
+/// ```cpp
+/// mixprec::policy_scope outer("p=f32,c=bf16,o=f32");
+/// { mixprec::policy_scope inner("f16"); /* current_policy() is f16 everywhere */ }
+/// // current_policy() is p=f32,c=bf16,o=f32 again
+/// ```
+class policy_scope {
+ public:
+  /// Pushes `policy`. Errors: throws `policy_error` if a member is not a real floating, non-weak dtype.
+  explicit policy_scope(const runtime_policy& policy) : pushed_(validated(policy)) {
+    detail::policy_stack().push_back(pushed_);
+  }
+  /// Pushes `parse_policy(text)`. Errors: `policy_parse_error` for a malformed string.
+  explicit policy_scope(std::string_view text) : policy_scope(parse_policy(text)) {}
+  /// Pushes the run-time form of the compile-time policy `P` (`policy_scope s(mixed_bfloat16{})`).
+  template <compile_time_policy P>
+  explicit policy_scope(P p) : policy_scope(to_runtime_policy(p)) {}
+
+  policy_scope(const policy_scope&) = delete;
+  policy_scope& operator=(const policy_scope&) = delete;
+  policy_scope(policy_scope&&) = delete;
+  policy_scope& operator=(policy_scope&&) = delete;
+  static void* operator new(std::size_t) = delete;
+  static void* operator new[](std::size_t) = delete;
+
+  ~policy_scope() { detail::policy_stack().pop_back(); }
+
+  /// The policy this scope pushed.
+  [[nodiscard]] runtime_policy policy() const noexcept { return pushed_; }
+
+ private:
+  // `to_string` checks every member and throws its policy_error for a bad one.
+  static runtime_policy validated(const runtime_policy& policy) {
+    (void)to_string(policy);
+    return policy;
+  }
+
+  runtime_policy pushed_;
+};
+
+/// A dtype named either by its role in a policy or concretely (Haliax's `DTypeish`): the argument a
+/// layer takes to override one of its dtypes, e.g. `dtype_ish("param")` to compute in the param dtype,
+/// or `dtype_ish(dtype::float32)` to compute in float32 whatever the policy says.
+class dtype_ish {
+ public:
+  /// The dtype of `role` in the policy it is resolved against.
+  constexpr dtype_ish(semantic_dtype role) noexcept : value_(role) {}
+  /// A concrete dtype. Errors: throws `policy_error` unless `d` is a real floating, non-weak dtype.
+  dtype_ish(dtype d) : value_(d) { (void)to_string(runtime_policy{d, d, d}); }
+  /// Parses "param", "compute", "output" (a role) or the name of a real floating dtype as
+  /// `parse_dtype` reads it ("f32", "bfloat16", "float8_e4m3fn"). Errors: throws `policy_error` naming the text and
+  /// what is accepted.
+  explicit dtype_ish(std::string_view text) : value_(parse(text)) {}
+
+  /// The role, if this names one.
+  [[nodiscard]] constexpr std::optional<semantic_dtype> role() const noexcept {
+    if (const auto* r = std::get_if<semantic_dtype>(&value_)) return *r;
+    return std::nullopt;
+  }
+
+  /// The dtype this names under `policy`: the role's dtype there, or the concrete dtype.
+  [[nodiscard]] constexpr dtype resolve(const runtime_policy& policy) const noexcept {
+    if (const auto* r = std::get_if<semantic_dtype>(&value_)) return mixprec::resolve(*r, policy);
+    return std::get<dtype>(value_);
+  }
+
+  /// The dtype this names under `current_policy()`.
+  [[nodiscard]] dtype resolve() const noexcept { return resolve(current_policy()); }
+
+  friend constexpr bool operator==(const dtype_ish&, const dtype_ish&) noexcept = default;
+
+ private:
+  static std::variant<semantic_dtype, dtype> parse(std::string_view text) {
+    for (const semantic_dtype role : {semantic_dtype::param, semantic_dtype::compute, semantic_dtype::output}) {
+      if (text == detail::role_name(role)) return role;
+    }
+    if (const std::optional<dtype> d = parse_dtype(text); d && is_floating(*d) && !is_weak(*d)) return *d;
+    std::string message = "mixprec::dtype_ish: '";
+    message.append(text);
+    message.append(
+        "' names neither a role nor a real floating dtype: write param, compute or output, or a dtype such as "
+        "f32, bf16, f16, f64 or float8_e4m3fn");
+    throw policy_error(message);
+  }
+
+  std::variant<semantic_dtype, dtype> value_;
+};
+
+}  // namespace mixprec
