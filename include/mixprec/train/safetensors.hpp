@@ -91,6 +91,24 @@
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/dtypes/dtype.hpp"
 
+/// Helpers of the safetensors reader and writer (messages, overflow-checked products).
+namespace mixprec::detail {
+[[nodiscard]] inline std::string st_prefix(std::string_view source) {
+  return "safetensors: " + std::string(source) + ": ";
+}
+[[nodiscard]] inline std::string st_quote(std::string_view name) { return "tensor \"" + std::string(name) + "\""; }
+[[nodiscard]] inline std::string st_shape(std::span<const std::uint64_t> shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+/// a * b, or std::nullopt on overflow of u64.
+[[nodiscard]] inline std::optional<std::uint64_t> st_mul(std::uint64_t a, std::uint64_t b) noexcept {
+  if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) return std::nullopt;
+  return a * b;
+}
+}  // namespace mixprec::detail
+
 namespace mixprec::train {
 
 static_assert(std::endian::native == std::endian::little,
@@ -172,23 +190,6 @@ struct stored_tensor {
     return n;
   }
 };
-
-namespace detail {
-[[nodiscard]] inline std::string st_prefix(std::string_view source) {
-  return "safetensors: " + std::string(source) + ": ";
-}
-[[nodiscard]] inline std::string st_quote(std::string_view name) { return "tensor \"" + std::string(name) + "\""; }
-[[nodiscard]] inline std::string st_shape(std::span<const std::uint64_t> shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-/// a * b, or std::nullopt on overflow of u64.
-[[nodiscard]] inline std::optional<std::uint64_t> st_mul(std::uint64_t a, std::uint64_t b) noexcept {
-  if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) return std::nullopt;
-  return a * b;
-}
-}  // namespace detail
 
 /// A safetensors checkpoint in memory: named tensors (kept sorted by name) and the `__metadata__` map.
 /// Reading and writing are `from_bytes`/`load` and `to_bytes`/`save`; typed access is `put` and `get`

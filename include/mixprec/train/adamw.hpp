@@ -1,0 +1,142 @@
+/// \file
+/// \brief `mixprec::train::adamw`: AdamW as PyTorch computes it (`torch/optim/adamw.py`, the
+/// single-tensor path used for CPU tensors), with per-parameter weight-decay switch, float32 state,
+/// float32 master weights for 16-bit parameters, and checkpoints (`optimizer.hpp` describes the shared
+/// parts: state by name, step counter, 16-bit write-back, checkpoint names).
+///
+/// **The update** (TRAINING.md §3; t counts `begin_step` calls, lr is the one given to `begin_step`),
+/// per element, in S = float (double for double parameters), scalars computed in double and then
+/// rounded to S, each operation in PyTorch's order:
+///
+///     theta *= 1 - lr * weight_decay                    (if decay; on the pre-update value: decoupled)
+///     m = lerp(m, g, 1 - beta1)                         (exp_avg.lerp_(grad, 1 - beta1))
+///     v = v * beta2 + (1 - beta2) * g * g               (exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2))
+///     denom = sqrt(v) / sqrt(1 - beta2^t) + eps         (eps after bias correction)
+///     theta += -(lr / (1 - beta1^t)) * m / denom        (param.addcdiv_(exp_avg, denom, value=-step_size))
+///
+/// with beta^t computed in double (`std::pow`). This equals `theta - lr * m_hat / (sqrt(v_hat) + eps)`
+/// with m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t). lerp is ATen's: `m + w * (g - m)` for
+/// |w| < 0.5, else `g - (g - m) * (1 - w)`. Defaults are PyTorch's (betas 0.9/0.999, eps 1e-8,
+/// weight_decay 1e-2). `decay = false` is a parameter group with weight_decay 0 (nanoGPT decays
+/// exactly the parameters of rank >= 2: `decays_by_rank`). Not implemented: amsgrad, maximize,
+/// capturable/differentiable, per-parameter step counts (PyTorch counts per parameter; here one t is
+/// shared, which is the same when every parameter is updated at every step).
+///
+/// **Errors**: std::invalid_argument for options outside PyTorch's checks (0 <= beta < 1, eps >= 0,
+/// weight_decay >= 0), for a gradient whose size differs from the parameter's, and for a parameter
+/// whose type or size changes between calls; std::logic_error for `update` before `begin_step`.
+///
+/// **Checkpoint**: `save_state` writes `adam.m.<name>`, `adam.v.<name>`, `master.<name>`,
+/// `kahan.<name>`, `step` and metadata `adamw.*`; `load_state` reads them back (bit-exact).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mixprec/arrays/xtensor.hpp"
+#include "mixprec/train/optimizer.hpp"
+#include "mixprec/train/safetensors.hpp"
+
+namespace mixprec::train {
+
+/// AdamW options (PyTorch's defaults), plus the 16-bit parameter options.
+struct adamw_options {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  precision_options precision{};
+};
+
+/// nanoGPT's weight-decay rule (`model.py` `configure_optimizers`): decay a parameter iff its rank is
+/// at least 2 (matmul kernels and embeddings; not norm scales or biases).
+[[nodiscard]] constexpr bool decays_by_rank(std::size_t rank) noexcept { return rank >= 2; }
+
+/// AdamW (see the file comment).
+class adamw : public optimizer_base {
+ public:
+  explicit adamw(adamw_options options = {})
+      : optimizer_base("adamw", options.precision, {"adam.m.", "adam.v."}, 2), options_(options) {
+    if (!(options_.beta1 >= 0.0 && options_.beta1 < 1.0) || !(options_.beta2 >= 0.0 && options_.beta2 < 1.0))
+      throw std::invalid_argument("adamw: betas must lie in [0, 1)");
+    if (!(options_.eps >= 0.0)) throw std::invalid_argument("adamw: eps must be >= 0");
+    if (!(options_.weight_decay >= 0.0)) throw std::invalid_argument("adamw: weight_decay must be >= 0");
+  }
+
+  /// The options.
+  [[nodiscard]] const adamw_options& options() const noexcept { return options_; }
+
+  /// One AdamW update of parameter `name` (dotted, stable across steps) from its gradient; `decay`
+  /// switches the decoupled weight decay for this parameter. The state is created on the first call.
+  template <optimizer_parameter T, optimizer_gradient G>
+  void update(std::string_view name, std::span<T> param, std::span<G> grad, bool decay) {
+    update_impl(name, param, std::span<const std::remove_const_t<G>>(grad.data(), grad.size()), decay,
+                {static_cast<std::uint64_t>(param.size())});
+  }
+
+  /// The same for xtensor arrays (the shapes must be equal; the state is saved with this shape).
+  template <optimizer_parameter T, optimizer_gradient G, std::size_t N>
+  void update(std::string_view name, xt::xtensor<T, N>& param, const xt::xtensor<G, N>& grad, bool decay) {
+    if (param.shape() != grad.shape()) fail(name, "the gradient's shape differs from the parameter's");
+    update_impl(name, std::span<T>(param.data(), param.size()), std::span<const G>(grad.data(), grad.size()), decay,
+                std::vector<std::uint64_t>(param.shape().begin(), param.shape().end()));
+  }
+
+  /// Writes the optimiser state into `ck` (names in the file comment of optimizer.hpp).
+  void save_state(checkpoint& ck) const {
+    save_common(ck, {{"beta1", fmt(options_.beta1)},
+                     {"beta2", fmt(options_.beta2)},
+                     {"eps", fmt(options_.eps)},
+                     {"weight_decay", fmt(options_.weight_decay)}});
+  }
+  /// Replaces the optimiser state with the one in `ck` (throws safetensors_error on a missing or
+  /// inconsistent tensor).
+  void load_state(const checkpoint& ck) { load_common(ck); }
+
+ private:
+  adamw_options options_;
+
+  static std::string fmt(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", x);
+    return buf;
+  }
+
+  template <class T, class G>
+  void update_impl(std::string_view name, std::span<T> param, std::span<const G> grad, bool decay,
+                   std::vector<std::uint64_t> shape) {
+    if (grad.size() != param.size())
+      fail(name, "gradient of " + std::to_string(grad.size()) + " elements for " + std::to_string(param.size()));
+    parameter_state& st = state_for<T>(name, std::span<const T>(param.data(), param.size()), std::move(shape));
+    using S = optimizer_math_t<T>;
+    const double t = static_cast<double>(step_);
+    const S step_size = static_cast<S>(lr_ / (1.0 - std::pow(options_.beta1, t)));
+    const S bias_correction2_sqrt = static_cast<S>(std::sqrt(1.0 - std::pow(options_.beta2, t)));
+    const S decay_factor = static_cast<S>(1.0 - lr_ * options_.weight_decay);
+    const S w1 = static_cast<S>(1.0 - options_.beta1);
+    const S beta2 = static_cast<S>(options_.beta2);
+    const S w2 = static_cast<S>(1.0 - options_.beta2);
+    const S eps = static_cast<S>(options_.eps);
+    const bool apply_decay = decay && options_.weight_decay != 0.0;
+    std::vector<S>& m = moment<S>(st, 0);
+    std::vector<S>& v = moment<S>(st, 1);
+    write(st, param, [&](std::size_t i, S theta) -> S {
+      const S g = static_cast<S>(static_cast<optimizer_math_t<G>>(grad[i]));
+      if (apply_decay) theta = theta * decay_factor;
+      m[i] = std::abs(w1) < S(0.5) ? m[i] + w1 * (g - m[i]) : g - (g - m[i]) * (S(1) - w1);
+      v[i] = v[i] * beta2 + w2 * g * g;
+      const S denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
+      return theta + -step_size * m[i] / denom;
+    });
+  }
+};
+
+}  // namespace mixprec::train

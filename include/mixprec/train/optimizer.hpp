@@ -1,0 +1,363 @@
+/// \file
+/// \brief What `adamw` and `sgd` share: per-parameter state keyed by dotted name and created on first
+/// use, the explicit step counter, float32 master weights for 16-bit parameters, the write-back of an
+/// updated value into the parameter (round to nearest even, stochastic rounding, Kahan compensation),
+/// and saving/loading that state in a safetensors `checkpoint`.
+///
+/// **Driving an optimiser** (one call per tensor; a model's `for_each_parameter(f)` walk can drive it):
+///
+///     mixprec::train::adamw opt({.beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1});
+///     opt.begin_step(get_lr(it));                        // t += 1, the learning rate of this step
+///     opt.update("blocks.0.attn.qkv.kernel", w, dw, /*decay=*/true);
+///     opt.update("blocks.0.ln_1.scale", g, dg, /*decay=*/false);
+///
+/// A step skipped by loss scaling calls neither `begin_step` nor `update`: parameters, master weights,
+/// moments and t stay as they were (PyTorch's GradScaler skips `optimizer.step()` the same way).
+///
+/// **Element types**: a parameter T is float, double, bfloat16 or float16; a gradient G is float,
+/// double, bfloat16 or float16 (converted exactly to the math type). The optimiser's math and state
+/// type S is double for double parameters and float otherwise (PyTorch keeps state in the parameter's
+/// dtype; for 16-bit parameters mixprec keeps float32 state, as llm.c does).
+///
+/// **16-bit parameters** (`precision_options`, TRAINING.md §2):
+///  - `master_weights = true` (the default): a float32 copy of the parameter is made on first use; every
+///    step updates the master, and the parameter becomes `round(master)`: round to nearest even, or
+///    stochastic rounding when `rounding == write_back::stochastic` (llm.c rounds its bf16 copy that way);
+///  - `master_weights = false`: the step starts from the parameter's own value and writes back with
+///    `rounding`: `nearest` (updates below half an ulp are lost), `stochastic` (bfloat16 only; the random
+///    bits hash (seed, step, tensor id, element index), see `rounding.hpp`), or `kahan` (a compensation
+///    tensor of the parameter's type, optimi's `kahan_sum`; the whole update u = new - old, weight decay
+///    included, goes through the compensation; optimi applies the decay to the parameter directly).
+///
+/// **Checkpoint names** (TRAINING.md §6): `master.<name>` (F32), `kahan.<name>` (the parameter's dtype),
+/// the optimiser's moments (`adam.m.<name>`, `adam.v.<name>`, `sgd.momentum_buffer.<name>`; F32, or F64
+/// for double parameters), and `step` (0-rank I64). The `__metadata__` gets `<kind>.sr_seed` and the
+/// options. `load_state` replaces all state; a loaded state is matched with its parameter at its next
+/// `update`, which checks the element count and that the parameter type fits the saved tensors.
+#pragma once
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "mixprec/dtypes/dtype.hpp"
+#include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/formats/float16.hpp"
+#include "mixprec/train/rounding.hpp"
+#include "mixprec/train/safetensors.hpp"
+
+namespace mixprec::train {
+
+/// How an updated value is written into a 16-bit parameter (see the file comment).
+enum class write_back {
+  nearest,     ///< round to nearest even
+  stochastic,  ///< stochastic rounding (bfloat16 parameters only)
+  kahan,       ///< Kahan-compensated parameter (only without master weights)
+};
+
+/// Options for 16-bit (bfloat16/float16) parameters; float and double parameters ignore them.
+struct precision_options {
+  bool master_weights = true;                 ///< keep a float32 master copy of each 16-bit parameter
+  write_back rounding = write_back::nearest;  ///< write-back of the parameter (see the file comment)
+  std::uint64_t seed = 0;                     ///< seed of stochastic rounding
+};
+
+/// Parameter element types the optimisers update.
+template <class T>
+concept optimizer_parameter =
+    std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, bfloat16> || std::same_as<T, float16>;
+
+/// Gradient element types the optimisers read.
+template <class G>
+concept optimizer_gradient = optimizer_parameter<std::remove_const_t<G>>;
+
+/// The math and state type of the optimisers for parameter type T: double for double, else float.
+template <class T>
+using optimizer_math_t = std::conditional_t<std::same_as<T, double>, double, float>;
+
+/// The state of one parameter. Moments live in `moments32` (or `moments64` for double parameters):
+/// AdamW's m and v at indices 0 and 1, SGD's momentum buffer at index 0.
+struct parameter_state {
+  dtype param_type = dtype::float32;  ///< dtype of the parameter (after a load: known once bound)
+  bool bound = true;                  ///< false after `load_state` until the next `update` of this name
+  std::vector<std::uint64_t> shape;   ///< shape saved in checkpoints ({size} for spans)
+  std::size_t size = 0;               ///< element count
+  std::uint64_t tensor_id = 0;        ///< `tensor_id_of(name)`, for stochastic rounding
+  bool moments_double = false;        ///< moments in `moments64` (double parameter)
+  bool has_moments = false;           ///< the moments exist (SGD creates its buffer on the first update)
+  std::array<std::vector<float>, 2> moments32;
+  std::array<std::vector<double>, 2> moments64;
+  std::vector<float> master;                ///< float32 master weights; empty when there are none
+  std::vector<std::uint16_t> compensation;  ///< Kahan compensation, raw bits of `param_type`; or empty
+};
+
+/// The machinery shared by `adamw` and `sgd`; see the file comment. Not used on its own.
+class optimizer_base {
+ public:
+  /// Starts an optimiser step: t += 1, and `lr` is the learning rate of the `update` calls that follow.
+  void begin_step(double lr) {
+    ++step_;
+    lr_ = lr;
+    in_step_ = true;
+  }
+  /// The number of steps begun (t; PyTorch's `state["step"]`, shared by all parameters here).
+  [[nodiscard]] std::int64_t step() const noexcept { return step_; }
+  /// The learning rate of the current step.
+  [[nodiscard]] double lr() const noexcept { return lr_; }
+  /// The 16-bit parameter options.
+  [[nodiscard]] const precision_options& precision() const noexcept { return precision_; }
+  /// The state of parameter `name`, or nullptr before its first update (or load).
+  [[nodiscard]] const parameter_state* find_state(std::string_view name) const {
+    auto it = states_.find(std::string(name));
+    return it == states_.end() ? nullptr : &it->second;
+  }
+  /// All states by name.
+  [[nodiscard]] const std::map<std::string, parameter_state>& states() const noexcept { return states_; }
+
+ protected:
+  optimizer_base(std::string kind, precision_options precision, std::array<std::string, 2> moment_prefixes,
+                 std::size_t moment_count)
+      : kind_(std::move(kind)),
+        precision_(precision),
+        moment_prefixes_(std::move(moment_prefixes)),
+        moment_count_(moment_count) {
+    if (precision_.master_weights && precision_.rounding == write_back::kahan)
+      throw std::invalid_argument(kind_ + ": Kahan compensation replaces master weights; set master_weights = false");
+  }
+
+  [[noreturn]] void fail(std::string_view name, const std::string& what) const {
+    throw std::invalid_argument(kind_ + ": parameter \"" + std::string(name) + "\": " + what);
+  }
+
+  /// The state of `name` for a parameter of type T and `size` elements: created on first use (moments
+  /// zero, master copied from `param`), matched with a loaded state, or checked against earlier calls.
+  template <optimizer_parameter T>
+  parameter_state& state_for(std::string_view name, std::span<const T> param, std::vector<std::uint64_t> shape) {
+    if (!in_step_) throw std::logic_error(kind_ + ": update(\"" + std::string(name) + "\") before begin_step()");
+    constexpr bool narrow = std::same_as<T, bfloat16> || std::same_as<T, float16>;
+    constexpr bool is_double = std::same_as<T, double>;
+    const bool master = narrow && precision_.master_weights;
+    const bool kahan = narrow && !precision_.master_weights && precision_.rounding == write_back::kahan;
+    if (std::same_as<T, float16> && precision_.rounding == write_back::stochastic)
+      fail(name, "stochastic rounding is implemented for bfloat16 parameters only, this one is float16");
+    auto [it, created] = states_.try_emplace(std::string(name));
+    parameter_state& st = it->second;
+    if (created) {
+      st.param_type = dtype_of_v<T>;
+      st.shape = std::move(shape);
+      st.size = param.size();
+      st.tensor_id = tensor_id_of(name);
+      st.moments_double = is_double;
+      for (std::size_t k = 0; k < moment_count_; ++k) {
+        if (is_double)
+          st.moments64[k].assign(param.size(), 0.0);
+        else
+          st.moments32[k].assign(param.size(), 0.0f);
+      }
+      st.has_moments = moment_count_ == 2;  // AdamW's zeros are its initial state; SGD clones the first g
+      if (master) {
+        st.master.resize(param.size());
+        for (std::size_t i = 0; i < param.size(); ++i) st.master[i] = static_cast<float>(param[i]);
+      }
+      if (kahan) st.compensation.assign(param.size(), 0);
+      return st;
+    }
+    if (st.size != param.size())
+      fail(name, "has " + std::to_string(param.size()) + " elements, its optimiser state " + std::to_string(st.size));
+    if (!st.bound) {
+      if (st.moments_double != is_double && (st.has_moments || moment_count_ == 2))
+        fail(name, std::string("the loaded moments are ") + (st.moments_double ? "F64" : "F32") +
+                       ", the parameter is " + std::string(mixprec::name(dtype_of_v<T>)));
+      if (master != !st.master.empty())
+        fail(name, master ? "the parameter needs master weights, the checkpoint has no master." + std::string(name)
+                          : "the checkpoint has master weights, which this parameter and these options do not use");
+      if (kahan != !st.compensation.empty() || (kahan && st.param_type != dtype_of_v<T>))
+        fail(name, "the checkpoint's Kahan compensation does not match the parameter type and options");
+      if (!st.has_moments) {  // SGD before its first momentum update: zeros of the right precision
+        for (std::size_t k = 0; k < moment_count_; ++k) {
+          st.moments32[k].clear();
+          st.moments64[k].clear();
+          if (is_double)
+            st.moments64[k].assign(st.size, 0.0);
+          else
+            st.moments32[k].assign(st.size, 0.0f);
+        }
+      }
+      st.param_type = dtype_of_v<T>;
+      st.moments_double = is_double;
+      st.bound = true;
+      st.shape = std::move(shape);
+      return st;
+    }
+    if (st.param_type != dtype_of_v<T>)
+      fail(name,
+           "was " + std::string(mixprec::name(st.param_type)) + ", now " + std::string(mixprec::name(dtype_of_v<T>)));
+    return st;
+  }
+
+  /// Moment `k` of `st` as S (float or double).
+  template <class S>
+  static std::vector<S>& moment(parameter_state& st, std::size_t k) {
+    if constexpr (std::same_as<S, double>)
+      return st.moments64[k];
+    else
+      return st.moments32[k];
+  }
+
+  /// For every element i: theta = the current value (master or parameter, as S), theta' = next(i, theta),
+  /// then writes theta' back into master and parameter as the options say (see the file comment).
+  template <optimizer_parameter T, class F>
+  void write(parameter_state& st, std::span<T> param, F&& next) {
+    using S = optimizer_math_t<T>;
+    if constexpr (std::same_as<T, float> || std::same_as<T, double>) {
+      for (std::size_t i = 0; i < param.size(); ++i) param[i] = next(i, param[i]);
+    } else {
+      const auto step = static_cast<std::uint64_t>(step_);
+      auto round = [&](float x, std::size_t i) {
+        if constexpr (std::same_as<T, bfloat16>) {
+          if (precision_.rounding == write_back::stochastic)
+            return stochastic_round_bf16(x, stochastic_rounding_bits(precision_.seed, step, st.tensor_id, i));
+        }
+        return T(x);
+      };
+      if (!st.master.empty()) {
+        for (std::size_t i = 0; i < param.size(); ++i) {
+          st.master[i] = next(i, S(st.master[i]));
+          param[i] = round(st.master[i], i);
+        }
+      } else if (!st.compensation.empty()) {
+        for (std::size_t i = 0; i < param.size(); ++i) {
+          const float theta = static_cast<float>(param[i]);
+          const float u = next(i, theta) - theta;
+          T c = T::from_bits(st.compensation[i]);
+          kahan_add(param[i], c, u);
+          st.compensation[i] = c.bits();
+        }
+      } else {
+        for (std::size_t i = 0; i < param.size(); ++i) param[i] = round(next(i, static_cast<float>(param[i])), i);
+      }
+    }
+  }
+
+  /// Writes `step`, master weights, compensations, moments and metadata into `ck`.
+  void save_common(checkpoint& ck, const std::map<std::string, std::string>& options) const {
+    ck.put_scalar("step", step_);
+    ck.metadata[kind_ + ".sr_seed"] = std::to_string(precision_.seed);
+    for (const auto& [k, v] : options) ck.metadata[kind_ + "." + k] = v;
+    for (const auto& [name, st] : states_) {
+      if (st.has_moments) {
+        for (std::size_t k = 0; k < moment_count_; ++k) {
+          if (st.moments_double)
+            ck.put(moment_prefixes_[k] + name, std::span<const double>(st.moments64[k]), st.shape);
+          else
+            ck.put(moment_prefixes_[k] + name, std::span<const float>(st.moments32[k]), st.shape);
+        }
+      }
+      if (!st.master.empty()) ck.put("master." + name, std::span<const float>(st.master), st.shape);
+      if (!st.compensation.empty()) {
+        std::vector<std::uint8_t> bytes(st.compensation.size() * 2);
+        std::memcpy(bytes.data(), st.compensation.data(), bytes.size());
+        ck.put_bytes("kahan." + name, st.param_type, st.shape, std::move(bytes));
+      }
+    }
+  }
+
+  /// Replaces all state with the one saved in `ck` (see the file comment). Throws safetensors_error
+  /// when `step` is missing or the tensors of one parameter disagree (count, dtype).
+  void load_common(const checkpoint& ck) {
+    std::map<std::string, parameter_state> loaded;
+    const auto source = [&](const std::string& tensor) {
+      return detail::st_prefix(ck.source()) + detail::st_quote(tensor);
+    };
+    const auto claim = [&](const std::string& tensor, const std::string& name, dtype want_a, dtype want_b) {
+      const stored_tensor& t = ck.at(tensor);
+      if (t.type != want_a && t.type != want_b)
+        throw safetensors_error(source(tensor) + ": dtype " + std::string(mixprec::name(t.type)) + " unexpected for " +
+                                kind_ + " state");
+      auto [it, created] = loaded.try_emplace(name);
+      parameter_state& st = it->second;
+      if (created) {
+        st.bound = false;
+        st.shape = t.shape;
+        st.size = static_cast<std::size_t>(t.element_count());
+        st.tensor_id = tensor_id_of(name);
+      } else if (st.size != t.element_count()) {
+        throw safetensors_error(source(tensor) + ": " + std::to_string(t.element_count()) +
+                                " elements, other state of \"" + name + "\" has " + std::to_string(st.size));
+      }
+      return std::pair<const stored_tensor*, parameter_state*>(&t, &st);
+    };
+    const auto starts = [](const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; };
+    for (const auto& [tensor, t] : ck.tensors()) {
+      for (std::size_t k = 0; k < moment_count_; ++k) {
+        if (!starts(tensor, moment_prefixes_[k])) continue;
+        const std::string name = tensor.substr(moment_prefixes_[k].size());
+        auto [st_t, st] = claim(tensor, name, dtype::float32, dtype::float64);
+        if (st->has_moments && st->moments_double != (st_t->type == dtype::float64))
+          throw safetensors_error(source(tensor) + ": the moments of \"" + name + "\" mix F32 and F64");
+        st->has_moments = true;
+        st->moments_double = st_t->type == dtype::float64;
+        if (st->moments_double) {
+          st->moments64[k].resize(st->size);
+          ck.get_into<double>(tensor, st->moments64[k]);
+        } else {
+          st->moments32[k].resize(st->size);
+          ck.get_into<float>(tensor, st->moments32[k]);
+        }
+      }
+      if (starts(tensor, "master.")) {
+        auto [st_t, st] = claim(tensor, tensor.substr(7), dtype::float32, dtype::float32);
+        st->master.resize(st->size);
+        ck.get_into<float>(tensor, st->master);
+      }
+      if (starts(tensor, "kahan.")) {
+        auto [st_t, st] = claim(tensor, tensor.substr(6), dtype::bfloat16, dtype::float16);
+        st->param_type = st_t->type;
+        st->compensation.resize(st->size);
+        if (!st_t->bytes.empty()) std::memcpy(st->compensation.data(), st_t->bytes.data(), st_t->bytes.size());
+      }
+    }
+    for (auto& [name, st] : loaded) {
+      if (moment_count_ == 2 && !st.has_moments && (!st.master.empty() || !st.compensation.empty()))
+        throw safetensors_error(detail::st_prefix(ck.source()) + "\"" + name + "\" has master/kahan state but no " +
+                                moment_prefixes_[0] + name);
+      if (st.has_moments) {
+        for (std::size_t k = 0; k < moment_count_; ++k) {
+          if (!ck.contains(moment_prefixes_[k] + name))
+            throw safetensors_error(detail::st_prefix(ck.source()) + "no " +
+                                    detail::st_quote(moment_prefixes_[k] + name) + " beside " + moment_prefixes_[0] +
+                                    name);
+        }
+      } else {
+        for (std::size_t k = 0; k < moment_count_; ++k) st.moments32[k].assign(st.size, 0.0f);
+      }
+    }
+    const auto step = ck.get_scalar<std::int64_t>("step");
+    if (const auto it = ck.metadata.find(kind_ + ".sr_seed"); it != ck.metadata.end())
+      precision_.seed = std::stoull(it->second);
+    states_ = std::move(loaded);
+    step_ = step;
+    in_step_ = false;
+  }
+
+  std::string kind_;
+  precision_options precision_;
+  std::array<std::string, 2> moment_prefixes_;
+  std::size_t moment_count_;
+  std::map<std::string, parameter_state> states_;
+  std::int64_t step_ = 0;
+  double lr_ = 0.0;
+  bool in_step_ = false;
+};
+
+}  // namespace mixprec::train

@@ -1,0 +1,55 @@
+// Tests of mixprec/train/clip.hpp against PyTorch's clip_grad_norm_ rule (torch/nn/utils/clip_grad.py,
+// norm_type 2): norm = sqrt(sum g^2) over all gradients, scale = min(1, max_norm / (norm + 1e-6)).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "mixprec/arrays/xtensor.hpp"
+#include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/train/clip.hpp"
+
+using Catch::Matchers::WithinRel;
+using mixprec::bfloat16;
+
+TEST_CASE("the global norm spans every gradient and every type", "[clip]") {
+  // 3-4-12-84 chain: sqrt(9 + 16) = 5, sqrt(25 + 144) = 13, sqrt(169 + 7056) = 85.
+  std::vector<float> a = {3.0f, 4.0f};
+  xt::xtensor<bfloat16, 2> b = {{bfloat16(12.0f)}};
+  std::vector<double> c = {84.0};
+  CHECK(mixprec::train::global_grad_norm(std::span<float>(a), b, c) == 85.0);
+}
+
+TEST_CASE("clipping scales by max_norm / (norm + 1e-6) only above max_norm", "[clip]") {
+  std::vector<float> a = {3.0f, 4.0f};
+  std::vector<double> b = {0.0, 0.0};
+  const double norm = mixprec::train::clip_grad_norm(1.0, std::span<float>(a), b);
+  CHECK(norm == 5.0);
+  const double scale = 1.0 / (5.0 + 1e-6);
+  CHECK(a[0] == static_cast<float>(3.0f * static_cast<float>(scale)));
+  CHECK(a[1] == static_cast<float>(4.0f * static_cast<float>(scale)));
+  CHECK_THAT(std::hypot(static_cast<double>(a[0]), static_cast<double>(a[1])), WithinRel(1.0, 1e-6));
+
+  std::vector<float> small = {0.3f, 0.4f};  // norm 0.5 < 1: untouched
+  CHECK_THAT(mixprec::train::clip_grad_norm(1.0, small), WithinRel(0.5, 1e-7));
+  CHECK(small[0] == 0.3f);
+  CHECK(small[1] == 0.4f);
+
+  xt::xtensor<bfloat16, 1> h = {bfloat16(6.0f), bfloat16(8.0f)};  // norm 10 -> 2
+  CHECK(mixprec::train::clip_grad_norm(2.0, h) == 10.0);
+  CHECK(h(0).bits() == bfloat16(6.0f * static_cast<float>(2.0 / (10.0 + 1e-6))).bits());
+}
+
+TEST_CASE("a non-finite norm: NaN spreads by default, or an error when asked", "[clip]") {
+  std::vector<float> g = {1.0f, std::numeric_limits<float>::quiet_NaN()};
+  CHECK_THROWS_AS(mixprec::train::clip_grad_norm({.max_norm = 1.0, .error_if_nonfinite = true}, g), std::runtime_error);
+  CHECK(g[0] == 1.0f);  // untouched
+  CHECK(std::isnan(mixprec::train::clip_grad_norm(1.0, g)));
+  CHECK(std::isnan(g[0]));  // PyTorch multiplies by the NaN scale as well
+  std::vector<float> inf = {2.0f, std::numeric_limits<float>::infinity()};
+  CHECK(std::isinf(mixprec::train::clip_grad_norm(1.0, inf)));
+  CHECK(inf[0] == 0.0f);  // scale 1 / (inf + 1e-6) = 0
+}
