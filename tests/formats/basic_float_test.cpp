@@ -13,6 +13,11 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include "mixprec/core.hpp"
 #include "reference_format.hpp"
@@ -579,3 +584,141 @@ TEST_CASE("from_bits ignores bits above the format's width", "[basic_float][floa
   // 0xF9 = 0b1111'1001 keeps 0b1001 = -0.5 in e2m1fn (sign 1, subnormal 1 * 2^(1 - 1 - 1)).
   CHECK(static_cast<float>(mixprec::float4_e2m1fn::from_bits(0xF9)) == -0.5f);
 }
+
+// ------------------------------------------------------------------------------------------------
+// 128-bit integers (GCC and Clang's __int128, an integral type under -std=gnu++20, an extension
+// under -std=c++20): rounded once from the full 128-bit value. Expected patterns by hand.
+
+#if defined(__SIZEOF_INT128__)
+namespace {
+__extension__ typedef __int128 i128;
+__extension__ typedef unsigned __int128 u128;
+constexpr u128 pow2_128(int k) { return u128{1} << k; }
+}  // namespace
+
+TEST_CASE("128-bit integers round once from their full value", "[basic_float][conversion][integer][int128]") {
+  using mixprec::bfloat16;
+  using mixprec::float16;
+  using mixprec::float8_e4m3fn;
+  // 2^70: bfloat16 exponent field 70 + 127 = 197 = 0xC5, pattern 0xC5 << 7 = 0x6280.
+  CHECK(bfloat16(pow2_128(70)).bits() == 0x6280);
+  CHECK(bfloat16(static_cast<i128>(pow2_128(70))).bits() == 0x6280);
+  CHECK(bfloat16(-static_cast<i128>(pow2_128(70))).bits() == 0xE280);
+  // 2^100 + 2^92 is the midpoint of 2^100 (0x7180: field 227 = 0xE3) and 2^100 + 2^93 (0x7181):
+  // the tie goes to the even pattern 0x7180; one more unit (far below any 64-bit window) rounds up.
+  CHECK(bfloat16(pow2_128(100) + pow2_128(92)).bits() == 0x7180);
+  CHECK(bfloat16(pow2_128(100) + pow2_128(92) + 1).bits() == 0x7181);
+  CHECK(bfloat16(pow2_128(100) + pow2_128(92) - 1).bits() == 0x7180);
+  CHECK(bfloat16(-static_cast<i128>(pow2_128(100) + pow2_128(92) + 1)).bits() == 0xF181);
+  // The most negative __int128 is -2^127: field 254 = 0xFE, sign set: 0xFF00.
+  CHECK(bfloat16(static_cast<i128>(pow2_128(127))).bits() == 0xFF00);
+  // 2^128 - 1 is above bfloat16's max (2^128 - 2^120) plus half an ulp (2^119): +Inf 0x7F80;
+  // saturate_cast clamps to max 0x7F7F.
+  CHECK(bfloat16(~u128{0}).bits() == 0x7F80);
+  CHECK(mixprec::saturate_cast<bfloat16>(~u128{0}).bits() == 0x7F7F);
+  CHECK(mixprec::saturate_cast<bfloat16>(pow2_128(100) + pow2_128(92) + 1).bits() == 0x7181);
+  // float16 overflows to Inf (0x7C00 / 0xFC00), float8_e4m3fn to NaN (0x7F / 0xFF).
+  CHECK(float16(pow2_128(70)).bits() == 0x7C00);
+  CHECK(float16(-static_cast<i128>(pow2_128(70))).bits() == 0xFC00);
+  CHECK(float8_e4m3fn(pow2_128(70)).bits() == 0x7F);
+  // Small values as for the 64-bit types: 3 = 1.1b x 2^1: 0x4040; -3: 0xC040; 0: +0.
+  CHECK(bfloat16(i128{3}).bits() == 0x4040);
+  CHECK(bfloat16(i128{-3}).bits() == 0xC040);
+  CHECK(bfloat16(i128{0}).bits() == 0x0000);
+  CHECK(float16(u128{2049}).bits() == 0x6800);  // 2049 ties between 2048 and 2050: even 2048 = 0x6800
+}
+
+TEMPLATE_LIST_TEST_CASE("128-bit integers that fit in 64 bits round as the 64-bit integer does",
+                        "[basic_float][conversion][integer][int128]", all_small_floats) {
+  const auto& ref = reference_of<TestType>();
+  INFO(ref.spec().name);
+  mismatches bad;
+  std::mt19937_64 rng(128);
+  for (int n = 0; n < 4000; ++n) {
+    const int width = 1 + static_cast<int>(rng() % 64);
+    const std::uint64_t u = rng() >> (64 - width);
+    const auto s = -static_cast<std::int64_t>(u >> 1);
+    if (TestType(static_cast<u128>(u)).bits() != ref.round_integer(u)) bad.add("u128 " + std::to_string(u));
+    if (TestType(static_cast<i128>(s)).bits() != ref.round_integer(s)) bad.add("i128 " + std::to_string(s));
+  }
+  INFO(bad.report());
+  CHECK(bad.count() == 0);
+}
+#endif
+
+// ------------------------------------------------------------------------------------------------
+// The floating-point environment: flush-to-zero and denormals-are-zero (MXCSR FTZ bit 15, DAZ bit
+// 6) must not change a conversion. bfloat16's subnormals and float8_e8m0fnu's 2^-127 are float
+// subnormals, so a conversion through float arithmetic would flush them.
+
+#if defined(__x86_64__) || defined(__i386__)
+namespace {
+/// Sets MXCSR for the scope and restores it.
+class mxcsr_scope {
+ public:
+  explicit mxcsr_scope(unsigned value) : saved_(_mm_getcsr()) { _mm_setcsr(value); }
+  mxcsr_scope(const mxcsr_scope&) = delete;
+  mxcsr_scope& operator=(const mxcsr_scope&) = delete;
+  ~mxcsr_scope() { _mm_setcsr(saved_); }
+
+ private:
+  unsigned saved_;
+};
+/// FTZ, DAZ, rounding toward zero, all exceptions masked.
+unsigned ftz_daz_csr() { return (_mm_getcsr() & ~0x6000U) | 0x8000U | 0x0040U | 0x6000U | 0x1F80U; }
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("every bit pattern converts to float and double exactly under FTZ and DAZ",
+                        "[basic_float][conversion][fenv]", all_small_floats) {
+  const auto& ref = reference_of<TestType>();
+  const auto& f = ref.spec();
+  std::vector<float> as_float(f.patterns());
+  std::vector<double> as_double(f.patterns());
+  {
+    const mxcsr_scope scope(ftz_daz_csr());
+    for (std::uint32_t p = 0; p < f.patterns(); ++p) {
+      const TestType x = pattern<TestType>(p);
+      as_float[p] = x;
+      as_double[p] = static_cast<double>(x);
+    }
+  }
+  mismatches bad;
+  for (std::uint32_t p = 0; p < f.patterns(); ++p) {
+    const double expected = ref.decode(p);
+    if (std::isnan(expected)) {
+      if (!std::isnan(as_float[p]) || !std::isnan(as_double[p])) bad.add(hex(p) + ": expected NaN");
+    } else if (mixprec_test::double_bits(as_double[p]) != mixprec_test::double_bits(expected) ||
+               mixprec_test::float_bits(as_float[p]) != mixprec_test::float_bits(static_cast<float>(expected))) {
+      bad.add(hex(p) + ": expected " + show(expected) + ", got float " + show(as_float[p]) + ", double " +
+              show(as_double[p]));
+    }
+  }
+  INFO(f.name << ": " << bad.report());
+  CHECK(bad.count() == 0);
+}
+
+TEST_CASE("bfloat16 subnormals encode, compare and add exactly under FTZ and DAZ", "[basic_float][fenv][bfloat16]") {
+  using mixprec::bfloat16;
+  // Pattern 0x0001 is 2^-133 (2^-126 * 2^-7); 0x0002 is 2^-132; 0x8001 is -2^-133.
+  bool less = false, equal_zero = true;
+  std::uint16_t from_float = 0, from_double = 0, sum = 0, negated = 0, product = 0;
+  {
+    const mxcsr_scope scope(ftz_daz_csr());
+    const bfloat16 tiny = bfloat16::from_bits(0x0001);
+    less = bfloat16(0.0f) < tiny;
+    equal_zero = tiny == bfloat16(0.0f);
+    from_float = bfloat16(0x1p-133f).bits();
+    from_double = bfloat16(0x1p-133).bits();
+    sum = (tiny + tiny).bits();
+    negated = (bfloat16(0.0f) - tiny).bits();
+    product = (tiny * bfloat16(2.0f)).bits();
+  }
+  CHECK(less);
+  CHECK_FALSE(equal_zero);
+  CHECK(from_float == 0x0001);
+  CHECK(from_double == 0x0001);
+  CHECK(sum == 0x0002);
+  CHECK(negated == 0x8001);
+  CHECK(product == 0x0002);
+}
+#endif

@@ -177,8 +177,8 @@ TEST_CASE("the SIMD build runs on this CPU or says which instruction sets it lac
   for (const auto& name : missing) list += (list.empty() ? "" : ", ") + name;
   if (!missing.empty()) {
     WARN("SKIPPED: this CPU lacks " << list
-                           << ", which this build targets: mixprec::convert's SIMD path is NOT tested here; "
-                              "only the portable path is.");
+                                    << ", which this build targets: mixprec::convert's SIMD path is NOT tested here; "
+                                       "only the portable path is.");
   }
   INFO("mixprec::convert_instruction_sets = " << convert_instruction_sets);
   // The path the header selected follows the compiler's target macros.
@@ -489,19 +489,29 @@ void check_under_mxcsr(unsigned csr) {
   const std::vector<T> patterns = all_patterns<T>();
   std::vector<std::uint32_t> expected_encode(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) expected_encode[i] = T(in[i]).bits();
+  // The same values as doubles (exact), which must round to the same patterns.
+  const std::vector<double> in_double(in.begin(), in.end());
   for (const bool simd : paths()) {
     CAPTURE(path_name(simd));
     std::vector<T> out(in.size());
+    std::vector<T> out_from_double(in.size());
     std::vector<float> decoded(patterns.size());
+    std::vector<double> decoded_double(patterns.size());
     {
       const mxcsr_scope scope(csr);
       run(simd, std::span<const float>(in), std::span<T>(out));
+      run(simd, std::span<const double>(in_double), std::span<T>(out_from_double));
       run(simd, std::span<const T>(patterns), std::span<float>(decoded));
+      run(simd, std::span<const T>(patterns), std::span<double>(decoded_double));
     }
     std::size_t bad = 0;
     for (std::size_t i = 0; i < in.size(); ++i) bad += out[i].bits() != expected_encode[i] ? 1 : 0;
+    for (std::size_t i = 0; i < in.size(); ++i) bad += out_from_double[i].bits() != expected_encode[i] ? 1 : 0;
     for (std::size_t i = 0; i < patterns.size(); ++i)
       bad += bits_of(decoded[i]) != bits_of(static_cast<float>(patterns[i])) ? 1 : 0;
+    // To double: the exact value (float -> double widening in the default environment is exact).
+    for (std::size_t i = 0; i < patterns.size(); ++i)
+      bad += bits_of(decoded_double[i]) != bits_of(static_cast<double>(static_cast<float>(patterns[i]))) ? 1 : 0;
     CHECK(bad == 0);
   }
 }

@@ -114,6 +114,48 @@ static_assert(mixprec::finfo<bfloat16>::nmant == 7 && mixprec::finfo<bfloat16>::
 static_assert(mixprec::finfo<float6_e3m2fn>::bits == 6 && mixprec::finfo<float4_e2m1fn>::bits == 4);
 static_assert(mixprec::finfo<double>::machep == -52);
 
+// --- opmath_type: float where every exact sum, product and quotient is a normal float -------------
+static_assert(std::is_same_v<bfloat16::opmath_type, double> && std::is_same_v<float8_e8m0fnu::opmath_type, double>);
+static_assert(std::is_same_v<float16::opmath_type, float> && std::is_same_v<float8_e4m3fn::opmath_type, float> &&
+              std::is_same_v<float8_e5m2::opmath_type, float> && std::is_same_v<float8_e4m3fnuz::opmath_type, float> &&
+              std::is_same_v<float8_e5m2fnuz::opmath_type, float> &&
+              std::is_same_v<float8_e4m3b11fnuz::opmath_type, float> &&
+              std::is_same_v<float8_e3m4::opmath_type, float> && std::is_same_v<float8_e4m3::opmath_type, float> &&
+              std::is_same_v<float6_e2m3fn::opmath_type, float> && std::is_same_v<float6_e3m2fn::opmath_type, float> &&
+              std::is_same_v<float4_e2m1fn::opmath_type, float>);
+
+// --- Any bias that keeps every value inside float's range is accepted ----------------------------
+// (compile_fail/formats_impossible_bias is a refused one.)
+// E5M2 with bias 100: from 2^(1 - 100 - 2) = 2^-101 (pattern 0x01) to below 2^(30 - 100 + 1) = 2^-69.
+// Products reach 2^-202, outside float: it computes in double.
+struct e5m2_bias100 : mixprec::basic_float<e5m2_bias100, mixprec::float_format{.exponent_bits = 5,
+                                                                               .mantissa_bits = 2,
+                                                                               .exponent_bias = 100,
+                                                                               .nan = mixprec::nan_encoding::ieee}> {
+  using basic_float::basic_float;
+};
+static_assert(std::is_same_v<e5m2_bias100::opmath_type, double>);
+static_assert(e5m2_bias100(0x1p-101f).bits() == 0x01 && static_cast<double>(e5m2_bias100::from_bits(0x01)) == 0x1p-101);
+static_assert(e5m2_bias100(0x1p-70).bits() == 0x78);  // exponent field -70 + 100 = 30: 30 << 2 = 0x78
+static_assert(e5m2_bias100(0x1p-69).bits() == 0x7C);  // above the largest value: +Inf
+// E4M3 without Inf/NaN and bias 0: subnormals are multiples of 2^(1 - 0 - 3) = 2^-2, so the integer 1
+// is the subnormal 4 x 2^-2 (pattern 0x04); 3 = 1.1b x 2^1 is normal: field 1, mantissa 100b (0x0C).
+struct e4m3_bias0 : mixprec::basic_float<e4m3_bias0, mixprec::float_format{.exponent_bits = 4,
+                                                                           .mantissa_bits = 3,
+                                                                           .exponent_bias = 0,
+                                                                           .nan = mixprec::nan_encoding::none}> {
+  using basic_float::basic_float;
+};
+static_assert(e4m3_bias0(1).bits() == 0x04 && e4m3_bias0(1.0f).bits() == 0x04 && e4m3_bias0(3).bits() == 0x0C);
+static_assert(static_cast<float>(e4m3_bias0::from_bits(0x04)) == 1.0f);
+
+// --- 128-bit integers (GCC/Clang), in -std=c++20 as in -std=gnu++20 -------------------------------
+#if defined(__SIZEOF_INT128__)
+__extension__ typedef unsigned __int128 u128;
+static_assert(is_constructible_v<bfloat16, u128> && !is_convertible_v<u128, bfloat16>);
+static_assert(bfloat16(u128{1} << 70).bits() == 0x6280);  // exponent field 70 + 127 = 0xC5
+#endif
+
 // --- intn -------------------------------------------------------------------------------------
 static_assert(mixprec::int4(8) == -8 && mixprec::uint4(17) == 1 && mixprec::int2(2) == -2);
 static_assert(mixprec::int4::in_range(7) && !mixprec::int4::in_range(8) && !mixprec::uint4::in_range(-1));

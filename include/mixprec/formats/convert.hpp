@@ -104,12 +104,18 @@ inline void convert_n(const From* in, To* out, std::size_t n, overflow_mode mode
     decode_n<From, Simd>(in, out, n);
   } else {
     // To double: decode a block to float, then widen (exact; the scalar operator double does the same).
+    // Formats with values below 2^-126 (bfloat16, e8m0) give float subnormals, which a plain
+    // float -> double conversion flushes to 0 under DAZ: those widen through widen_to_double.
     constexpr std::size_t block = 256;
     float buffer[block];
     for (std::size_t i = 0; i < n; i += block) {
       const std::size_t m = n - i < block ? n - i : block;
       decode_n<From, Simd>(in + i, buffer, m);
-      for (std::size_t j = 0; j < m; ++j) out[i + j] = static_cast<double>(buffer[j]);
+      if constexpr (From::format.finest_exponent() >= -126) {
+        for (std::size_t j = 0; j < m; ++j) out[i + j] = static_cast<double>(buffer[j]);
+      } else {
+        for (std::size_t j = 0; j < m; ++j) out[i + j] = widen_to_double(buffer[j]);
+      }
     }
   }
 }

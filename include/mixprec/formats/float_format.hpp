@@ -75,6 +75,17 @@ struct float_format {
     }
     return magnitude_mask();
   }
+  /// The exponent of the format's finest spacing: every finite value is a multiple of
+  /// 2^finest_exponent() (its smallest subnormal, or its smallest value's ulp without subnormals):
+  /// min_normal_biased_exponent - bias - mantissa_bits. bfloat16: -133, float16: -24, e8m0: -127.
+  [[nodiscard]] constexpr int finest_exponent() const noexcept {
+    return min_normal_biased_exponent() - exponent_bias - mantissa_bits;
+  }
+  /// The smallest k with every finite value below 2^k: (biased exponent of the largest finite
+  /// value) - bias + 1. bfloat16: 128, float16: 16, e4m3fn: 9 (448 < 512), e8m0: 128 (2^127).
+  [[nodiscard]] constexpr int overflow_exponent() const noexcept {
+    return static_cast<int>(max_finite_magnitude() >> mantissa_bits) - exponent_bias + 1;
+  }
   /// Whether the format encodes +-Inf.
   [[nodiscard]] constexpr bool has_infinity() const noexcept { return nan == nan_encoding::ieee; }
   /// Whether the format encodes NaN.

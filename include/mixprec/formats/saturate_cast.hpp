@@ -9,9 +9,9 @@
 
 namespace mixprec {
 
-/// Converts `x` (float, double, an integer or another small float) to the small float `To`, rounding
-/// to nearest even once, with `overflow_mode::saturate` ("satfinite", as CUDA's cvt.rn.satfinite and
-/// CUTLASS's round_to_nearest_satfinite):
+/// Converts `x` (float, double, an integer, `__int128` included, or another small float) to the small float `To`,
+/// rounding to nearest even once, with `overflow_mode::saturate` ("satfinite", as CUDA's cvt.rn.satfinite and CUTLASS's
+/// round_to_nearest_satfinite):
 ///  - a finite value beyond +-max becomes +-max (also when rounding would carry it past max);
 ///  - +-Inf becomes +-max (ml_dtypes' saturating conversion keeps Inf; we clamp, as "satfinite" does);
 ///  - NaN stays NaN (float6/float4 have no NaN: the same pattern as `To(x)`, see float6.hpp);
@@ -23,10 +23,10 @@ namespace mixprec {
 ///     float8_e4m3fn(1000.0f);                  // NaN
 ///     saturate_cast<float8_e5m2>(-INFINITY);   // -57344
 template <small_float To, class From>
-requires std::same_as<From, float> || std::same_as<From, double> || std::integral<From> || small_float<From>
+requires std::same_as<From, float> || std::same_as<From, double> || detail::integer<From> || small_float<From>
 [[nodiscard]] constexpr To saturate_cast(From x) noexcept {
   using storage = typename To::storage_type;
-  if constexpr (std::integral<From>) {
+  if constexpr (detail::integer<From>) {
     return To::from_bits(static_cast<storage>(detail::encode_integer<To::format>(x, overflow_mode::saturate)));
   } else if constexpr (small_float<From>) {
     return To::from_bits(

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <limits>
@@ -12,6 +13,22 @@
 #include "mixprec/formats/float_format.hpp"
 
 namespace mixprec::detail {
+
+#if defined(__SIZEOF_INT128__)
+// GCC and Clang's 128-bit integers. `__extension__` keeps -Wpedantic quiet under -std=c++20, where
+// they are an extension (std::integral is false); under -std=gnu++20 std::integral is true.
+__extension__ typedef __int128 int128_t;
+__extension__ typedef unsigned __int128 uint128_t;
+#endif
+
+/// The integer types the formats convert from: the standard integer types and bool (`std::integral`),
+/// and, where the compiler has them, the 128-bit integers in every language mode.
+template <class T>
+concept integer = std::integral<T>
+#if defined(__SIZEOF_INT128__)
+    || std::same_as<T, int128_t> || std::same_as<T, uint128_t>
+#endif
+    ;
 
 /// A finite, non-zero real number `(-1)^negative * significand * 2^exponent`, significand != 0.
 /// float, double and every integer type unpack into this exactly, so one rounding routine serves all.
@@ -63,12 +80,20 @@ template <float_format F>
     magnitude =
         biased > 0xFFFF ? ~std::uint64_t{0} : (static_cast<std::uint64_t>(biased) << M) + (q - (std::uint64_t{1} << M));
   } else if (F.has_zero) {
+    // q = rne(sig / 2^shift), the encoding being q itself (its parity breaks ties).
     const std::int64_t shift = msb - M + (1 - biased);
-    // Past msb + 1 the value is below half the smallest subnormal: it rounds to zero. (Subnormal
-    // results only arise from float/double sources, whose msb <= 52, so shift < 64 here.)
-    const bool odd = shift < 64 && ((x.significand >> shift) & 1U) != 0;  // the encoding is q itself
-    magnitude =
-        (shift > msb + 1 || shift >= 64) ? 0U : round_shift_nearest_even(x.significand, static_cast<int>(shift), odd);
+    if (shift > msb + 1) {
+      magnitude = 0;  // sig < 2^(msb+1) <= 2^(shift-1): below half the smallest subnormal
+    } else if (shift == 64) {
+      // msb == 63 (a 64-bit significand: long double, 128-bit integers): q = 0 and the remainder is
+      // sig itself; above half (2^63) rounds up to the smallest subnormal, the tie to the even 0.
+      magnitude = x.significand > (std::uint64_t{1} << 63) ? 1U : 0U;
+    } else if (shift <= 0) {
+      magnitude = x.significand << -shift;  // exact (only for a bias <= 0 and a small integer)
+    } else {
+      const bool odd = ((x.significand >> shift) & 1U) != 0;
+      magnitude = round_shift_nearest_even(x.significand, static_cast<int>(shift), odd);
+    }
   } else {
     magnitude = 0;  // below the smallest value of a format without zero: round up to it
   }
@@ -161,25 +186,77 @@ requires std::is_same_v<Real, float> || std::is_same_v<Real, double>
   return encode_finite<F>({negative, significand, exponent}, mode);
 }
 
-/// Encodes an integer into format `F` with one rounding (exact for every 64-bit value).
-template <float_format F, std::integral Int>
+/// Encodes an integer into format `F` with one rounding, exactly for every value of every `integer`
+/// type. A 128-bit value wider than 64 bits keeps its top 64 bits and ORs the rest into the lowest
+/// one (a sticky bit): that bit lies far below the rounding position (bit 63 - M, M <= 10), so the
+/// single rounding of `encode_finite` sees the same side of every midpoint as the full value does.
+template <float_format F, integer Int>
 [[nodiscard]] constexpr std::uint32_t encode_integer(Int value, overflow_mode mode) noexcept {
   if (value == 0) return encode_zero<F>(false, mode);
-  bool negative = false;
-  std::uint64_t magnitude = 0;
-  if constexpr (std::is_signed_v<Int>) {
-    negative = value < 0;
-    // Two's complement magnitude without overflow for the most negative value.
-    magnitude = negative ? std::uint64_t{0} - static_cast<std::uint64_t>(value) : static_cast<std::uint64_t>(value);
+  if constexpr (sizeof(Int) <= sizeof(std::uint64_t)) {
+    bool negative = false;
+    std::uint64_t magnitude = 0;
+    if constexpr (std::is_signed_v<Int>) {
+      negative = value < 0;
+      // Two's complement magnitude without overflow for the most negative value.
+      magnitude = negative ? std::uint64_t{0} - static_cast<std::uint64_t>(value) : static_cast<std::uint64_t>(value);
+    } else {
+      magnitude = static_cast<std::uint64_t>(value);
+    }
+    return encode_finite<F>({negative, magnitude, 0}, mode);
   } else {
-    magnitude = static_cast<std::uint64_t>(value);
+#if defined(__SIZEOF_INT128__)
+    static_assert(std::same_as<Int, int128_t> || std::same_as<Int, uint128_t>, "integers wider than 64 bits are 128");
+    // (std::is_signed_v is false for __int128 under -std=c++20, so test the type itself.)
+    bool negative = false;
+    if constexpr (std::same_as<Int, int128_t>) negative = value < 0;
+    const uint128_t magnitude = negative ? uint128_t{0} - static_cast<uint128_t>(value) : static_cast<uint128_t>(value);
+    const auto high = static_cast<std::uint64_t>(magnitude >> 64);
+    if (high == 0) return encode_finite<F>({negative, static_cast<std::uint64_t>(magnitude), 0}, mode);
+    const int dropped = 64 - std::countl_zero(high);  // 1..64: the top bit lands on bit 63
+    const bool sticky = (magnitude & ((uint128_t{1} << dropped) - 1U)) != 0;
+    const auto significand = static_cast<std::uint64_t>(magnitude >> dropped) | (sticky ? 1U : 0U);
+    return encode_finite<F>({negative, significand, dropped}, mode);
+#else
+    static_assert(sizeof(Int) <= sizeof(std::uint64_t), "integers wider than 64 bits need __int128");
+    return 0;
+#endif
   }
-  return encode_finite<F>({negative, magnitude, 0}, mode);
+}
+
+/// Encodes a long double into format `F` with one rounding (never through double), for any
+/// long double whose values fit a 64-bit significand and an int exponent after frexp (x87 80-bit,
+/// IEEE binary64 and binary128: a wider significand keeps its first 64 bits and a sticky bit, as
+/// `encode_integer` does). Every step is exact (frexp, ldexp, the truncation of a value in
+/// [2^63, 2^64) to an integer), so neither the rounding mode nor FTZ/DAZ changes the result.
+/// Not constexpr: frexp is not (C++20).
+template <float_format F>
+[[nodiscard]] inline std::uint32_t encode_long_double(long double value, overflow_mode mode) noexcept {
+  const bool negative = std::signbit(value);
+  if (std::isnan(value)) return encode_nan<F>(negative);
+  if (std::isinf(value)) return encode_infinity<F>(negative, mode);
+  if (value == 0) return encode_zero<F>(negative, mode);
+  int exponent = 0;
+  const long double scaled = std::ldexp(std::frexp(std::fabs(value), &exponent), 64);  // in [2^63, 2^64)
+  const auto high = static_cast<std::uint64_t>(scaled);                                // its integer part
+  const bool sticky = scaled != static_cast<long double>(high);
+  return encode_finite<F>({negative, high | (sticky ? 1U : 0U), exponent - 64}, mode);
 }
 
 /// Exact power of two 2^k as a double, for |k| < 1022.
 [[nodiscard]] constexpr double exact_pow2(int k) noexcept {
   return std::bit_cast<double>(static_cast<std::uint64_t>(k + 1023) << 52);
+}
+
+/// float -> double, exactly, in every floating-point environment. A float subnormal is widened as
+/// mantissa * 2^-149: an exact int -> double conversion and an exact product of normal doubles, where
+/// `static_cast<double>` would read it as 0 under DAZ (MXCSR bit 6: CVTSS2SD flushes subnormal inputs).
+[[nodiscard]] constexpr double widen_to_double(float x) noexcept {
+  const auto u = std::bit_cast<std::uint32_t>(x);
+  const std::uint32_t mantissa = u & 0x007FFFFFU;
+  if ((u & 0x7F800000U) != 0U || mantissa == 0U) return static_cast<double>(x);  // normal, zero, Inf, NaN
+  const double magnitude = static_cast<double>(mantissa) * exact_pow2(-149);
+  return (u >> 31) != 0U ? -magnitude : magnitude;
 }
 
 /// Decodes a pattern of format `F` to double, exactly. NaN patterns give a quiet NaN whose sign is
@@ -207,17 +284,25 @@ template <float_format F>
   return negative ? -magnitude : magnitude;
 }
 
-/// Decodes a pattern of format `F` to float, exactly (every format here fits in float).
-/// ieee-format NaNs keep their payload and get the quiet bit, as F16C's vcvtph2ps does.
+/// Decodes a pattern of format `F` to float, exactly (every format `basic_float` accepts fits in
+/// float). ieee-format NaNs keep their payload and get the quiet bit, as F16C's vcvtph2ps does.
+/// Values below 2^-126 (float subnormals) are built from their bits, so FTZ (MXCSR bit 15, which
+/// flushes a subnormal result of CVTSD2SS) cannot turn them into 0.
 template <float_format F>
 [[nodiscard]] constexpr float decode_to_float(std::uint32_t bits) noexcept {
+  const std::uint32_t sign32 = (bits & F.sign_mask()) != 0 ? 0x80000000U : 0U;
   if (F.is_nan_bits(bits)) {
     constexpr int M = F.mantissa_bits;
-    const std::uint32_t sign32 = (bits & F.sign_mask()) != 0 ? 0x80000000U : 0U;
     const std::uint32_t payload = F.nan == nan_encoding::ieee ? (bits & ((1U << M) - 1U)) << (23 - M) : 0U;
     return std::bit_cast<float>(sign32 | 0x7FC00000U | payload);
   }
-  return static_cast<float>(decode_to_double<F>(bits));
+  const double value = decode_to_double<F>(bits);
+  const double magnitude = value < 0 ? -value : value;
+  if (magnitude != 0 && magnitude < exact_pow2(-126)) {
+    // A multiple of 2^-149 below 2^-126: its float bits are the multiple itself (exact scaling).
+    return std::bit_cast<float>(sign32 | static_cast<std::uint32_t>(magnitude * exact_pow2(149)));
+  }
+  return static_cast<float>(value);
 }
 
 }  // namespace mixprec::detail
