@@ -83,6 +83,52 @@ TEST_CASE("cast_floating from double to bfloat16 rounds once, not through float"
   CHECK(mixprec::cast_floating<bfloat16>(x).bits() == 0x3F81);
 }
 
+TEST_CASE("cast_floating from long double to small floats rounds once, not through double", "[cast][long-double]") {
+  using mixprec::float8_e4m3fn;
+  // Values every long double holds (it is at least double): exact, ties, extremes, specials.
+  // 1 = 0x3F80; -2.5 = -1.01b x 2^1 = 0xC020; 2^-133 is bfloat16's smallest subnormal 0x0001;
+  // 2^-134 is half of it, a tie that goes to the even +0; a little more rounds up to 0x0001;
+  // -0 keeps its sign (0x8000); 1.9921875 x 2^127 = (2 - 2^-7) x 2^127 is bfloat16's max 0x7F7F.
+  CHECK(mixprec::cast_floating<bfloat16>(1.0L).bits() == 0x3F80);
+  CHECK(mixprec::cast_floating<bfloat16>(-2.5L).bits() == 0xC020);
+  CHECK(mixprec::cast_floating<bfloat16>(0x1p-133L).bits() == 0x0001);
+  CHECK(mixprec::cast_floating<bfloat16>(0x1p-134L).bits() == 0x0000);
+  CHECK(mixprec::cast_floating<bfloat16>(0x1p-134L + 0x1p-160L).bits() == 0x0001);
+  CHECK(mixprec::cast_floating<bfloat16>(-0.0L).bits() == 0x8000);
+  CHECK(mixprec::cast_floating<bfloat16>(0x1p127L * 1.9921875L).bits() == 0x7F7F);
+  CHECK(mixprec::cast_floating<bfloat16>(std::numeric_limits<long double>::infinity()).bits() == 0x7F80);
+  CHECK(mixprec::cast_floating<bfloat16>(-std::numeric_limits<long double>::infinity()).bits() == 0xFF80);
+  CHECK(isnan(mixprec::cast_floating<bfloat16>(std::numeric_limits<long double>::quiet_NaN())));
+  CHECK(mixprec::cast_floating<float8_e4m3fn>(std::numeric_limits<long double>::infinity()).bits() == 0x7F);
+  // A tree: the long double leaves change, the int stays.
+  const auto t = mixprec::cast_floating<bfloat16>(std::tuple{std::vector<long double>{1.0L, -2.5L}, 7});
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(t)>, std::tuple<std::vector<bfloat16>, int>>);
+  CHECK(std::get<0>(t)[0].bits() == 0x3F80);
+  CHECK(std::get<0>(t)[1].bits() == 0xC020);
+  CHECK(std::get<1>(t) == 7);
+  if constexpr (std::numeric_limits<long double>::digits > 53 &&
+                std::numeric_limits<long double>::max_exponent > 1024) {
+    // x = 1 + 2^-8 + 2^-60 (exact in a long double of more than 60 bits). To bfloat16 directly: above
+    // the midpoint 1 + 2^-8, so up to 1 + 2^-7 (0x3F81). Through double, 2^-60 is lost (double's ulp
+    // at 1 is 2^-52), leaving a tie that rounds to 0x3F80. Likewise float16 (ulp 2^-10, 0x3C01) and
+    // float8_e4m3fn (ulp 2^-3: 1.001b x 2^0 = 0x39).
+    CHECK(mixprec::cast_floating<bfloat16>(1.0L + 0x1p-8L + 0x1p-60L).bits() == 0x3F81);
+    CHECK(mixprec::cast_floating<bfloat16>(-(1.0L + 0x1p-8L + 0x1p-60L)).bits() == 0xBF81);
+    CHECK(mixprec::cast_floating<float16>(1.0L + 0x1p-11L + 0x1p-60L).bits() == 0x3C01);
+    CHECK(mixprec::cast_floating<float8_e4m3fn>(1.0L + 0x1p-4L + 0x1p-60L).bits() == 0x39);
+    // Beyond double's range: +-Inf for bfloat16 (NaN for e4m3fn, which has no Inf); below it: +-0.
+    CHECK(mixprec::cast_floating<bfloat16>(0x1p2000L).bits() == 0x7F80);
+    CHECK(mixprec::cast_floating<bfloat16>(-0x1p2000L).bits() == 0xFF80);
+    CHECK(mixprec::cast_floating<float8_e4m3fn>(0x1p2000L).bits() == 0x7F);
+    CHECK(mixprec::cast_floating<bfloat16>(0x1p-2000L).bits() == 0x0000);
+    CHECK(mixprec::cast_floating<bfloat16>(-0x1p-2000L).bits() == 0x8000);
+    // The smallest long double subnormal of the x87 format (2^-16445) also rounds to +0.
+    CHECK(mixprec::cast_floating<bfloat16>(std::numeric_limits<long double>::denorm_min()).bits() == 0x0000);
+  } else {
+    WARN("long double is double here: the long-double-only values are not checked");
+  }
+}
+
 TEST_CASE("cast_floating to float16 rounds and overflows as IEEE binary16", "[cast]") {
   CHECK(mixprec::cast_floating<float16>(1.0f).bits() == 0x3C00);      // exponent 15, mantissa 0
   CHECK(mixprec::cast_floating<float16>(65504.0f).bits() == 0x7BFF);  // largest finite

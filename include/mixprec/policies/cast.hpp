@@ -6,7 +6,8 @@
 ///
 /// **Rules** (jmp `_cast_floating_to`, extended to complex leaves and small floats):
 ///  - floating leaves (float, double, long double, bfloat16, float16, float8/6/4) become `To`;
-///    narrowing rounds to nearest, ties to even, once (the small floats' explicit constructors);
+///    narrowing rounds to nearest, ties to even, once (the small floats' explicit constructors; a
+///    long double leaf is rounded from its full value, never through double);
 ///  - integer, bool and intn leaves are untouched: same type, same value;
 ///  - a complex leaf is never made real: with `To` = float (double, long double) it becomes
 ///    `std::complex<float>` (double, long double); a `To` with no complex counterpart (bfloat16,
@@ -38,11 +39,15 @@ template <class T>
 concept cast_target = floating_leaf<T> && std::same_as<T, std::remove_cv_t<T>>;
 
 namespace detail {
-/// `From` (a floating leaf type) converted to `To` (a `cast_target`), rounding once.
+/// `From` (a floating leaf type) converted to `To` (a `cast_target`), rounding once. A long double
+/// goes to a small float through `from_long_double` (the small floats' constructors refuse long
+/// double, and rounding it to double first would round twice); that path is not constexpr.
 template <class To, class From>
 [[nodiscard]] constexpr To convert_floating(const From& x) {
   if constexpr (std::same_as<To, From>) {
     return x;
+  } else if constexpr (std::same_as<From, long double> && small_float<To>) {
+    return from_long_double<To>(x);
   } else if constexpr (small_float<From> && std::is_floating_point_v<To>) {
     return static_cast<To>(static_cast<float>(x));  // exact: float holds every small float value
   } else {
