@@ -647,6 +647,77 @@ TEMPLATE_LIST_TEST_CASE("128-bit integers that fit in 64 bits round as the 64-bi
 #endif
 
 // ------------------------------------------------------------------------------------------------
+// long double: from_long_double<T>(x, mode) rounds once from the full value. The reference rounds
+// through exact comparisons of x with the format's values and midpoints (doubles, exact in long double).
+
+TEMPLATE_LIST_TEST_CASE("from_long_double rounds once from the full long double value",
+                        "[basic_float][conversion][long-double]", all_small_floats) {
+  const auto& ref = reference_of<TestType>();
+  INFO(ref.spec().name);
+  using mixprec_test::overflow;
+  const auto expected = [&](long double x, overflow mode) {
+    if (std::isnan(x)) return ref.nan_bits(std::signbit(x));
+    if (std::isinf(x)) return ref.infinity_bits(std::signbit(x), mode);
+    if (x == 0) return ref.zero_bits(std::signbit(x), mode);
+    return ref.round_real([x](double m) { return (x > m) - (x < m); }, mode);
+  };
+  mismatches bad;
+  const auto check = [&](long double x) {
+    for (const overflow mode : {overflow::to_inf_or_nan, overflow::saturate}) {
+      const auto mixprec_mode =
+          mode == overflow::saturate ? mixprec::overflow_mode::saturate : mixprec::overflow_mode::to_inf_or_nan;
+      const auto got = mixprec::from_long_double<TestType>(x, mixprec_mode).bits();
+      const auto want = expected(x, mode);
+      if (got != want) bad.add(show(static_cast<double>(x)) + ": expected " + hex(want) + ", got " + hex(got));
+    }
+  };
+  // Every value and midpoint of the format, and their neighbours 2^-60 (relative) away: beyond
+  // double's precision where long double has more, so a rounding through double would tie.
+  constexpr long double nudge = std::numeric_limits<long double>::digits > 60 ? 0x1p-60L : 0x1p-40L;
+  const auto& v = ref.positives();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const long double a = v[i].value;
+    const long double mid = i + 1 < v.size() ? (a + static_cast<long double>(v[i + 1].value)) / 2 : a * 1.5L;
+    for (const long double x : {a, mid, mid * (1 + nudge), mid * (1 - nudge), a * (1 + nudge), a * (1 - nudge)}) {
+      check(x);
+      check(-x);
+    }
+  }
+  for (const long double x :
+       {0.0L, -0.0L, std::numeric_limits<long double>::infinity(), -std::numeric_limits<long double>::infinity(),
+        std::numeric_limits<long double>::quiet_NaN(), std::numeric_limits<long double>::max(),
+        std::numeric_limits<long double>::denorm_min(), std::numeric_limits<long double>::min(), 1e300L, 1e-300L}) {
+    check(x);
+    check(-x);
+  }
+  // Random significands over the format's range.
+  std::mt19937_64 rng(80);
+  for (int n = 0; n < 20000; ++n) {
+    const long double m = std::ldexp(static_cast<long double>(rng() | (std::uint64_t{1} << 63)), -64);  // [0.5, 1)
+    check(std::ldexp(m, static_cast<int>(rng() % 300) - 160));
+  }
+  INFO(bad.report());
+  CHECK(bad.count() == 0);
+}
+
+TEST_CASE("from_long_double: spec values, saturation, and a value that double would round twice",
+          "[basic_float][conversion][long-double]") {
+  using mixprec::bfloat16;
+  using mixprec::float8_e4m3fn;
+  using mixprec::from_long_double;
+  CHECK(from_long_double<bfloat16>(1.0L).bits() == 0x3F80);
+  CHECK(from_long_double<float8_e4m3fn>(448.0L).bits() == 0x7E);   // max = 1.75 x 2^8: 0.1111.110
+  CHECK(from_long_double<float8_e4m3fn>(1000.0L).bits() == 0x7F);  // overflow: NaN (no Inf)
+  CHECK(from_long_double<float8_e4m3fn>(1000.0L, mixprec::overflow_mode::saturate).bits() == 0x7E);
+  if constexpr (std::numeric_limits<long double>::digits > 60) {
+    // 1 + 2^-8 + 2^-60: above the bfloat16 midpoint 1 + 2^-8, so 1 + 2^-7 (0x3F81); through double
+    // the 2^-60 is lost and the tie goes to the even 1 (0x3F80).
+    CHECK(from_long_double<bfloat16>(1.0L + 0x1p-8L + 0x1p-60L).bits() == 0x3F81);
+    CHECK(bfloat16(static_cast<double>(1.0L + 0x1p-8L + 0x1p-60L)).bits() == 0x3F80);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
 // The floating-point environment: flush-to-zero and denormals-are-zero (MXCSR FTZ bit 15, DAZ bit
 // 6) must not change a conversion. bfloat16's subnormals and float8_e8m0fnu's 2^-127 are float
 // subnormals, so a conversion through float arithmetic would flush them.
