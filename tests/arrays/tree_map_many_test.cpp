@@ -76,7 +76,7 @@ TEST_CASE("tree_map over three trees passes one leaf of each, in argument order"
   CHECK(r == std::vector<int>{321, 642, 963});
 }
 
-TEST_CASE("the trees may have other leaf types; f chooses the result's", "[tree][tree_map]") {
+TEST_CASE("the trees may have other leaf types, and f chooses the result's", "[tree][tree_map]") {
   const std::vector<float> params{1.0f, -3.0f};
   const std::vector<bfloat16> grads{bfloat16(2.0f), bfloat16(0.25f)};
   const auto updated = mixprec::tree_map(sgd_fn{}, params, grads);
