@@ -328,15 +328,23 @@ class optimizer_base {
       }
     }
     for (auto& [name, st] : loaded) {
-      if (moment_count_ == 2 && !st.has_moments && (!st.master.empty() || !st.compensation.empty()))
-        throw safetensors_error(detail::st_prefix(ck.source()) + "\"" + name + "\" has master/kahan state but no " +
-                                moment_prefixes_[0] + name);
+      if (moment_count_ == 2 && !st.has_moments && (!st.master.empty() || !st.compensation.empty())) {
+        std::string what = detail::st_prefix(ck.source());
+        what += "\"" + name + "\" has master/kahan state but no ";
+        what += moment_prefixes_[0];
+        what += name;
+        throw safetensors_error(what);
+      }
       if (st.has_moments) {
         for (std::size_t k = 0; k < moment_count_; ++k) {
-          if (!ck.contains(moment_prefixes_[k] + name))
-            throw safetensors_error(detail::st_prefix(ck.source()) + "no " +
-                                    detail::st_quote(moment_prefixes_[k] + name) + " beside " + moment_prefixes_[0] +
-                                    name);
+          if (!ck.contains(moment_prefixes_[k] + name)) {
+            std::string what = detail::st_prefix(ck.source());
+            what += "no " + detail::st_quote(moment_prefixes_[k] + name);
+            what += " beside ";
+            what += moment_prefixes_[0];
+            what += name;
+            throw safetensors_error(what);
+          }
         }
       } else {
         for (std::size_t k = 0; k < moment_count_; ++k) st.moments32[k].assign(st.size, 0.0f);

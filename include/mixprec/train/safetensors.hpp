@@ -248,23 +248,24 @@ class checkpoint {
   /// Adds (or replaces) tensor `name` with the elements of `data`, row-major, of shape `shape`
   /// (`product(shape) == data.size()`, else safetensors_error). T: any element type of the table.
   template <safetensors_element T>
-  void put(std::string name, std::span<const T> data, std::vector<std::uint64_t> shape) {
+  void put(std::string_view name, std::span<const T> data, std::span<const std::uint64_t> shape) {
     std::vector<std::uint8_t> bytes(data.size_bytes());
     if (!bytes.empty()) std::memcpy(bytes.data(), data.data(), bytes.size());
-    put_bytes(std::move(name), dtype_of_v<T>, std::move(shape), std::move(bytes));
+    put_bytes(std::string(name), dtype_of_v<T>, std::vector<std::uint64_t>(shape.begin(), shape.end()),
+              std::move(bytes));
   }
 
   /// Adds (or replaces) tensor `name` with a row-major xtensor (its shape and elements).
   template <safetensors_element T, std::size_t N>
-  void put(std::string name, const xt::xtensor<T, N>& array) {
-    std::vector<std::uint64_t> shape(array.shape().begin(), array.shape().end());
-    put(std::move(name), std::span<const T>(array.data(), array.size()), std::move(shape));
+  void put(std::string_view name, const xt::xtensor<T, N>& array) {
+    const std::vector<std::uint64_t> shape(array.shape().begin(), array.shape().end());
+    put(name, std::span<const T>(array.data(), array.size()), shape);
   }
 
   /// Adds (or replaces) the 0-rank tensor `name` holding `value` (shape []).
   template <safetensors_element T>
-  void put_scalar(std::string name, T value) {
-    put(std::move(name), std::span<const T>(&value, 1), {});
+  void put_scalar(std::string_view name, T value) {
+    put(name, std::span<const T>(&value, 1), {});
   }
 
   /// Tensor `name` as an `xt::xtensor<T, N>`. Throws safetensors_error when the name is missing, the
