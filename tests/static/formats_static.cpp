@@ -156,6 +156,15 @@ static_assert(is_constructible_v<bfloat16, u128> && !is_convertible_v<u128, bflo
 static_assert(bfloat16(u128{1} << 70).bits() == 0x6280);  // exponent field 70 + 127 = 0xC5
 #endif
 
+// --- The scalar codec the bulk conversion calls is in the per-ISA inline namespace ---------------
+// (formats/detail/isa.hpp): a TU built for AVX-512 and one built for baseline x86-64 get different
+// symbols, so the linker cannot give one the other's body. 1.0 is bfloat16 0x3F80 (field 127).
+static_assert(mixprec::detail::MIXPREC_DETAIL_CONVERT_ISA::encode<mixprec::formats::bfloat16>(
+                  1.0, mixprec::overflow_mode::to_inf_or_nan) == 0x3F80);
+static_assert(mixprec::detail::MIXPREC_DETAIL_CONVERT_ISA::encode_integer<mixprec::formats::bfloat16>(
+                  1, mixprec::overflow_mode::to_inf_or_nan) == 0x3F80);
+static_assert(mixprec::detail::MIXPREC_DETAIL_CONVERT_ISA::decode_to_float<mixprec::formats::bfloat16>(0x3F80) == 1.0f);
+
 // --- intn -------------------------------------------------------------------------------------
 static_assert(mixprec::int4(8) == -8 && mixprec::uint4(17) == 1 && mixprec::int2(2) == -2);
 static_assert(mixprec::int4::in_range(7) && !mixprec::int4::in_range(8) && !mixprec::uint4::in_range(-1));

@@ -50,13 +50,14 @@ inline void encode_portable(const float* in, To* out, std::size_t n) noexcept {
   }
 }
 
-/// Portable F -> float: 8-bit-or-smaller formats read the scalar conversion's own 256-entry table;
+/// Portable F -> float: 8-bit-or-smaller formats read the scalar conversion's own 256-entry table
+/// (directly: `operator float` is an ordinary inline member, outside the per-ISA namespace);
 /// 16-bit formats use the lane-wise integer decoder.
 template <class From>
 inline void decode_portable(const From* in, float* out, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) {
     if constexpr (From::format.bits() <= 8) {
-      out[i] = static_cast<float>(in[i]);
+      out[i] = decode_table<From::format>[in[i].bits()];
     } else {
       out[i] = std::bit_cast<float>(decode_lane<From::format>(in[i].bits()));
     }

@@ -14,28 +14,8 @@
 #include <limits>
 
 #include "mixprec/formats/detail/float_codec.hpp"
+#include "mixprec/formats/detail/isa.hpp"  // MIXPREC_DETAIL_CONVERT_ISA and the MIXPREC_DETAIL_CONVERT_* macros
 #include "mixprec/formats/float_format.hpp"
-
-// Which instruction sets `mixprec::convert` uses in this translation unit, fixed by the compiler's
-// target macros (-mavx512f ..., -march=...). Define MIXPREC_NO_SIMD to force the portable loops.
-// Every function of the bulk conversion lives in an inline namespace named after this choice, so
-// translation units built with different flags never share (and the linker never mixes up) an inline
-// function compiled for an instruction set the CPU may lack.
-#if !defined(MIXPREC_NO_SIMD) && (defined(__x86_64__) || defined(__i386__)) && defined(__AVX512F__) && \
-    defined(__AVX512BW__) && defined(__AVX512VL__)
-#define MIXPREC_DETAIL_CONVERT_AVX512 1
-#if defined(__AVX512BF16__)
-#define MIXPREC_DETAIL_CONVERT_AVX512BF16 1
-#define MIXPREC_DETAIL_CONVERT_ISA isa_avx512bf16
-#else
-#define MIXPREC_DETAIL_CONVERT_ISA isa_avx512
-#endif
-#elif !defined(MIXPREC_NO_SIMD) && (defined(__x86_64__) || defined(__i386__)) && defined(__F16C__) && defined(__AVX__)
-#define MIXPREC_DETAIL_CONVERT_F16C 1
-#define MIXPREC_DETAIL_CONVERT_ISA isa_f16c
-#else
-#define MIXPREC_DETAIL_CONVERT_ISA isa_portable
-#endif
 
 namespace mixprec::detail {
 inline namespace MIXPREC_DETAIL_CONVERT_ISA {

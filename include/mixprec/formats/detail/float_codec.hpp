@@ -10,6 +10,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "mixprec/formats/detail/isa.hpp"
 #include "mixprec/formats/float_format.hpp"
 
 namespace mixprec::detail {
@@ -29,6 +30,10 @@ concept integer = std::integral<T>
     || std::same_as<T, int128_t> || std::same_as<T, uint128_t>
 #endif
     ;
+
+// The functions below are compiled into the caller's instruction sets: they live in the per-ISA
+// inline namespace (isa.hpp), like the rest of the bulk conversion that calls them.
+inline namespace MIXPREC_DETAIL_CONVERT_ISA {
 
 /// A finite, non-zero real number `(-1)^negative * significand * 2^exponent`, significand != 0.
 /// float, double and every integer type unpack into this exactly, so one rounding routine serves all.
@@ -305,4 +310,5 @@ template <float_format F>
   return static_cast<float>(value);
 }
 
+}  // namespace MIXPREC_DETAIL_CONVERT_ISA
 }  // namespace mixprec::detail
