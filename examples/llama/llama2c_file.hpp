@@ -101,14 +101,21 @@ class binary_file {
   /// The file's path.
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
 
-  /// Reads exactly `count` bytes into `out`.
+  /// Checks that `count` more bytes can be read, before anything is allocated for them (a corrupt size
+  /// must not make a reader allocate gigabytes).
   /// \throws file_error("truncated: <context>") when fewer than `count` bytes remain.
-  void read(void* out, std::uint64_t count, const std::string& context) {
+  void require(std::uint64_t count, const std::string& context) const {
     if (count > remaining()) {
       throw file_error(path_, "truncated: " + context + " needs " + std::to_string(count) + " bytes at offset " +
                                   std::to_string(offset_) + ", the file has only " + std::to_string(remaining()) +
                                   " left");
     }
+  }
+
+  /// Reads exactly `count` bytes into `out`.
+  /// \throws file_error("truncated: <context>") when fewer than `count` bytes remain.
+  void read(void* out, std::uint64_t count, const std::string& context) {
+    require(count, context);
     if (count == 0) return;
     if (!in_.read(static_cast<char*>(out), static_cast<std::streamsize>(count))) {
       throw file_error(path_, "truncated: reading " + context + " failed at offset " + std::to_string(offset_) +

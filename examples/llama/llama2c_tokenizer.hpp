@@ -193,6 +193,7 @@ class tokenizer {
       throw file_error(path, "corrupt: " + where + " has length " + std::to_string(len) + ", outside [0, " +
                                  std::to_string(max_len) + "] (max_token_length)");
     }
+    file.require(static_cast<std::uint64_t>(len), where + " (bytes)");  // before allocating the piece
     std::string bytes(static_cast<std::size_t>(len), '\0');
     file.read(bytes.data(), static_cast<std::uint64_t>(len), where + " (bytes)");
     pieces.push_back(std::move(bytes));

@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "data.hpp"
+#include "support/allocation_counter.hpp"
 #include "test_files.hpp"
 
 namespace {
@@ -178,6 +179,19 @@ TEST_CASE("read_tokenizer names the file and the problem for bad files", "[llama
     check_rejects(three.substr(0, 34), 3,
                   "truncated: token 2 of 3 (bytes) needs 5 bytes at offset 32, the file has only 2 left");
     check_rejects(good, n + 1, "truncated: token 15 of 16 (score) needs 4 bytes");
+  }
+  SECTION("a corrupt piece length is checked against the file before anything is allocated") {
+    // Found by the fuzz target llama2c_reader: max_token_length and token 0's length near 2^31 made
+    // the reader allocate (and zero) about 1.9 GB before noticing the file is 16 bytes long.
+    std::string huge;
+    llama_test::put_i32(huge, 0x71717171);  // max_token_length
+    llama_test::put_f32(huge, 0.0f);        // token 0: score
+    llama_test::put_i32(huge, 0x71717170);  // token 0: length
+    huge += "abcd";
+    const mixprec_test::allocation_counter counter;
+    check_rejects(huge, 1,
+                  "truncated: token 0 of 1 (bytes) needs 1903260016 bytes at offset 12, the file has only 4 left");
+    CHECK(counter.largest() < (std::size_t{1} << 20));
   }
   SECTION("more tokens in the file than the model's vocabulary") {
     check_rejects(good, n - 1, "trailing data: 8 bytes after the 14 tokens expected");
