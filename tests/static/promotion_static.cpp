@@ -118,3 +118,12 @@ static_assert(!mixprec::promotable<mixprec::float8_e4m3fn, bfloat16>);
 static_assert(mixprec::promotable<mixprec::float8_e4m3fn, weak<float>>);
 
 }  // namespace
+
+// Integers of 1 to 8 bytes have dtypes; the extended __int128 (integral under -std=gnu++20) has none,
+// as in NumPy and JAX, rather than passing for int64.
+static_assert(mixprec::dtype_of_v<std::int64_t> == dtype::int64 && mixprec::dtype_of_v<std::uint8_t> == dtype::uint8);
+#ifdef __SIZEOF_INT128__
+__extension__ typedef __int128 mixprec_static_int128;
+__extension__ typedef unsigned __int128 mixprec_static_uint128;
+static_assert(!mixprec::has_dtype<mixprec_static_int128> && !mixprec::has_dtype<mixprec_static_uint128>);
+#endif

@@ -196,14 +196,18 @@ constexpr dtype integer_dtype() {
     return Signed ? dtype::int16 : dtype::uint16;
   else if constexpr (Size == 4)
     return Signed ? dtype::int32 : dtype::uint32;
-  else
+  else {
+    static_assert(Size == 8, "mixprec dtypes name integers of 1, 2, 4 and 8 bytes only.");
     return Signed ? dtype::int64 : dtype::uint64;
+  }
 }
-/// The standard signed and unsigned integer types (not bool, not the character types).
+/// The standard signed and unsigned integer types (not bool, not the character types), at most 64
+/// bits wide: the extended `__int128` (an integral type under -std=gnu++20) has no dtype, as NumPy
+/// and JAX have none.
 template <class T>
 concept standard_integer =
     std::integral<T> && !std::same_as<T, bool> && !std::same_as<T, char> && !std::same_as<T, wchar_t> &&
-    !std::same_as<T, char8_t> && !std::same_as<T, char16_t> && !std::same_as<T, char32_t>;
+    !std::same_as<T, char8_t> && !std::same_as<T, char16_t> && !std::same_as<T, char32_t> && sizeof(T) <= 8;
 }  // namespace detail
 
 template <>
