@@ -28,7 +28,7 @@ if [ "$what" != "format" ]; then
   echo "=== lint: clang-tidy $(clang-tidy --version | grep -o 'version [0-9][0-9.]*' | head -1) on every public header"
   dir=${MIXPREC_BUILD_ROOT:-$repo/out/build}/lint
   if ! { cmake --preset lint -B "$dir" >/dev/null &&
-         cmake --build "$dir" --target mixprec_header_checks -j "${MIXPREC_JOBS:-$(nproc)}"; }; then
+         cmake --build "$dir" --target mixprec_header_checks -j "${MIXPREC_JOBS:-$(nproc)}" -- -k; }; then
     failed+=("clang-tidy")
   fi
 fi

@@ -61,10 +61,12 @@ struct adamw_options {
 [[nodiscard]] constexpr bool decays_by_rank(std::size_t rank) noexcept { return rank >= 2; }
 
 /// AdamW (see the file comment).
-class adamw : public optimizer_base {
+class adamw : public optimizer<adamw> {
+  friend class optimizer<adamw>;
+
  public:
   explicit adamw(adamw_options options = {})
-      : optimizer_base("adamw", options.precision, {"adam.m.", "adam.v."}, 2), options_(options) {
+      : optimizer("adamw", options.precision, {"adam.m.", "adam.v."}, 2), options_(options) {
     if (!(options_.beta1 >= 0.0 && options_.beta1 < 1.0) || !(options_.beta2 >= 0.0 && options_.beta2 < 1.0))
       throw std::invalid_argument("adamw: betas must lie in [0, 1)");
     if (!(options_.eps >= 0.0)) throw std::invalid_argument("adamw: eps must be >= 0");
@@ -74,28 +76,12 @@ class adamw : public optimizer_base {
   /// The options.
   [[nodiscard]] const adamw_options& options() const noexcept { return options_; }
 
-  /// One AdamW update of parameter `name` (dotted, stable across steps) from its gradient; `decay`
-  /// switches the decoupled weight decay for this parameter. The state is created on the first call.
-  template <optimizer_parameter T, optimizer_gradient G>
-  void update(std::string_view name, std::span<T> param, std::span<G> grad, bool decay) {
-    update_impl(name, param, std::span<const std::remove_const_t<G>>(grad.data(), grad.size()), decay,
-                {static_cast<std::uint64_t>(param.size())});
-  }
-
-  /// The same for xtensor arrays (the shapes must be equal; the state is saved with this shape).
-  template <optimizer_parameter T, optimizer_gradient G, std::size_t N>
-  void update(std::string_view name, xt::xtensor<T, N>& param, const xt::xtensor<G, N>& grad, bool decay) {
-    if (param.shape() != grad.shape()) fail(name, "the gradient's shape differs from the parameter's");
-    update_impl(name, std::span<T>(param.data(), param.size()), std::span<const G>(grad.data(), grad.size()), decay,
-                std::vector<std::uint64_t>(param.shape().begin(), param.shape().end()));
-  }
-
   /// Writes the optimiser state into `ck` (names in the file comment of optimizer.hpp).
   void save_state(checkpoint& ck) const {
-    save_common(ck, {{"beta1", fmt(options_.beta1)},
-                     {"beta2", fmt(options_.beta2)},
-                     {"eps", fmt(options_.eps)},
-                     {"weight_decay", fmt(options_.weight_decay)}});
+    save_common(ck, {{"beta1", format_option(options_.beta1)},
+                     {"beta2", format_option(options_.beta2)},
+                     {"eps", format_option(options_.eps)},
+                     {"weight_decay", format_option(options_.weight_decay)}});
   }
   /// Replaces the optimiser state with the one in `ck` (throws safetensors_error on a missing or
   /// inconsistent tensor).
@@ -103,12 +89,6 @@ class adamw : public optimizer_base {
 
  private:
   adamw_options options_;
-
-  static std::string fmt(double x) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", x);
-    return buf;
-  }
 
   template <class T, class G>
   void update_impl(std::string_view name, std::span<T> param, std::span<const G> grad, bool decay,

@@ -40,6 +40,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <span>
@@ -50,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"
@@ -366,6 +368,43 @@ class optimizer_base {
   std::int64_t step_ = 0;
   double lr_ = 0.0;
   bool in_step_ = false;
+};
+
+/// The public `update` overloads every optimiser offers, written once (CRTP): `Derived` defines a
+/// private `update_impl(name, std::span<T> param, std::span<const G> grad, bool decay, shape)` and
+/// befriends this class.
+template <class Derived>
+class optimizer : public optimizer_base {
+ public:
+  /// One update of parameter `name` (dotted, stable across steps) from its gradient; `decay` switches
+  /// weight decay for this parameter. The state is created on the first call.
+  /// \throws std::invalid_argument if the sizes differ or the parameter changed type or size since
+  ///         its state was made; std::logic_error before `begin_step`.
+  template <optimizer_parameter T, optimizer_gradient G>
+  void update(std::string_view name, std::span<T> param, std::span<G> grad, bool decay) {
+    static_cast<Derived&>(*this).update_impl(name, param,
+                                             std::span<const std::remove_const_t<G>>(grad.data(), grad.size()), decay,
+                                             {static_cast<std::uint64_t>(param.size())});
+  }
+
+  /// The same for xtensor arrays (the shapes must be equal; the state is saved with this shape).
+  template <optimizer_parameter T, optimizer_gradient G, std::size_t N>
+  void update(std::string_view name, xt::xtensor<T, N>& param, const xt::xtensor<G, N>& grad, bool decay) {
+    if (param.shape() != grad.shape()) fail(name, "the gradient's shape differs from the parameter's");
+    static_cast<Derived&>(*this).update_impl(name, std::span<T>(param.data(), param.size()),
+                                             std::span<const G>(grad.data(), grad.size()), decay,
+                                             std::vector<std::uint64_t>(param.shape().begin(), param.shape().end()));
+  }
+
+ protected:
+  using optimizer_base::optimizer_base;
+
+  /// An option's value as the checkpoint metadata stores it: shortest round-trip form ("%.17g").
+  static std::string format_option(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", x);
+    return buf;
+  }
 };
 
 }  // namespace mixprec::train

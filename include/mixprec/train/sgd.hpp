@@ -48,10 +48,12 @@ struct sgd_options {
 };
 
 /// SGD (see the file comment).
-class sgd : public optimizer_base {
+class sgd : public optimizer<sgd> {
+  friend class optimizer<sgd>;
+
  public:
   explicit sgd(sgd_options options = {})
-      : optimizer_base("sgd", options.precision, {"sgd.momentum_buffer.", ""}, 1), options_(options) {
+      : optimizer("sgd", options.precision, {"sgd.momentum_buffer.", ""}, 1), options_(options) {
     if (!(options_.momentum >= 0.0)) throw std::invalid_argument("sgd: momentum must be >= 0");
     if (!(options_.weight_decay >= 0.0)) throw std::invalid_argument("sgd: weight_decay must be >= 0");
     if (options_.nesterov && (options_.momentum <= 0.0 || options_.dampening != 0.0))
@@ -61,26 +63,11 @@ class sgd : public optimizer_base {
   /// The options.
   [[nodiscard]] const sgd_options& options() const noexcept { return options_; }
 
-  /// One SGD update of parameter `name` from its gradient; `decay` switches weight decay for it.
-  template <optimizer_parameter T, optimizer_gradient G>
-  void update(std::string_view name, std::span<T> param, std::span<G> grad, bool decay) {
-    update_impl(name, param, std::span<const std::remove_const_t<G>>(grad.data(), grad.size()), decay,
-                {static_cast<std::uint64_t>(param.size())});
-  }
-
-  /// The same for xtensor arrays (the shapes must be equal; the state is saved with this shape).
-  template <optimizer_parameter T, optimizer_gradient G, std::size_t N>
-  void update(std::string_view name, xt::xtensor<T, N>& param, const xt::xtensor<G, N>& grad, bool decay) {
-    if (param.shape() != grad.shape()) fail(name, "the gradient's shape differs from the parameter's");
-    update_impl(name, std::span<T>(param.data(), param.size()), std::span<const G>(grad.data(), grad.size()), decay,
-                std::vector<std::uint64_t>(param.shape().begin(), param.shape().end()));
-  }
-
   /// Writes the optimiser state into `ck`.
   void save_state(checkpoint& ck) const {
-    save_common(ck, {{"momentum", fmt(options_.momentum)},
-                     {"dampening", fmt(options_.dampening)},
-                     {"weight_decay", fmt(options_.weight_decay)},
+    save_common(ck, {{"momentum", format_option(options_.momentum)},
+                     {"dampening", format_option(options_.dampening)},
+                     {"weight_decay", format_option(options_.weight_decay)},
                      {"nesterov", options_.nesterov ? "true" : "false"}});
   }
   /// Replaces the optimiser state with the one in `ck`.
@@ -88,12 +75,6 @@ class sgd : public optimizer_base {
 
  private:
   sgd_options options_;
-
-  static std::string fmt(double x) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", x);
-    return buf;
-  }
 
   template <class T, class G>
   void update_impl(std::string_view name, std::span<T> param, std::span<const G> grad, bool decay,

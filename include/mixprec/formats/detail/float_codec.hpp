@@ -18,8 +18,8 @@ namespace mixprec::detail {
 #if defined(__SIZEOF_INT128__)
 // GCC and Clang's 128-bit integers. `__extension__` keeps -Wpedantic quiet under -std=c++20, where
 // they are an extension (std::integral is false); under -std=gnu++20 std::integral is true.
-__extension__ typedef __int128 int128_t;
-__extension__ typedef unsigned __int128 uint128_t;
+__extension__ typedef __int128 int128_t;            // NOLINT(modernize-use-using): __extension__ takes no alias
+__extension__ typedef unsigned __int128 uint128_t;  // NOLINT(modernize-use-using)
 #endif
 
 /// The integer types the formats convert from: the standard integer types and bool (`std::integral`),
