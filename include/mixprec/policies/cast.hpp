@@ -148,10 +148,16 @@ template <class To, class... Extra, class Tree>
   using T = std::remove_cvref_t<Tree>;
   check_cast_target<To>();
   using target = typename resolve_cast_target<To, T, Extra...>::type;
-  if constexpr (std::is_void_v<target>) {
+  // Nothing to cast (no target), or no leaf changes type, so none changes value: the tree as it is.
+  constexpr bool unchanged = [] {
+    if constexpr (std::is_void_v<target>) {
+      return true;
+    } else {
+      return std::same_as<tree_map_t<cast_leaf_fn<target>, T>, T>;
+    }
+  }();
+  if constexpr (unchanged) {
     return T(std::forward<Tree>(tree));
-  } else if constexpr (std::same_as<tree_map_t<cast_leaf_fn<target>, T>, T>) {
-    return T(std::forward<Tree>(tree));  // no leaf changes type, so none changes value
   } else {
     return tree_map(cast_leaf_fn<target>{}, std::as_const(tree));
   }
