@@ -9,8 +9,9 @@ set -euo pipefail
 if [ "$#" -gt 0 ]; then
   packages=("$@")
 else
-  # make: CMake's default generator. g++ 12 and clang 14 are bookworm's defaults.
-  packages=(cmake make g++ clang libeigen3-dev xtensor-dev nlohmann-json3-dev catch2 libbenchmark-dev)
+  # make: CMake's default generator. g++ 12 and clang 14 are bookworm's defaults; libclang-rt-14-dev
+  # holds Clang's libFuzzer and sanitizer runtimes (the fuzz preset).
+  packages=(cmake make g++ clang libclang-rt-14-dev libeigen3-dev xtensor-dev nlohmann-json3-dev catch2 libbenchmark-dev)
 fi
 
 missing=()

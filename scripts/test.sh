@@ -7,7 +7,9 @@
 #   ./scripts/test.sh gcc clang asan release
 #                                      each configure preset of CMakePresets.json in turn
 #                                      (asan: GCC with AddressSanitizer + UndefinedBehaviorSanitizer;
-#                                      release: GCC -O2, tests and examples, warnings as errors)
+#                                      tsan: GCC with ThreadSanitizer, the areas with shared state;
+#                                      release: GCC -O2, tests and examples, warnings as errors;
+#                                      fuzz: Clang libFuzzer targets, a bounded number of inputs each)
 #
 # With CI=true, a test that ctest reports as skipped fails its preset.
 #
@@ -31,6 +33,7 @@ build_root=${MIXPREC_BUILD_ROOT:-$repo/out/build}
 # Sanitizer reports: stack traces, and stop at the first error (also set by -fno-sanitize-recover).
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=1:strict_string_checks=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 # Every preset runs even if an earlier one failed; the exit status says whether all passed.
 run_preset() {
