@@ -1,5 +1,5 @@
-// Tests of policy_scope, current_policy and dtype_ish (policies/policy_scope.hpp): Haliax's mp_policy /
-// current_mp_policy / DTypeish semantics, per thread.
+// Tests of policy_scope, current_policy and dtype_ish (policies/policy_scope.hpp): Haliax's
+// current_mp_policy / DTypeish / resolve_dtype semantics, per thread.
 #include "mixprec/policies/policy_scope.hpp"
 
 #include <atomic>
@@ -93,6 +93,7 @@ TEST_CASE("dtype_ish resolves a role against the policy, and a concrete dtype to
   CHECK(dtype_ish(dtype::float64).resolve(mixed_bf16) == dtype::float64);
   CHECK(dtype_ish("compute") == dtype_ish(semantic_dtype::compute));
   CHECK(dtype_ish("param").role() == semantic_dtype::param);
+  CHECK(dtype_ish("parameter").role() == semantic_dtype::param);  // Haliax's resolve_dtype spelling
   CHECK(dtype_ish("bf16") == dtype_ish(dtype::bfloat16));
   CHECK(dtype_ish("float8_e4m3fn").resolve(f32) == dtype::float8_e4m3fn);
   CHECK_FALSE(dtype_ish("f16").role().has_value());

@@ -1,10 +1,10 @@
 /// \file
 /// \brief Policies chosen at run time for a region of code, per thread: `policy_scope` pushes a
 /// `runtime_policy` for its lifetime and `current_policy()` reads the innermost one (Haliax's
-/// `mp_policy` context and `current_mp_policy`; Haiku's `push_policy`; like PyTorch's thread-local
-/// autocast state). `dtype_ish` names a dtype either by role ("compute", "param", "output"), resolved
-/// against the current policy, or concretely ("bf16"), as Haliax's `DTypeish` does for a layer's
-/// `compute_dtype` override.
+/// thread-local resource environment that carries a jmp policy, read by `current_mp_policy()`; Haiku's
+/// `push_policy`; like PyTorch's thread-local autocast state). `dtype_ish` names a dtype either by role ("compute",
+/// "param", "output"), resolved against the current policy, or concretely ("bf16"), as Haliax's `DTypeish` does for a
+/// layer's `compute_dtype` override.
 #pragma once
 
 #include <cstddef>
@@ -95,9 +95,9 @@ class dtype_ish {
   constexpr dtype_ish(semantic_dtype role) noexcept : value_(role) {}
   /// A concrete dtype. Errors: throws `policy_error` unless `d` is a real floating, non-weak dtype.
   dtype_ish(dtype d) : value_(d) { (void)to_string(runtime_policy{d, d, d}); }
-  /// Parses "param", "compute", "output" (a role) or the name of a real floating dtype as
-  /// `parse_dtype` reads it ("f32", "bfloat16", "float8_e4m3fn"). Errors: throws `policy_error` naming the text and
-  /// what is accepted.
+  /// Parses "param" (or "parameter", as Haliax's `resolve_dtype` allows), "compute", "output" (a role)
+  /// or the name of a real floating dtype as `parse_dtype` reads it ("f32", "bfloat16", "float8_e4m3fn"). Errors:
+  /// throws `policy_error` naming the text and what is accepted.
   explicit dtype_ish(std::string_view text) : value_(parse(text)) {}
 
   /// The role, if this names one.
@@ -119,6 +119,7 @@ class dtype_ish {
 
  private:
   static std::variant<semantic_dtype, dtype> parse(std::string_view text) {
+    if (text == "parameter") return semantic_dtype::param;
     for (const semantic_dtype role : {semantic_dtype::param, semantic_dtype::compute, semantic_dtype::output}) {
       if (text == detail::role_name(role)) return role;
     }
