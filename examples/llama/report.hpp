@@ -20,6 +20,9 @@
 
 #include <mixprec/diagnostics/parity.hpp>
 #include <mixprec/diagnostics/recording_probe.hpp>
+#include <mixprec/formats/bfloat16.hpp>
+#include <mixprec/formats/finfo.hpp>
+#include <mixprec/formats/float16.hpp>
 #include <mixprec/policies/runtime_policy.hpp>
 
 #include "cli.hpp"
@@ -110,10 +113,25 @@ inline constexpr std::size_t p999_index = [] {
 static_assert(p999_index < mixprec::diagnostics::parity_quantile_levels.size(),
               "parity reports no longer include p99.9: pick another quantile for the summary and the chart.");
 
-/// The parity of `run`'s replay against the reference's (labels: the policies' names).
+/// The unit roundoff (eps / 2, from `finfo`) of the compute dtypes the example runs: float32, float64,
+/// bfloat16, float16.
+[[nodiscard]] inline double unit_roundoff(mixprec::dtype d) {
+  switch (d) {
+    case mixprec::dtype::float32: return mixprec::finfo<float>::eps / 2;
+    case mixprec::dtype::float64: return mixprec::finfo<double>::eps / 2;
+    case mixprec::dtype::bfloat16: return static_cast<double>(mixprec::finfo<mixprec::bfloat16>::eps) / 2;
+    case mixprec::dtype::float16: return static_cast<double>(mixprec::finfo<mixprec::float16>::eps) / 2;
+    default: break;
+  }
+  throw std::invalid_argument("llama::unit_roundoff: the example runs f32, f64, bf16 and f16 compute only");
+}
+
+/// The parity of `run`'s replay against the reference's (labels: the policies' names), with errors also
+/// in units of the run's compute dtype's unit roundoff.
 [[nodiscard]] inline mixprec::diagnostics::parity_report parity(const policy_run& run, const policy_run& reference) {
-  return mixprec::diagnostics::compare_runs(run.replay, reference.replay,
-                                            {.label_a = run.name, .label_b = reference.name});
+  return mixprec::diagnostics::compare_runs(
+      run.replay, reference.replay,
+      {.label_a = run.name, .label_b = reference.name, .unit_roundoff = unit_roundoff(run.policy.compute)});
 }
 
 /// The summary table: per policy, how many generated tokens equal the reference's before the first

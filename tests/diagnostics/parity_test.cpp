@@ -219,9 +219,10 @@ TEST_CASE("compare_runs rejects runs that observed different sites or sizes, nam
 }
 
 TEST_CASE("a parity report prints as an aligned table with the first non-finite site", "[diagnostics][parity]") {
-  // proj: the bfloat16-vs-float32 case above: max |a-b| = 2^-9 = 1.953e-03, max rel = 1/513 = 1.949e-03,
-  //   every quantile 2^-9 (sorted {0, 2^-9, 2^-9}: p50 = 2nd).
-  // logits: a = {+Inf, 1}, b = {3e38, 1}: |a-b| = {inf, 0}; sorted {0, inf}: p50 = 1st = 0, p99 = inf.
+  // proj: the bfloat16-vs-float32 case above: max |a-b| = 2^-9 = 1.953e-03; rms of the reference
+  //   sqrt(((1 + 2^-9)^2 + 9 + (1 + 3 2^-9)^2) / 3) = 1.91622, so max/rms = 1.019e-03; every quantile
+  //   2^-9 (sorted {0, 2^-9, 2^-9}: p50 = 2nd).
+  // logits: a = {+Inf, 1}, b = {3e38, 1}: |a-b| = {inf, 0}; max/rms = inf; sorted {0, inf}: p50 = 1st = 0.
   recording_probe bf16_run(capture::values), f32_run(capture::values);
   bf16_run.observe("proj", bf16_bits({0x3F80, 0x4040, 0x3F81}));
   f32_run.observe("proj", std::vector<float>{1.0f + 0x1p-9f, 3.0f, 1.0f + 3 * 0x1p-9f});
@@ -229,12 +230,12 @@ TEST_CASE("a parity report prints as an aligned table with the first non-finite 
   f32_run.observe("logits", std::vector<float>{3e38f, 1.0f});
   const auto report = compare_runs(bf16_run, f32_run, {.label_a = "bf16", .label_b = "f32"});
   const std::string expected =
-      "parity of bf16 against f32 (|a-b| per element; rel = |a-b| / max(|b|, 2.225e-308))\n"
-      "site    elements   max|a-b|    max rel        p50        p99      p99.9     p99.99  nonfinite bf16  nonfinite "
+      "parity of bf16 against f32 (|a-b| per element; max/rms = max|a-b| / rms of f32 at the site)\n"
+      "site    elements   max|a-b|    max/rms        p50        p99      p99.9     p99.99  nonfinite bf16  nonfinite "
       "f32\n"
       "------  --------  ---------  ---------  ---------  ---------  ---------  ---------  --------------  "
       "-------------\n"
-      "proj           3  1.953e-03  1.949e-03  1.953e-03  1.953e-03  1.953e-03  1.953e-03               0              "
+      "proj           3  1.953e-03  1.019e-03  1.953e-03  1.953e-03  1.953e-03  1.953e-03               0              "
       "0\n"
       "logits         2        inf        inf  0.000e+00        inf        inf        inf               1              "
       "0\n"
@@ -243,4 +244,65 @@ TEST_CASE("a parity report prints as an aligned table with the first non-finite 
   std::ostringstream os;
   os << report;
   CHECK(os.str() == expected);
+}
+
+TEST_CASE("errors relative to the reference's RMS are not dominated by near-zero references", "[diagnostics][parity]") {
+  // b = {1e-30, 1, -1, 1}, a = b + {1e-6, 0, 0, 0}: the element-wise relative error of the first
+  // element is 1e24, while max|a-b| / rms(b) = 1e-6 / sqrt((1e-60 + 3) / 4) = 1e-6 / sqrt(0.75).
+  recording_probe a(capture::values), b(capture::values);
+  const std::vector<double> ref{1e-30, 1.0, -1.0, 1.0};
+  b.observe("x", ref);
+  a.observe("x", std::vector<double>{1e-30 + 1e-6, 1.0, -1.0, 1.0});
+  const auto p = compare_runs(a, b).at("x");
+  CHECK(p.max_rel_diff > 1e23);
+  CHECK_THAT(p.reference_rms, WithinRel(std::sqrt(0.75), 1e-15));
+  CHECK_THAT(p.max_rms_rel_diff, WithinRel((1e-30 + 1e-6 - 1e-30) / std::sqrt(0.75), 1e-12));
+  CHECK(p.max_diff_in_u == 0.0);  // no unit roundoff given
+}
+
+TEST_CASE("the error in units of the compute format's unit roundoff", "[diagnostics][parity]") {
+  // The bfloat16 case: max|a-b| = 2^-9, rms(b) as above, u = 2^-8 (bfloat16): 2^-9 / (rms 2^-8) = 0.5 / rms.
+  recording_probe bf16_run(capture::values), f32_run(capture::values);
+  bf16_run.observe("proj", bf16_bits({0x3F80, 0x4040, 0x3F81}));
+  const std::vector<float> ref{1.0f + 0x1p-9f, 3.0f, 1.0f + 3 * 0x1p-9f};
+  f32_run.observe("proj", ref);
+  double sum = 0.0;
+  for (float v : ref) sum += static_cast<double>(v) * v;
+  const double rms = std::sqrt(sum / 3.0);
+  const auto report = compare_runs(bf16_run, f32_run, {.label_a = "bf16", .label_b = "f32", .unit_roundoff = 0x1p-8});
+  const auto& p = report.at("proj");
+  CHECK_THAT(p.max_diff_in_u, WithinRel(0.5 / rms, 1e-14));
+  const std::string text = mixprec::diagnostics::to_string(report);
+  CHECK_THAT(text, Contains("; u = 3.906e-03)") && Contains("max/(rms u)") && Contains("2.609e-01"));
+}
+
+TEST_CASE("RMS edge cases: non-finite references are left out, a zero reference gives inf or 0",
+          "[diagnostics][parity]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  recording_probe a(capture::values), b(capture::values);
+  b.observe("s", std::vector<double>{inf, 3.0, -4.0});  // rms over {3, -4}: sqrt(12.5)
+  a.observe("s", std::vector<double>{inf, 3.5, -4.0});
+  b.observe("zero", std::vector<double>{0.0, 0.0});
+  a.observe("zero", std::vector<double>{0.0, 1.0});
+  b.observe("same", std::vector<double>{0.0, 0.0});
+  a.observe("same", std::vector<double>{0.0, 0.0});
+  b.observe("huge", std::vector<double>{1e300, -1e300});  // the squares would overflow
+  a.observe("huge", std::vector<double>{1e300, -1e300});
+  const auto r = compare_runs(a, b);
+  CHECK_THAT(r.at("s").reference_rms, WithinRel(std::sqrt(12.5), 1e-15));
+  CHECK_THAT(r.at("s").max_rms_rel_diff, WithinRel(0.5 / std::sqrt(12.5), 1e-15));
+  CHECK(r.at("zero").max_rms_rel_diff == inf);
+  CHECK(r.at("same").max_rms_rel_diff == 0.0);
+  CHECK_THAT(r.at("huge").reference_rms, WithinRel(1e300, 1e-15));
+}
+
+TEST_CASE("a bad unit roundoff is a clear error", "[diagnostics][parity]") {
+  recording_probe a(capture::values), b(capture::values);
+  a.observe("s", std::vector<double>{1.0});
+  b.observe("s", std::vector<double>{1.0});
+  CHECK_THROWS_WITH(compare_runs(a, b, {.unit_roundoff = -1.0}), Contains("unit_roundoff"));
+  CHECK_THROWS_AS(compare_runs(a, b, {.unit_roundoff = std::numeric_limits<double>::infinity()}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(compare_runs(a, b, {.unit_roundoff = std::numeric_limits<double>::quiet_NaN()}),
+                  std::invalid_argument);
 }
