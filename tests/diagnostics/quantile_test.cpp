@@ -50,7 +50,7 @@ TEST_CASE("nearest_rank is ceil(p n), computed exactly in integers", "[diagnosti
   CHECK(nearest_rank((std::size_t{1} << 40) + 1, {9999, 10000}) == 1099401676615ULL);
 }
 
-TEST_CASE("nearest_rank rejects n = 0 and levels outside (0, 1]", "[diagnostics][quantile]") {
+TEST_CASE("nearest_rank rejects n = 0 and levels outside 0 < p <= 1", "[diagnostics][quantile]") {
   CHECK_THROWS_WITH(nearest_rank(0, {1, 2}), Contains("n == 0"));
   CHECK_THROWS_WITH(nearest_rank(5, {0, 2}), Contains("0/2") && Contains("(0, 1]"));
   CHECK_THROWS_WITH(nearest_rank(5, {3, 2}), Contains("3/2"));
