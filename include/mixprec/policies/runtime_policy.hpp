@@ -22,6 +22,7 @@
 #include <format>
 #endif
 
+#include "mixprec/arch/detail/concat.hpp"
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/policies/detail/policy_grammar.hpp"
 #include "mixprec/policies/policy.hpp"
@@ -76,77 +77,68 @@ namespace detail {
   return "output";
 }
 
-/// Appends every part to `out`. Messages are built by appending views rather than with chains of
-/// `operator+` on temporaries: GCC 12 at -O2/-O3 inlines those chains and reports impossible overlaps
-/// and sizes in libstdc++'s copies (-Wrestrict, -Wstringop-overflow; GCC bug 105329).
-template <class... Parts>
-void append_all(std::string& out, const Parts&... parts) {
-  (out.append(std::string_view(parts)), ...);
-}
-
 /// Builds the `policy_parse_error` for a failed `parse_policy_grammar(text)`.
 [[nodiscard]] inline policy_parse_error make_policy_parse_error(std::string_view text, const policy_grammar_result& r) {
   const std::string_view token = text.substr(r.position, r.size);
   const std::string_view part = text.substr(r.part_position, r.part_size);
   const std::string position = std::to_string(r.position);
   std::string at;
-  append_all(at, " at position ", position, " in \"", text, "\"");
+  at += concat(" at position ", position, " in \"", text, "\"");
   constexpr std::string_view dtypes_hint =
       "write f32 (or float32, full), bf16 (bfloat16), f16 (float16) or f64 (float64)";
   std::string message = "mixprec::parse_policy: ";
   switch (r.error) {
     case policy_parse_errc::empty_input:
-      append_all(message, "empty policy string \"", text, "\"",
-                 ": write a dtype such as \"f32\", or key=value parts such as \"p=f32,c=bf16,o=f32\"");
+      message += concat("empty policy string \"", text, "\"",
+                        ": write a dtype such as \"f32\", or key=value parts such as \"p=f32,c=bf16,o=f32\"");
       break;
     case policy_parse_errc::empty_part:
-      append_all(message, "empty part", at, " (a doubled, leading or trailing comma): remove the extra comma");
+      message += concat("empty part", at, " (a doubled, leading or trailing comma): remove the extra comma");
       break;
     case policy_parse_errc::missing_equals:
-      append_all(message, "part '", token, "'", at,
-                 " has no '=': when a policy has several comma-separated parts, each is key=value (p=, c=, o=)");
+      message += concat("part '", token, "'", at,
+                        " has no '=': when a policy has several comma-separated parts, each is key=value (p=, c=, o=)");
       break;
     case policy_parse_errc::missing_key:
-      append_all(message, "missing key before '='", at, " (part '", part,
-                 "'): write p=, c= or o= (or params=, compute=, output=)");
+      message += concat("missing key before '='", at, " (part '", part,
+                        "'): write p=, c= or o= (or params=, compute=, output=)");
       break;
     case policy_parse_errc::unknown_key:
-      append_all(message, "unknown key '", token, "'", at,
-                 ": keys are p (or params), c (or compute) and o (or output)");
+      message += concat("unknown key '", token, "'", at, ": keys are p (or params), c (or compute) and o (or output)");
       break;
     case policy_parse_errc::repeated_key: {
       std::string_view role = "a";
       for (const auto& [key, named] : policy_keys) {
         if (key == token) role = role_name(named);
       }
-      append_all(message, "key '", token, "'", at, " sets the ", role, " dtype again (already set by '",
-                 text.substr(r.previous_position, r.previous_size), "' at position ",
-                 std::to_string(r.previous_position),
-                 "): give each of p, c and o at most once (jmp silently keeps the last; mixprec rejects it)");
+      message += concat("key '", token, "'", at, " sets the ", role, " dtype again (already set by '",
+                        text.substr(r.previous_position, r.previous_size), "' at position ",
+                        std::to_string(r.previous_position),
+                        "): give each of p, c and o at most once (jmp silently keeps the last; mixprec rejects it)");
       break;
     }
     case policy_parse_errc::missing_value:
-      append_all(message, "missing dtype after '", text.substr(r.part_position, r.position - r.part_position), "'", at,
-                 ": ", dtypes_hint);
+      message += concat("missing dtype after '", text.substr(r.part_position, r.position - r.part_position), "'", at,
+                        ": ", dtypes_hint);
       break;
     case policy_parse_errc::extra_equals:
-      append_all(message, "second '='", at, " (part '", part,
-                 "'): write one key=value per part and separate parts with commas, as in \"p=f32,c=bf16\"");
+      message += concat("second '='", at, " (part '", part,
+                        "'): write one key=value per part and separate parts with commas, as in \"p=f32,c=bf16\"");
       break;
     case policy_parse_errc::unknown_dtype:
-      append_all(message, "unknown dtype '", token, "'", at, ": ", dtypes_hint,
-                 ", or another floating dtype name such as float8_e4m3fn");
+      message += concat("unknown dtype '", token, "'", at, ": ", dtypes_hint,
+                        ", or another floating dtype name such as float8_e4m3fn");
       break;
     case policy_parse_errc::platform_dependent_dtype:
-      append_all(message, "dtype '", token, "'", at,
-                 " is platform-dependent in jmp (bfloat16 on TPU, float16 elsewhere): write bf16 or f16");
+      message += concat("dtype '", token, "'", at,
+                        " is platform-dependent in jmp (bfloat16 on TPU, float16 elsewhere): write bf16 or f16");
       break;
     case policy_parse_errc::not_floating_dtype:
-      append_all(message, "dtype '", token, "'", at,
-                 " is not a floating dtype (a policy casts floating values only): ", dtypes_hint);
+      message += concat("dtype '", token, "'", at,
+                        " is not a floating dtype (a policy casts floating values only): ", dtypes_hint);
       break;
     case policy_parse_errc::weak_dtype:
-      append_all(message, "dtype '", token, "'", at, " is JAX's weakly typed float, not a storage type: ", dtypes_hint);
+      message += concat("dtype '", token, "'", at, " is JAX's weakly typed float, not a storage type: ", dtypes_hint);
       break;
   }
   return policy_parse_error(r.error, r.position, std::string(token), message);
@@ -158,15 +150,15 @@ inline void check_runtime_policy_dtype(dtype d, semantic_dtype role, std::string
   const auto index = static_cast<std::size_t>(d);
   if (index >= dtype_count) {
     std::string message;
-    append_all(message, caller, ": runtime_policy.", role_name(role), " holds ", std::to_string(index),
-               ", which is not a dtype enumerator");
+    message += concat(caller, ": runtime_policy.", role_name(role), " holds ", std::to_string(index),
+                      ", which is not a dtype enumerator");
     throw policy_error(message);
   }
   if (!is_floating(d) || is_weak(d)) {
     std::string message;
-    append_all(message, caller, ": runtime_policy.", role_name(role), " is ", name(d),
-               ", which is not a real floating dtype; a policy holds floating dtypes only "
-               "(f32, bf16, f16, f64, or a float8/float6/float4 type)");
+    message += concat(caller, ": runtime_policy.", role_name(role), " is ", name(d),
+                      ", which is not a real floating dtype; a policy holds floating dtypes only "
+                      "(f32, bf16, f16, f64, or a float8/float6/float4 type)");
     throw policy_error(message);
   }
 }
@@ -306,8 +298,8 @@ R visit_call(F&& f) {
   for (semantic_dtype r : {semantic_dtype::param, semantic_dtype::compute, semantic_dtype::output}) {
     const dtype rd = resolve(r, p);
     if (!shown.empty()) shown += ',';
-    append_all(shown, policy_key_name(r), "=",
-               static_cast<std::size_t>(rd) < dtype_count ? policy_dtype_name(rd) : std::string_view("?"));
+    shown += concat(policy_key_name(r), "=",
+                    static_cast<std::size_t>(rd) < dtype_count ? policy_dtype_name(rd) : std::string_view("?"));
   }
   return shown;
 }
@@ -318,9 +310,9 @@ inline void check_visit_dtype(dtype d, semantic_dtype role, const runtime_policy
   const auto index = static_cast<std::size_t>(d);
   const std::string found = index < dtype_count ? std::string(name(d)) : "the non-enumerator " + std::to_string(index);
   std::string message;
-  append_all(message, "mixprec::visit: the ", role_name(role), " dtype of policy ", describe_policy(p), " is ", found,
-             "; visit dispatches only float32, float64, bfloat16 and float16 (4^3 = 64 policies). "
-             "For other types list the compile-time policies: visit<policy<...>, ...>(p, f).");
+  message += concat("mixprec::visit: the ", role_name(role), " dtype of policy ", describe_policy(p), " is ", found,
+                    "; visit dispatches only float32, float64, bfloat16 and float16 (4^3 = 64 policies). "
+                    "For other types list the compile-time policies: visit<policy<...>, ...>(p, f).");
   throw policy_error(message);
 }
 
@@ -334,13 +326,13 @@ template <std::size_t N>
 [[nodiscard]] policy_error make_visit_listed_error(const runtime_policy& p,
                                                    const std::array<runtime_policy, N>& listed) {
   std::string message;
-  append_all(message, "mixprec::visit: policy ", describe_policy(p), " is not one of the ", std::to_string(N),
-             " listed policies (");
+  message += concat("mixprec::visit: policy ", describe_policy(p), " is not one of the ", std::to_string(N),
+                    " listed policies (");
   for (std::size_t i = 0; i < N; ++i) {
     if (i > 0) message += "; ";
     message += to_string(listed[i]);
   }
-  append_all(message, "): add its compile-time policy to visit<...>'s list, or ask for a listed one");
+  message += concat("): add its compile-time policy to visit<...>'s list, or ask for a listed one");
   return policy_error(message);
 }
 

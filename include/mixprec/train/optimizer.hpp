@@ -51,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/arch/detail/concat.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/formats/bfloat16.hpp"
@@ -134,18 +135,20 @@ class optimizer_base {
         moment_prefixes_(std::move(moment_prefixes)),
         moment_count_(moment_count) {
     if (precision_.master_weights && precision_.rounding == write_back::kahan)
-      throw std::invalid_argument(kind_ + ": Kahan compensation replaces master weights; set master_weights = false");
+      throw std::invalid_argument(
+          mixprec::detail::concat(kind_, ": Kahan compensation replaces master weights; set master_weights = false"));
   }
 
   [[noreturn]] void fail(std::string_view name, const std::string& what) const {
-    throw std::invalid_argument(kind_ + ": parameter \"" + std::string(name) + "\": " + what);
+    throw std::invalid_argument(mixprec::detail::concat(kind_, ": parameter \"", name, "\": ", what));
   }
 
   /// The state of `name` for a parameter of type T and `size` elements: created on first use (moments
   /// zero, master copied from `param`), matched with a loaded state, or checked against earlier calls.
   template <optimizer_parameter T>
   parameter_state& state_for(std::string_view name, std::span<const T> param, std::vector<std::uint64_t> shape) {
-    if (!in_step_) throw std::logic_error(kind_ + ": update(\"" + std::string(name) + "\") before begin_step()");
+    if (!in_step_)
+      throw std::logic_error(mixprec::detail::concat(kind_, ": update(\"", name, "\") before begin_step()"));
     constexpr bool narrow = std::same_as<T, bfloat16> || std::same_as<T, float16>;
     constexpr bool is_double = std::same_as<T, double>;
     const bool master = narrow && precision_.master_weights;
@@ -175,14 +178,16 @@ class optimizer_base {
       return st;
     }
     if (st.size != param.size())
-      fail(name, "has " + std::to_string(param.size()) + " elements, its optimiser state " + std::to_string(st.size));
+      fail(name, mixprec::detail::concat("has ", param.size(), " elements, its optimiser state ", st.size));
     if (!st.bound) {
       if (st.moments_double != is_double && (st.has_moments || moment_count_ == 2))
-        fail(name, std::string("the loaded moments are ") + (st.moments_double ? "F64" : "F32") +
-                       ", the parameter is " + std::string(mixprec::name(dtype_of_v<T>)));
+        fail(name, mixprec::detail::concat("the loaded moments are ", st.moments_double ? "F64" : "F32",
+                                           ", the parameter is ", mixprec::name(dtype_of_v<T>)));
       if (master != !st.master.empty())
-        fail(name, master ? "the parameter needs master weights, the checkpoint has no master." + std::string(name)
-                          : "the checkpoint has master weights, which this parameter and these options do not use");
+        fail(name,
+             master
+                 ? mixprec::detail::concat("the parameter needs master weights, the checkpoint has no master.", name)
+                 : std::string("the checkpoint has master weights, which this parameter and these options do not use"));
       if (kahan != !st.compensation.empty() || (kahan && st.param_type != dtype_of_v<T>))
         fail(name, "the checkpoint's Kahan compensation does not match the parameter type and options");
       if (!st.has_moments) {  // SGD before its first momentum update: zeros of the right precision
@@ -202,8 +207,7 @@ class optimizer_base {
       return st;
     }
     if (st.param_type != dtype_of_v<T>)
-      fail(name,
-           "was " + std::string(mixprec::name(st.param_type)) + ", now " + std::string(mixprec::name(dtype_of_v<T>)));
+      fail(name, mixprec::detail::concat("was ", mixprec::name(st.param_type), ", now ", mixprec::name(dtype_of_v<T>)));
     return st;
   }
 
