@@ -489,18 +489,24 @@ TEMPLATE_LIST_TEST_CASE("compound assignment gives the same result as the binary
     for (std::uint32_t pb : patterns) {
       const TestType x = pattern<TestType>(pa);
       const TestType y = pattern<TestType>(pb);
+      // Same bits, or both NaN: which input's NaN payload (and sign) a NaN result carries is not
+      // specified by IEEE 754 (6.2.3), and GCC -O3 commutes the operands of + and * in one of the two
+      // spellings (seen: float16 0x7C01 + 0xFC01 gave different NaN payloads).
+      const auto same = [](TestType a, TestType b) {
+        return a.bits() == b.bits() || (std::isnan(static_cast<float>(a)) && std::isnan(static_cast<float>(b)));
+      };
       TestType c = x;
       c += y;
-      const bool add_ok = c.bits() == (x + y).bits();
+      const bool add_ok = same(c, x + y);
       c = x;
       c -= y;
-      const bool sub_ok = c.bits() == (x - y).bits();
+      const bool sub_ok = same(c, x - y);
       c = x;
       c *= y;
-      const bool mul_ok = c.bits() == (x * y).bits();
+      const bool mul_ok = same(c, x * y);
       c = x;
       c /= y;
-      const bool div_ok = c.bits() == (x / y).bits();
+      const bool div_ok = same(c, x / y);
       if (!(add_ok && sub_ok && mul_ok && div_ok)) bad.add(hex(pa) + " op= " + hex(pb));
     }
   }
