@@ -18,31 +18,14 @@
 #include "mixprec/arrays/tree.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/formats/bfloat16.hpp"
+#include "support/layer_params.hpp"
 
 using Catch::Matchers::Contains;
 using mixprec::bfloat16;
 
 namespace {
 
-template <class T>
-struct layer_params {
-  T w;
-  T b;
-  int step;
-};
-
-}  // namespace
-
-template <class T>
-struct mixprec::tree_traits<layer_params<T>> {
-  static auto children(auto& p) noexcept { return std::tie(p.w, p.b, p.step); }
-  template <class U>
-  static layer_params<U> rebuild(U w, U b, int step) {
-    return {std::move(w), std::move(b), step};
-  }
-};
-
-namespace {
+using mixprec_test::layer_params;
 
 // p - 0.5 * g for floating leaves (in float), the first tree's value for integers.
 struct sgd_fn {

@@ -16,28 +16,11 @@
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"
 #include "mixprec/formats/intn.hpp"
+#include "support/layer_params.hpp"
 
 namespace {
 
-template <class T>
-struct layer_params {
-  T w;
-  T b;
-  int step;
-};
-
-}  // namespace
-
-template <class T>
-struct mixprec::tree_traits<layer_params<T>> {
-  static auto children(auto& p) noexcept { return std::tie(p.w, p.b, p.step); }
-  template <class U>
-  static layer_params<U> rebuild(U w, U b, int step) {
-    return {std::move(w), std::move(b), step};
-  }
-};
-
-namespace {
+using mixprec_test::layer_params;
 
 struct not_a_tree {
   float x;

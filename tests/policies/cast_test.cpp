@@ -23,6 +23,7 @@
 #include "mixprec/formats/intn.hpp"
 #include "mixprec/policies/cast.hpp"
 #include "mixprec/policies/policy.hpp"
+#include "support/layer_params.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -30,25 +31,11 @@ using mixprec::promote;
 
 namespace {
 
-template <class T>
-struct layer_params {
-  T w;
-  T b;
-  int step;
-};
+using mixprec_test::layer_params;
 
 float float_from_bits(std::uint32_t bits) { return std::bit_cast<float>(bits); }
 
 }  // namespace
-
-template <class T>
-struct mixprec::tree_traits<layer_params<T>> {
-  static auto children(auto& p) noexcept { return std::tie(p.w, p.b, p.step); }
-  template <class U>
-  static layer_params<U> rebuild(U w, U b, int step) {
-    return {std::move(w), std::move(b), step};
-  }
-};
 
 TEST_CASE("cast_floating to bfloat16 rounds float to nearest even, bit-exact", "[cast]") {
   struct row {
