@@ -13,12 +13,17 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/gemm.hpp"
+#include "mixprec/kernels/matmul_accumulate.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/layer_types.hpp"
 
 namespace mixprec::nn {
@@ -73,6 +78,11 @@ template <class Rng>
 /// - **Output**: the same kind of container, shape [..., out], element type `O`.
 /// - **Errors**: `std::invalid_argument` when the input's last axis is not `in` (both shapes in the
 ///   message), or when parameter shapes disagree.
+/// - **Training** (TRAINING.md §1, §6): `forward(x, ctx)` computes `operator()(x)` and saves x as the
+///   GEMM saw it (rounded to C); `backward(ctx, dy, grads)` returns dx = dy · kernelᵀ (operands
+///   rounded to C, summed in float32, rounded once to the input type T) and adds kernel += xᵀ · dy and
+///   bias += Σrows dy into `grads` (`grad_t<P>`: float32, float64 under float64). `for_each_parameter`
+///   and `gradients::for_each` walk the same names in the same order: "kernel", "bias".
 ///
 /// **Example**:
 ///
@@ -88,6 +98,33 @@ class dense {
   using param_type = typename P::param_type;
   using kernel_type = xt::xtensor<param_type, 2>;  ///< [in, out]
   using bias_type = xt::xtensor<param_type, 1>;    ///< [out]
+  using grad_type = grad_t<P>;                     ///< element type of the parameter gradients
+
+  /// The parameter gradients, shaped like the parameters, in `grad_t<P>`. `backward` adds into them.
+  struct gradients {
+    xt::xtensor<grad_type, 2> kernel;               ///< [in, out]
+    std::optional<xt::xtensor<grad_type, 1>> bias;  ///< [out], when the layer has a bias
+    /// Calls `f(name, tensor)` for "kernel" and (if any) "bias", the order of `for_each_parameter`.
+    template <class F>
+    void for_each(F&& f) {
+      f(std::string_view("kernel"), kernel);
+      if (bias) f(std::string_view("bias"), *bias);
+    }
+    /// Const form of `for_each`.
+    template <class F>
+    void for_each(F&& f) const {
+      f(std::string_view("kernel"), kernel);
+      if (bias) f(std::string_view("bias"), *bias);
+    }
+  };
+
+  /// What `backward` needs from a `forward` of inputs of element type T: x as the GEMM saw it,
+  /// rounded to `compute_t<P, T>`, [rows, in] row-major.
+  template <class T>
+  struct saved {
+    std::vector<compute_t<P, T>> x;  ///< the input rounded to the compute type, rows × in
+    std::size_t rows = 0;            ///< the number of rows (leading axes of x flattened)
+  };
 
   /// A layer with an all-zero kernel [in, out] and, with `use_bias::yes`, a zero bias [out].
   dense(std::size_t in_features, std::size_t out_features, use_bias bias = use_bias::yes)
@@ -153,6 +190,30 @@ class dense {
   [[nodiscard]] const kernel_type& kernel() const noexcept { return kernel_; }
   /// The bias [out] in the param type, if the layer has one.
   [[nodiscard]] const std::optional<bias_type>& bias() const noexcept { return bias_; }
+  /// The kernel, writable (an optimiser step, a checkpoint load). Its shape must not change.
+  [[nodiscard]] kernel_type& kernel() noexcept { return kernel_; }
+  /// The bias, writable. Its shape must not change.
+  [[nodiscard]] std::optional<bias_type>& bias() noexcept { return bias_; }
+
+  /// Calls `f(name, tensor)` on every parameter: "kernel" [in, out], then "bias" [out] if present.
+  template <class F>
+  void for_each_parameter(F&& f) {
+    f(std::string_view("kernel"), kernel_);
+    if (bias_) f(std::string_view("bias"), *bias_);
+  }
+  /// Const form of `for_each_parameter`.
+  template <class F>
+  void for_each_parameter(F&& f) const {
+    f(std::string_view("kernel"), kernel_);
+    if (bias_) f(std::string_view("bias"), *bias_);
+  }
+
+  /// Zero gradients shaped like the parameters.
+  [[nodiscard]] gradients zero_gradients() const {
+    gradients g{xt::zeros<grad_type>(kernel_.shape()), std::nullopt};
+    if (bias_) g.bias = xt::xtensor<grad_type, 1>(xt::zeros<grad_type>(bias_->shape()));
+    return g;
+  }
 
   /// y = x · kernel + bias for x [..., in]: see the class comment for types and rounding.
   /// \throws std::invalid_argument if the last axis of `x` is not `in_features()`.
@@ -173,6 +234,85 @@ class dense {
       kernels::matmul<C>(detail::flat(x), detail::flat(kernel_), detail::flat(y), shape, kernels::b_layout::k_n);
     }
     return y;
+  }
+
+  /// `operator()(x)`, saving in `ctx` what `backward` needs (x rounded to the compute type). Same
+  /// result, bit for bit, as `operator()`.
+  /// \throws std::invalid_argument as `operator()`.
+  template <detail::layer_array X>
+  [[nodiscard]] auto forward(const X& x, saved<detail::value_t<X>>& ctx) const {
+    using T = detail::value_t<X>;
+    using C = compute_t<P, T>;
+    using O = output_t<P, T>;
+    detail::check_real<T>("dense");
+    detail::check_features(
+        "dense", x, in_features(),
+        kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]"));
+    ctx.rows = detail::leading_size(x);
+    ctx.x.resize(x.size());
+    kernels::detail::round_n<C>(x.data(), x.size(), ctx.x.data());
+    auto y = detail::make_like<O>(x, out_features());
+    const kernels::matmul_shape shape{ctx.rows, in_features(), out_features()};
+    if (bias_) {
+      kernels::matmul<C>(ctx.x, detail::flat(kernel_), detail::flat(*bias_), detail::flat(y), shape,
+                         kernels::b_layout::k_n);
+    } else {
+      kernels::matmul<C>(ctx.x, detail::flat(kernel_), detail::flat(y), shape, kernels::b_layout::k_n);
+    }
+    return y;
+  }
+
+  /// The vector-Jacobian product of `forward`: for the output cotangent dy [..., out] (any floating
+  /// element type; rounded to C as the forward's operands were), returns dx [..., in] = dy · kernelᵀ in
+  /// the input type T (same kind of container as dy), and adds `grads.kernel += xᵀ · dy` and
+  /// `grads.bias += Σrows dy` (sums in float32, or float64 under float64; never rounded to 16 bits).
+  /// \throws std::invalid_argument if dy's last axis is not `out_features()`, its rows are not those
+  ///         of the saved forward, or `grads` is not shaped like the parameters.
+  template <class T, detail::layer_array DY>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy, gradients& grads) const {
+    using C = compute_t<P, T>;
+    using G = grad_type;
+    static_assert(std::is_same_v<accumulator_t<C>, G> || std::is_same_v<accumulator_t<C>, float>,
+                  "dense::backward: the compute type accumulates in a type other than the gradients'; use "
+                  "a float32 or float64 param type.");
+    detail::check_features(
+        "dense::backward", dy, out_features(),
+        kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]"));
+    detail::check_backward_rows("dense::backward", detail::leading_size(dy), ctx.rows);
+    detail::check_gradient_shape("dense::backward", "kernel", grads.kernel.shape(), kernel_.shape());
+    if (bias_.has_value() != grads.bias.has_value() || (bias_ && grads.bias->size() != bias_->size())) {
+      throw std::invalid_argument(
+          "dense::backward: grads.bias does not match the layer's bias; make the gradients with "
+          "zero_gradients()");
+    }
+    const std::size_t rows = ctx.rows;
+    // dy rounded to C once, shared by both GEMMs (and the bias sum).
+    std::vector<C> dy_c(dy.size());
+    kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
+    auto dx = detail::make_like<T>(dy, in_features());
+    // dx [rows, in] = dy [rows, out] · kernelᵀ: the [in, out] kernel read as b(k = out, n = in), n_k.
+    kernels::matmul<C>(dy_c, detail::flat(kernel_), detail::flat(dx), {rows, out_features(), in_features()},
+                       kernels::b_layout::n_k);
+    // kernel grad [in, out] += xᵀ [in, rows] · dy [rows, out], summed in the accumulator.
+    if constexpr (std::is_same_v<accumulator_t<C>, G>) {
+      kernels::matmul_accumulate<C>(ctx.x, kernels::a_layout::k_m, dy_c, kernels::b_layout::k_n,
+                                    detail::flat(grads.kernel), {in_features(), rows, out_features()});
+    } else {
+      // float32 accumulation into float64 gradients (p=f64 params with a 16-bit compute type).
+      std::vector<accumulator_t<C>> tmp(grads.kernel.size(), accumulator_t<C>{});
+      kernels::matmul_accumulate<C>(ctx.x, kernels::a_layout::k_m, dy_c, kernels::b_layout::k_n, tmp,
+                                    {in_features(), rows, out_features()});
+      for (std::size_t i = 0; i < tmp.size(); ++i) grads.kernel.data()[i] += static_cast<G>(tmp[i]);
+    }
+    if (bias_) {
+      G* db = grads.bias->data();
+      const std::size_t out = out_features();
+      for (std::size_t r = 0; r < rows; ++r) {
+        const C* row = dy_c.data() + r * out;
+        for (std::size_t o = 0; o < out; ++o) db[o] += static_cast<G>(row[o]);
+      }
+    }
+    return dx;
   }
 
  private:

@@ -15,6 +15,7 @@
 #include <complex>
 #include <type_traits>
 
+#include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/dtypes/promotion.hpp"
 #include "mixprec/policies/policy.hpp"
 
@@ -73,5 +74,12 @@ using output_t = typename detail::output_role<P, Input>::type;
 /// The type normalisation statistics (mean, variance, mean square) are computed in: at least float32.
 template <class Compute>
 using statistics_t = promote_t<float, Compute>;
+
+/// The element type of a layer's parameter gradients (and of the optimiser's master weights): the
+/// accumulator of the param type, float32 for float32/bfloat16/float16 parameters, float64 for
+/// float64 (TRAINING.md §2: "parameter gradients in float32", PyTorch AMP's f32 `.grad`). Backward
+/// passes add (`+=`) into gradients of this type, never rounding them to a 16-bit type.
+template <class P>
+using grad_t = accumulator_t<typename P::param_type>;
 
 }  // namespace mixprec::nn

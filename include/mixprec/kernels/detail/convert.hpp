@@ -120,6 +120,17 @@ void round_widen_n(const S* src, std::size_t count, accumulator_t<C>* dst) {
   }
 }
 
+/// `round_to<C>` of `count` values into `dst` (the bulk conversion of `mixprec::convert` for float/double
+/// to small floats; a copy when S is C).
+template <class C, class S>
+void round_n(const S* src, std::size_t count, C* dst) {
+  if constexpr (small_float<C> && (std::same_as<S, float> || std::same_as<S, double>)) {
+    mixprec::convert(std::span<const S>(src, count), std::span<C>(dst, count));
+  } else {
+    for (std::size_t i = 0; i < count; ++i) dst[i] = round_to<C>(src[i]);
+  }
+}
+
 /// `x` (an accumulator value) rounded once to the output type `O`.
 template <class O, class A>
 [[nodiscard]] constexpr O round_out(const A& x) noexcept {

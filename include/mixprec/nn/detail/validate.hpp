@@ -3,11 +3,15 @@
 /// parameter and the value.
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <complex>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <type_traits>
 
 #include "mixprec/kernels/detail/message.hpp"
 
@@ -38,6 +42,38 @@ inline void check_residual_scale(const char* layer, double scale) {
         " but must be finite and > 0 (it multiplies the residual stream; use a power of two such as 0.5 so "
         "that the scaling is exact, or leave it unset for no scaling)"));
   }
+}
+
+/// \throws std::invalid_argument unless a backward pass got as many rows of cotangent as its forward saved.
+inline void check_backward_rows(const char* where, std::size_t got, std::size_t saved) {
+  if (got != saved) {
+    throw std::invalid_argument(kernels::detail::concat(where, ": the cotangent has ", got,
+                                                        " rows but the saved forward had ", saved,
+                                                        "; pass the context filled by forward() for this very input"));
+  }
+}
+
+/// \throws std::invalid_argument unless a gradient tensor has its parameter's shape.
+template <class GradShape, class ParamShape>
+void check_gradient_shape(const char* where, const char* name, const GradShape& got, const ParamShape& want) {
+  if (!std::equal(got.begin(), got.end(), want.begin(), want.end())) {
+    auto str = [](const auto& shape) {
+      std::string s = "[";
+      for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+      return s + "]";
+    };
+    throw std::invalid_argument(kernels::detail::concat(where, ": grads.", name, " has shape ", str(got),
+                                                        " but the parameter has shape ", str(want),
+                                                        "; make the gradients with zero_gradients()"));
+  }
+}
+
+/// Backward passes are defined for real inputs only.
+template <class T>
+constexpr void check_real(const char*) {
+  static_assert(!std::is_same_v<T, std::complex<float>> && !std::is_same_v<T, std::complex<double>>,
+                "forward(x, ctx) / backward: training is defined for real inputs; complex inputs work with "
+                "operator() (inference) only.");
 }
 
 }  // namespace mixprec::nn::detail

@@ -1,0 +1,107 @@
+/// \file
+/// \brief `kernels::matmul_accumulate`: y[m, n] += op(a) · op(b) with y in the accumulator type: the
+/// product the backward passes need (dW += xᵀ·dy, dx = dy·Wᵀ summed over several terms), with either
+/// operand transposed.
+///
+/// Numerics are `kernels::matmul`'s: every operand is rounded once to `Compute` and widened exactly to
+/// `Acc = accumulator_t<Compute>`; Eigen multiplies and sums in Acc, and the sum is added to y, which
+/// is an Acc array (float32 for bfloat16/float16/float8 compute, float64 for double). Nothing is
+/// rounded to a 16-bit type: parameter gradients stay float32 (TRAINING.md §1, "write dW from the A
+/// accumulator straight into G").
+///
+/// Memory: operands that are not already Acc values are converted whole into scratch buffers (`m k`
+/// and `k n` Acc values); operands already in Acc are mapped in place.
+#pragma once
+
+#include <complex>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <ranges>
+#include <type_traits>
+#include <vector>
+
+#include "mixprec/kernels/gemm.hpp"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace mixprec::kernels {
+
+/// How the left operand `a` of `matmul_accumulate` is laid out in memory (row-major in both cases).
+enum class a_layout : std::uint8_t {
+  m_k,  ///< a is [m, k]: a(i, p) = a[i * k + p]. NumPy's `a @ b`.
+  k_m,  ///< a is [k, m]: a(i, p) = a[p * m + i]. `a.T @ b`: xᵀ·dy of a weight gradient.
+};
+
+namespace detail {
+
+/// The operand as Acc values: a pointer into `src` when it already holds Acc values, else `buf`
+/// filled with the values rounded to C and widened.
+template <class C, class S, class Acc = accumulator_t<C>>
+const Acc* as_accumulator(const S* src, std::size_t count, std::vector<Acc>& buf) {
+  if constexpr (!needs_conversion<C, S>) {
+    return src;
+  } else {
+    buf.resize(count);
+    round_widen_n<C>(src, count, buf.data());
+    return buf.data();
+  }
+}
+
+}  // namespace detail
+
+/// y[m, n] += op(a) · op(b), with op(a) [m, k] read from a [m, k] or a [k, m] (`a_layout`), op(b)
+/// [k, n] read from b [k, n] or b [n, k] (`b_layout`), operands rounded to `Compute`, products summed
+/// in `accumulator_t<Compute>` by Eigen's GEMM and added to y, whose element type must be that
+/// accumulator (float32, or float64 for double compute). `y` must not overlap `a` or `b`.
+///
+/// \throws std::invalid_argument when a size does not match the shape (the message gives the shapes).
+///
+/// **Example** (the kernel gradient of a dense layer, x [rows, in], dy [rows, out], dW [in, out]):
+///
+///     kernels::matmul_accumulate<bfloat16>(x, kernels::a_layout::k_m, dy, kernels::b_layout::k_n, dW,
+///                                          {.m = in, .k = rows, .n = out});   // dW += xᵀ·dy
+template <class Compute, detail::matmul_input RA, detail::matmul_input RB, detail::matmul_output RY>
+void matmul_accumulate(const RA& a, a_layout la, const RB& b, b_layout lb, RY&& y, matmul_shape s) {
+  using A = detail::matmul_element_t<RA>;
+  using B = detail::matmul_element_t<RB>;
+  using Y = detail::matmul_element_t<RY>;
+  using Acc = accumulator_t<Compute>;
+  detail::check_compute_type<Compute, A, B>();
+  static_assert(std::same_as<Y, Acc>,
+                "kernels::matmul_accumulate: y must hold accumulator_t<Compute> values (float for float, "
+                "bfloat16, float16 and float8 compute; double for double): it adds to y without rounding.");
+  detail::check_matmul_sizes(std::ranges::size(a), std::ranges::size(b), std::ranges::size(y), nullptr, s, lb);
+  if (s.m == 0 || s.n == 0 || s.k == 0) return;
+  using Mat = detail::row_matrix<Acc>;
+  using ConstMap = Eigen::Map<const Mat>;
+  const auto m = static_cast<Eigen::Index>(s.m);
+  const auto k = static_cast<Eigen::Index>(s.k);
+  const auto n = static_cast<Eigen::Index>(s.n);
+  std::vector<Acc> a_buf;
+  std::vector<Acc> b_buf;
+  const Acc* a_acc = detail::as_accumulator<Compute>(std::ranges::data(a), s.m * s.k, a_buf);
+  const Acc* b_acc = detail::as_accumulator<Compute>(std::ranges::data(b), s.k * s.n, b_buf);
+  Eigen::Map<Mat> y_map(std::ranges::data(y), m, n);
+  const bool at = la == a_layout::k_m;
+  const bool bt = lb == b_layout::n_k;
+  if (!at && !bt) {
+    y_map.noalias() += ConstMap(a_acc, m, k) * ConstMap(b_acc, k, n);
+  } else if (!at && bt) {
+    y_map.noalias() += ConstMap(a_acc, m, k) * ConstMap(b_acc, n, k).transpose();
+  } else if (at && !bt) {
+    y_map.noalias() += ConstMap(a_acc, k, m).transpose() * ConstMap(b_acc, k, n);
+  } else {
+    y_map.noalias() += ConstMap(a_acc, k, m).transpose() * ConstMap(b_acc, n, k).transpose();
+  }
+}
+
+}  // namespace mixprec::kernels
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
