@@ -53,3 +53,15 @@ TEST_CASE("a non-finite norm: NaN spreads by default, or an error when asked", "
   CHECK(std::isinf(mixprec::train::clip_grad_norm(1.0, inf)));
   CHECK(inf[0] == 0.0f);  // scale 1 / (inf + 1e-6) = 0
 }
+
+TEST_CASE("a vector of spans (a model's gradient tensors) is clipped as one global norm", "[clip]") {
+  // 3-4-12 chain: sqrt(9 + 16 + 144) = 13.
+  std::vector<float> a = {3.0f, 4.0f};
+  std::vector<float> b = {12.0f};
+  std::vector<std::span<float>> grads = {std::span<float>(a), std::span<float>(b)};
+  CHECK(mixprec::train::global_grad_norm(grads) == 13.0);
+  CHECK(mixprec::train::clip_grad_norm(1.0, grads) == 13.0);
+  const float scale = static_cast<float>(1.0 / (13.0 + 1e-6));
+  CHECK(a[0] == 3.0f * scale);
+  CHECK(b[0] == 12.0f * scale);
+}

@@ -11,7 +11,8 @@
 /// *unscaled* gradients (TRAINING.md §2: clipping first makes the threshold S times too small).
 ///
 /// **Gradients**: each argument is a `std::span<T>` of a floating type (float, double, bfloat16,
-/// float16, float8...), or any mixprec tree (`std::vector<float>`, `xt::xtensor<bfloat16, 2>`, a struct
+/// float16, float8...), a `std::vector` of such spans (a model's gradient tensors collected by a walk
+/// over its parameter tree), or any mixprec tree (`std::vector<float>`, `xt::xtensor<bfloat16, 2>`, a struct
 /// with `tree_traits`, tuples and maps of those); only floating leaves count, integers are skipped.
 /// Each element is scaled in float (double for double and long double leaves) and rounded once to its
 /// own type.
@@ -31,6 +32,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "mixprec/arrays/tree.hpp"
 
@@ -39,6 +41,10 @@ template <class T>
 inline constexpr bool clip_is_span = false;
 template <class T, std::size_t E>
 inline constexpr bool clip_is_span<std::span<T, E>> = true;
+template <class T>
+inline constexpr bool clip_is_span_list = false;
+template <class T, std::size_t E, class A>
+inline constexpr bool clip_is_span_list<std::vector<std::span<T, E>, A>> = true;
 
 /// Calls f(element) on every floating element of `grads` (a span or a tree).
 template <class F, class Grads>
@@ -48,6 +54,9 @@ void clip_for_each(F&& f, Grads&& grads) {
     static_assert(floating_leaf<typename G::element_type>,
                   "clip_grad_norm: a span of gradients must be of a floating type");
     for (auto& x : grads) f(x);
+  } else if constexpr (clip_is_span_list<G>) {
+    // A run-time list of gradient tensors (a model's parameters walked by name): one span each.
+    for (auto& span : grads) clip_for_each(f, span);
   } else {
     tree_for_each(
         [&f](auto& leaf) {
