@@ -200,3 +200,239 @@ TEST_CASE("range activations compute in the input's opmath and round once to the
   std::vector<float> short_out(2);
   CHECK_THROWS_WITH(kernels::exp(x, short_out), Contains("exp") && Contains("2 elements") && Contains("6"));
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Derivatives. References: the textbook derivatives in long double (TRAINING.md §1), themselves checked
+// against long double central differences of the textbook functions above, so that a wrong formula
+// cannot hide in both the reference and the code.
+
+namespace {
+
+ld ref_gelu_erf_derivative(ld x) {
+  const ld pi = 4.0L * std::atan(1.0L);
+  return 0.5L * (1.0L + std::erf(x / std::sqrt(2.0L))) + x * std::exp(-0.5L * x * x) / std::sqrt(2.0L * pi);
+}
+ld ref_gelu_tanh_k() { return std::sqrt(2.0L / (4.0L * std::atan(1.0L))); }
+ld ref_gelu_tanh_derivative(ld x) {
+  const ld t = std::tanh(ref_gelu_tanh_y(x));
+  return 0.5L * (1.0L + t) + 0.5L * x * (1.0L - t * t) * ref_gelu_tanh_k() * (1.0L + 3.0L * 0.044715L * x * x);
+}
+ld ref_sigmoid_derivative(ld x) { return ref_sigmoid(x) * (1.0L - ref_sigmoid(x)); }
+ld ref_silu_derivative(ld x) { return ref_sigmoid(x) * (1.0L + x * (1.0L - ref_sigmoid(x))); }
+
+// The magnitude of the two terms each derivative adds: its error is relative to this, not to the
+// derivative, which crosses zero (gelu' at -0.7518, silu' at -1.2785).
+ld gelu_erf_terms(ld x) {
+  const ld pi = 4.0L * std::atan(1.0L);
+  return 0.5L * std::erfc(-x / std::sqrt(2.0L)) + std::abs(x) * std::exp(-0.5L * x * x) / std::sqrt(2.0L * pi);
+}
+/// The multiplier M of q = e / (1 + e)^2 in the tanh form: gelu' = s + M q, M = 2 k x (1 + 3 a x^2).
+ld gelu_tanh_multiplier(ld x) { return 2.0L * ref_gelu_tanh_k() * x * (1.0L + 3.0L * 0.044715L * x * x); }
+ld sigmoid_product(ld z) {
+  const ld e = std::exp(-std::abs(z));
+  return e / ((1.0L + e) * (1.0L + e));
+}
+ld gelu_tanh_terms(ld x) {
+  const ld y = ref_gelu_tanh_y(x);
+  return 1.0L / (1.0L + std::exp(-2.0L * y)) + std::abs(gelu_tanh_multiplier(x)) * sigmoid_product(2.0L * y);
+}
+ld silu_terms(ld x) { return ref_sigmoid(x) + std::abs(x) * sigmoid_product(x); }
+
+/// Checks f(T(x)) against ref(x_T) at every test point with
+///   |f - ref| <= u_T |ref| + rel_op(x) u_op terms(x) + tiny_T + the reference's own error,
+/// where terms(x) is the magnitude of the summands (see above), tiny_T half of T's smallest subnormal,
+/// and the reference's error (textbook forms: 1 + erf or 1 + tanh carry an absolute 2^-64, times up to
+/// 0.2 |x|^3 for the tanh form's second term) is bounded by 2^-62 (1 + |x|^3).
+template <class T, class F, class Ref, class Terms, class RelOp>
+void check_derivative(F f, Ref ref, Terms terms, RelOp rel_op) {
+  using Op = kernels::opmath_t<T>;
+  const double u_t = std::is_same_v<T, Op> ? 0.0 : unit_roundoff<T>();
+  const double u_op = unit_roundoff<Op>();
+  const double tiny = 0.5 * static_cast<double>(std::numeric_limits<T>::denorm_min());
+  for (double x0 : test_points()) {
+    const T x = static_cast<T>(x0);
+    const double xv = static_cast<double>(x);
+    const double r = static_cast<double>(ref(static_cast<ld>(xv)));
+    const double got = static_cast<double>(f(x));
+    const double tol = u_t * std::abs(r) + rel_op(xv) * u_op * static_cast<double>(terms(static_cast<ld>(xv))) + tiny +
+                       std::ldexp(1.0 + std::abs(xv * xv * xv), -62);
+    INFO(std::setprecision(17) << "x = " << xv << ", got " << got << ", reference " << r << ", tolerance " << tol);
+    REQUIRE(std::abs(got - r) <= tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the reference derivatives are the derivatives of the reference functions", "[kernels][activations]") {
+  // Central differences in long double with h = 2^-14: truncation h^2 |f'''| / 6 < 1e-9 (|f'''| < 1.5
+  // for these functions on [-6, 8]), rounding 2^-64 |f| / h < 1e-14.
+  const ld h = std::ldexp(1.0L, -14);
+  auto diff = [h](auto f, ld x) { return (f(x + h) - f(x - h)) / (2.0L * h); };
+  for (int i = 0; i <= 140; ++i) {
+    const ld x = -6.0L + 0.1L * i;
+    INFO("x = " << static_cast<double>(x));
+    CHECK(std::abs(static_cast<double>(ref_gelu_erf_derivative(x) - diff(ref_gelu_erf, x))) <= 2e-9);
+    CHECK(std::abs(static_cast<double>(ref_gelu_tanh_derivative(x) - diff(ref_gelu_tanh, x))) <= 2e-9);
+    CHECK(std::abs(static_cast<double>(ref_silu_derivative(x) - diff(ref_silu, x))) <= 2e-9);
+    CHECK(std::abs(static_cast<double>(ref_sigmoid_derivative(x) - diff(ref_sigmoid, x))) <= 2e-9);
+  }
+}
+
+TEMPLATE_TEST_CASE("erf-GELU's derivative matches Phi(x) + x phi(x) within the format's rounding",
+                   "[kernels][activations]", float, double, bfloat16, float16) {
+  // Opmath error: Phi = 0.5 erfc(-x / sqrt 2) as the forward (8 + 2 (x^2 + 1) u, see above); phi:
+  // x^2 (1 rounding) amplified by exp's condition x^2 / 2, exp (1 ulp), the constant and the product
+  // (2): x^2 / 2 + 4; x phi and the sum: 2. Below 12 + 3 (x^2 + 1), relative to Phi + |x| phi.
+  check_derivative<TestType>([](TestType x) { return kernels::gelu_derivative(x); }, ref_gelu_erf_derivative,
+                             gelu_erf_terms, [](double x) { return 12.0 + 3.0 * (x * x + 1.0); });
+}
+
+TEMPLATE_TEST_CASE("tanh-GELU's derivative matches (1 + t)/2 + x (1 - t^2) k (1 + 3 a x^2) / 2",
+                   "[kernels][activations]", float, double, bfloat16, float16) {
+  // Opmath error: y carries 6 roundings (as the forward), so e = e^(-2|y|) has 12 |y| + 2 u; s and
+  // q = e / (1 + e)^2 add 2 and 4; the multiplier 2k (1 + 3a x^2) 5 (two constants, x^2, the sum and
+  // the product), x q, the product and the sum 3: 12 |y| + 16 u relative to the terms; factor 2 margin
+  // for exp's own ulps, as the forward's test.
+  check_derivative<TestType>(
+      [](TestType x) { return kernels::gelu_derivative(x, gelu_approximation::tanh); }, ref_gelu_tanh_derivative,
+      gelu_tanh_terms,
+      [](double x) { return 2.0 * (12.0 * std::abs(static_cast<double>(ref_gelu_tanh_y(x))) + 16.0); });
+}
+
+TEMPLATE_TEST_CASE("SiLU's and sigmoid's derivatives match sigmoid (1 + x (1 - sigmoid)) and sigmoid (1 - sigmoid)",
+                   "[kernels][activations]", float, double, bfloat16, float16) {
+  // e = e^-|x| (1-2 ulps); s = 1/(1+e) or e/(1+e): 2; q = e / (1+e)^2: 3; x q and the sum: 2. 10 u.
+  check_derivative<TestType>([](TestType x) { return kernels::silu_derivative(x); }, ref_silu_derivative, silu_terms,
+                             [](double) { return 10.0; });
+  check_derivative<TestType>([](TestType x) { return kernels::sigmoid_derivative(x); }, ref_sigmoid_derivative,
+                             [](ld x) { return ref_sigmoid_derivative(x); }, [](double) { return 6.0; });
+}
+
+TEMPLATE_TEST_CASE("GELU's and SiLU's derivatives keep their accuracy in the tails", "[kernels][activations]", float,
+                   double, bfloat16, float16) {
+  // For x < -5.5 the reference switches to the cancellation-free forms (erfc, e^-|z|), in long double.
+  // Where an opmath intermediate (erfc, phi, e) falls below the normal range its error becomes absolute,
+  // at most a few of opmath's smallest subnormals, times the factor that multiplies it (|x| for phi,
+  // |M| for q): hence the second term. Positive tail: the derivatives tend to 1 (tested up to x = 30).
+  using Op = kernels::opmath_t<TestType>;
+  const double u_t = std::is_same_v<TestType, Op> ? 0.0 : unit_roundoff<TestType>();
+  const double u_op = unit_roundoff<Op>();
+  const double sub_op = static_cast<double>(std::numeric_limits<Op>::denorm_min());
+  const double tiny = 0.5 * static_cast<double>(std::numeric_limits<TestType>::denorm_min());
+  const ld pi = 4.0L * std::atan(1.0L);
+  auto check = [&](double got, ld ref, ld terms, double rel_op, double multiplier) {
+    const double r = static_cast<double>(ref);
+    const double tol =
+        u_t * std::abs(r) + rel_op * u_op * static_cast<double>(terms) + 8.0 * (1.0 + multiplier) * sub_op + tiny;
+    INFO(std::setprecision(17) << "got " << got << ", reference " << r << ", tolerance " << tol);
+    CHECK(std::abs(got - r) <= tol);
+  };
+  for (double x0 = -30.0; x0 <= 30.0; x0 += 0.25) {
+    if (x0 > -5.5 && x0 < 8.0) continue;  // covered above
+    const TestType xt_(static_cast<float>(x0));
+    const double x = static_cast<double>(xt_);
+    const ld xl = x;
+    INFO("x = " << x);
+    const ld erf_ref = 0.5L * std::erfc(-xl / std::sqrt(2.0L)) + xl * std::exp(-0.5L * xl * xl) / std::sqrt(2.0L * pi);
+    check(static_cast<double>(kernels::gelu_derivative(xt_)), erf_ref, gelu_erf_terms(xl), 12.0 + 3.0 * (x * x + 1.0),
+          std::abs(x));
+    const ld y = ref_gelu_tanh_y(xl);
+    const ld tanh_ref = 1.0L / (1.0L + std::exp(-2.0L * y)) + gelu_tanh_multiplier(xl) * sigmoid_product(2.0L * y);
+    check(static_cast<double>(kernels::gelu_derivative(xt_, gelu_approximation::tanh)), tanh_ref, gelu_tanh_terms(xl),
+          2.0 * (12.0 * std::abs(static_cast<double>(y)) + 16.0),
+          std::abs(static_cast<double>(gelu_tanh_multiplier(xl))));
+    const ld silu_ref = 1.0L / (1.0L + std::exp(-xl)) + xl * sigmoid_product(xl);
+    check(static_cast<double>(kernels::silu_derivative(xt_)), silu_ref, silu_terms(xl), 10.0, std::abs(x));
+    check(static_cast<double>(kernels::sigmoid_derivative(xt_)), sigmoid_product(xl), sigmoid_product(xl), 6.0, 0.0);
+  }
+}
+
+TEMPLATE_TEST_CASE("activation derivatives at 0, at the extremes, at Inf and NaN", "[kernels][activations]", float,
+                   double, bfloat16, float16) {
+  using T = TestType;
+  auto v = [](T x) { return static_cast<double>(x); };
+  const T zero(0.0f), neg_zero(-0.0f);
+  // At 0 every derivative is exact: gelu'(0) = Phi(0) = 1/2 (both forms), silu'(0) = sigmoid(0) = 1/2,
+  // sigmoid'(0) = 1/4, relu'(0) = 0 (PyTorch and JAX).
+  for (T z : {zero, neg_zero}) {
+    CHECK(v(kernels::gelu_derivative(z)) == 0.5);
+    CHECK(v(kernels::gelu_derivative(z, gelu_approximation::tanh)) == 0.5);
+    CHECK(v(kernels::silu_derivative(z)) == 0.5);
+    CHECK(v(kernels::sigmoid_derivative(z)) == 0.25);
+    CHECK(v(kernels::relu_derivative(z)) == 0.0);
+  }
+  CHECK(v(kernels::relu_derivative(T(0.5f))) == 1.0);
+  CHECK(v(kernels::relu_derivative(T(-0.5f))) == 0.0);
+  STATIC_REQUIRE(std::is_same_v<decltype(kernels::gelu_derivative(zero)), T>);
+  // The largest finite values (where x^2 and x^3 overflow opmath for float formats) and the infinities:
+  // the limits 1 and 0, never the NaN of Inf * 0.
+  const T big = std::numeric_limits<T>::max();
+  const T inf = std::numeric_limits<T>::infinity();
+  for (T x : {big, inf}) {
+    CAPTURE(v(x));
+    CHECK(v(kernels::gelu_derivative(x)) == 1.0);
+    CHECK(v(kernels::gelu_derivative(x, gelu_approximation::tanh)) == 1.0);
+    CHECK(v(kernels::silu_derivative(x)) == 1.0);
+    CHECK(v(kernels::sigmoid_derivative(x)) == 0.0);
+    CHECK(v(kernels::relu_derivative(x)) == 1.0);
+    const T neg = -x;
+    CHECK(v(kernels::gelu_derivative(neg)) == 0.0);
+    CHECK(v(kernels::gelu_derivative(neg, gelu_approximation::tanh)) == 0.0);
+    CHECK(v(kernels::silu_derivative(neg)) == 0.0);
+    CHECK(v(kernels::sigmoid_derivative(neg)) == 0.0);
+    CHECK(v(kernels::relu_derivative(neg)) == 0.0);
+  }
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  CHECK(std::isnan(v(kernels::gelu_derivative(nan))));
+  CHECK(std::isnan(v(kernels::gelu_derivative(nan, gelu_approximation::tanh))));
+  CHECK(std::isnan(v(kernels::silu_derivative(nan))));
+  CHECK(std::isnan(v(kernels::sigmoid_derivative(nan))));
+  CHECK(std::isnan(v(kernels::relu_derivative(nan))));
+}
+
+TEST_CASE("activation derivatives match central differences of the library's own forward functions",
+          "[kernels][activations]") {
+  // In double, h = 2^-20: truncation h^2 |f'''| / 6 < 1e-12, rounding of the difference 2^-53 |f| / h
+  // < 1e-9 |f|. A derivative formula with another constant than its forward (k, a) would differ by far
+  // more.
+  const double h = std::ldexp(1.0, -20);
+  for (double x = -8.0; x <= 8.0; x += 0.0625) {
+    INFO("x = " << x);
+    auto diff = [&](auto f) { return (f(x + h) - f(x - h)) / (2.0 * h); };
+    const double tol = 1e-8 * (1.0 + std::abs(x));
+    CHECK(std::abs(kernels::gelu_derivative(x) - diff([](double v) { return kernels::gelu(v); })) <= tol);
+    CHECK(std::abs(kernels::gelu_derivative(x, gelu_approximation::tanh) -
+                   diff([](double v) { return kernels::gelu(v, gelu_approximation::tanh); })) <= tol);
+    CHECK(std::abs(kernels::silu_derivative(x) - diff([](double v) { return kernels::silu(v); })) <= tol);
+    CHECK(std::abs(kernels::sigmoid_derivative(x) - diff([](double v) { return kernels::sigmoid(v); })) <= tol);
+    if (std::abs(x) > 2 * h) {
+      CHECK(kernels::relu_derivative(x) == diff([](double v) { return kernels::relu(v); }));
+    }
+  }
+}
+
+TEST_CASE("range derivatives compute in the input's opmath and round once to the output type",
+          "[kernels][activations]") {
+  const std::vector<float> x{-3.0f, -0.75f, 0.0f, 0.7f, 2.0f, 100.0f};
+  std::vector<bfloat16> y(x.size());
+  kernels::gelu_derivative(x, y, gelu_approximation::tanh);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    CHECK(y[i] == bfloat16(kernels::gelu_derivative(x[i], gelu_approximation::tanh)));
+  std::vector<float16> z(x.size());
+  kernels::gelu_derivative(x, z);
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK(z[i] == float16(kernels::gelu_derivative(x[i])));
+  std::vector<double> s(x.size());
+  kernels::silu_derivative(x, s);
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK(s[i] == static_cast<double>(kernels::silu_derivative(x[i])));
+  kernels::sigmoid_derivative(x, s);
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK(s[i] == static_cast<double>(kernels::sigmoid_derivative(x[i])));
+  kernels::relu_derivative(x, s);
+  CHECK(s == std::vector<double>{0, 0, 0, 1, 1, 1});
+  using Catch::Matchers::Contains;
+  std::vector<float> short_out(2);
+  CHECK_THROWS_WITH(kernels::gelu_derivative(x, short_out),
+                    Contains("gelu_derivative") && Contains("2 elements") && Contains("6"));
+  CHECK_THROWS_WITH(kernels::silu_derivative(x, short_out), Contains("silu_derivative"));
+  CHECK_THROWS_WITH(kernels::relu_derivative(x, short_out), Contains("relu_derivative"));
+  CHECK_THROWS_WITH(kernels::sigmoid_derivative(x, short_out), Contains("sigmoid_derivative"));
+}

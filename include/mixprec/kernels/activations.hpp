@@ -1,6 +1,6 @@
 /// \file
-/// \brief Element-wise activations computed in "opmath": float32 for float and every
-/// 16-bit-or-smaller format, float64 for double; the result is rounded once to the output type.
+/// \brief Element-wise activations and their derivatives computed in "opmath": float32 for float and
+/// every 16-bit-or-smaller format, float64 for double; the result is rounded once to the output type.
 ///
 /// This is PyTorch's `opmath_type` rule (and what the float16 T5 work relies on for GELU): half
 /// formats are widened exactly to float, the formula runs in float, and only the result is rounded.
@@ -22,6 +22,26 @@
 /// forms cancel catastrophically for negative x (1 + erf(-4) = 1.5e-8 is below float's resolution of
 /// 1), the rewritten ones keep full relative accuracy there.
 /// Infinities follow the formulas: gelu and silu of -Inf are NaN (-Inf * 0), of +Inf are +Inf.
+///
+/// Derivatives (`*_derivative`, for backward passes; TRAINING.md §1, the formulas of PyTorch's CPU
+/// `GeluBackwardKernelImpl` / `silu_backward` / `threshold_backward`), in opmath, rounded once:
+///
+/// | function | derivative | evaluated as |
+/// |---|---|---|
+/// | `relu` | 1 if x > 0, else 0 (0 at x = 0, as PyTorch and JAX); NaN stays NaN | — |
+/// | `sigmoid` | sigmoid(x) (1 - sigmoid(x)) | q, z = x |
+/// | `silu` | sigmoid(x) (1 + x (1 - sigmoid(x))) | s + x q, z = x |
+/// | `gelu`, `none` | Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi) | 0.5 erfc(-x / sqrt 2) + x phi(x) |
+/// | `gelu`, `tanh` | (1 + t)/2 + x (1 - t^2) k (1 + 3 a x^2) / 2, t = tanh(y) | s + 2 k x (1 + 3 a x^2) q, z = 2y |
+///
+/// with e = e^-|z|, q = e / (1 + e)^2 = sigmoid(z) sigmoid(-z), s = sigmoid(z) = 1 / (1 + e) for
+/// z >= 0 and e / (1 + e) below (for z = 2y, s = (1 + t)/2), y = k (x + a x^3), k = sqrt(2/pi),
+/// a = 0.044715. The rewritten forms never subtract nearly equal numbers: 1 - sigmoid(z) and
+/// 1 - t^2 = 4 sigmoid(2y) sigmoid(-2y) come from e directly instead of from 1 - (a number close to
+/// 1). What cancellation remains is the function's own: gelu' and silu' cross zero (at x = -0.7518
+/// and -1.2785), where the error is relative to the magnitude of the two terms, not to the result.
+/// At +-Inf the derivatives are their limits (1 at +Inf, 0 at -Inf; relu' and sigmoid' follow their
+/// formulas: 1 and 0, 0 and 0), not the NaN of Inf * 0.
 /// Light: no Eigen, no xtensor.
 #pragma once
 
@@ -91,6 +111,58 @@ template <std::floating_point A>
 [[nodiscard]] inline A gelu_op(A x, gelu_approximation approximation) noexcept {
   return approximation == gelu_approximation::tanh ? gelu_tanh_op(x) : gelu_erf_op(x);
 }
+
+// The derivatives (see the file comment for the formulas and why they are written this way).
+
+template <std::floating_point A>
+[[nodiscard]] inline A relu_derivative_op(A x) noexcept {
+  return std::isnan(x) ? x : (x > A{0} ? A{1} : A{0});
+}
+/// sigmoid(z) sigmoid(-z) = e / (1 + e)^2 with e = e^-|z| (even in z, no 1 - sigmoid cancellation).
+template <std::floating_point A>
+[[nodiscard]] inline A sigmoid_product_op(A e) noexcept {
+  const A d = A{1} + e;
+  return e / (d * d);
+}
+template <std::floating_point A>
+[[nodiscard]] inline A sigmoid_derivative_op(A x) noexcept {
+  return sigmoid_product_op(std::exp(-std::abs(x)));
+}
+template <std::floating_point A>
+[[nodiscard]] inline A silu_derivative_op(A x) noexcept {
+  const A e = std::exp(-std::abs(x));
+  const A s = x >= A{0} ? A{1} / (A{1} + e) : e / (A{1} + e);  // sigmoid(x), NaN for NaN
+  if (e == A{0}) return s;                                     // |x| huge or Inf: x q is 0 (not Inf * 0)
+  return s + x * sigmoid_product_op(e);
+}
+template <std::floating_point A>
+[[nodiscard]] inline A gelu_erf_derivative_op(A x) noexcept {
+  constexpr A inv_sqrt2 = static_cast<A>(std::numbers::sqrt2 / 2.0);
+  // 1 / sqrt(2 pi) = (1 / sqrt pi) / sqrt 2, rounded once from double.
+  constexpr A inv_sqrt_2pi = static_cast<A>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+  const A cdf = A{0.5} * std::erfc(-x * inv_sqrt2);
+  const A pdf = std::exp(A{-0.5} * x * x) * inv_sqrt_2pi;
+  if (pdf == A{0}) return cdf;  // |x| huge or Inf: x phi(x) is 0 (not Inf * 0)
+  return cdf + x * pdf;
+}
+template <std::floating_point A>
+[[nodiscard]] inline A gelu_tanh_derivative_op(A x) noexcept {
+  constexpr A sqrt_2_over_pi = static_cast<A>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
+  constexpr A cubic = static_cast<A>(gelu_tanh_cubic);
+  constexpr A two_k = static_cast<A>(2.0 * std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
+  constexpr A three_a = static_cast<A>(3.0 * gelu_tanh_cubic);
+  const A y = sqrt_2_over_pi * (x + cubic * x * x * x);
+  const A e = std::exp(A{-2} * std::abs(y));
+  const A s = y >= A{0} ? A{1} / (A{1} + e) : e / (A{1} + e);  // (1 + tanh y) / 2 = sigmoid(2y)
+  if (e == A{0}) return s;                                     // |x| huge or Inf: the second term is 0
+  // (1 - t^2) / 2 = 2 sigmoid(2y) sigmoid(-2y) = 2 q; x q first: it is small where x^2 is large.
+  return s + (x * sigmoid_product_op(e)) * (two_k * (A{1} + three_a * x * x));
+}
+template <std::floating_point A>
+[[nodiscard]] inline A gelu_derivative_op(A x, gelu_approximation approximation) noexcept {
+  return approximation == gelu_approximation::tanh ? gelu_tanh_derivative_op(x) : gelu_erf_derivative_op(x);
+}
+
 template <std::floating_point A>
 [[nodiscard]] inline A exp_op(A x) noexcept {
   return std::exp(x);
@@ -157,6 +229,42 @@ template <activation_scalar T>
   return detail::round_out<T>(detail::gelu_op(detail::widen(x), approximation));
 }
 
+/// The derivative of `relu`: 1 for x > 0, 0 for x <= 0 (0 at the kink, as PyTorch's
+/// `threshold_backward` and JAX's `relu`); NaN stays NaN, so that a NaN pre-activation shows in the
+/// gradient. Exact in every type.
+template <activation_scalar T>
+[[nodiscard]] inline T relu_derivative(T x) noexcept {
+  return detail::round_out<T>(detail::relu_derivative_op(detail::widen(x)));
+}
+
+/// The derivative of `sigmoid`, sigmoid(x) (1 - sigmoid(x)), evaluated as e / (1 + e)^2 with
+/// e = e^-|x| in `opmath_t<T>` (full relative accuracy in both tails) and rounded once to `T`.
+template <activation_scalar T>
+[[nodiscard]] inline T sigmoid_derivative(T x) noexcept {
+  return detail::round_out<T>(detail::sigmoid_derivative_op(detail::widen(x)));
+}
+
+/// The derivative of `silu`, sigmoid(x) (1 + x (1 - sigmoid(x))) (TRAINING.md §1; PyTorch's
+/// `silu_backward`), in `opmath_t<T>`, rounded once to `T`. 0.5 at 0; 1 at +Inf, 0 at -Inf.
+template <activation_scalar T>
+[[nodiscard]] inline T silu_derivative(T x) noexcept {
+  return detail::round_out<T>(detail::silu_derivative_op(detail::widen(x)));
+}
+
+/// The derivative of `gelu` in the same form: Phi(x) + x phi(x) for the erf form, and
+/// (1 + t)/2 + x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2 with t = tanh(sqrt(2/pi) (x + 0.044715
+/// x^3)) for the tanh form (TRAINING.md §1; PyTorch's `GeluBackwardKernelImpl`), in `opmath_t<T>`
+/// without cancellation (see the file comment), rounded once to `T`. 0.5 at 0; 1 at +Inf, 0 at -Inf.
+///
+/// **Example**:
+///
+///     kernels::gelu_derivative(1.0);                                // 1.0833154705876864 (Phi(1) + phi(1))
+///     kernels::gelu_derivative(bfloat16(0.0f), gelu_approximation::tanh);  // 0.5
+template <activation_scalar T>
+[[nodiscard]] inline T gelu_derivative(T x, gelu_approximation approximation = gelu_approximation::none) noexcept {
+  return detail::round_out<T>(detail::gelu_derivative_op(detail::widen(x), approximation));
+}
+
 /// e^x in `opmath_t<T>`, rounded once to `T` (overflow gives the overflow value of `T`: Inf or NaN).
 template <activation_scalar T>
 [[nodiscard]] inline T exp(T x) noexcept {
@@ -190,6 +298,28 @@ void silu(const In& in, Out&& out) {
 template <detail::activation_input In, detail::activation_output Out>
 void gelu(const In& in, Out&& out, gelu_approximation approximation = gelu_approximation::none) {
   detail::transform("gelu", in, out, [approximation](auto v) { return detail::gelu_op(v, approximation); });
+}
+/// Element-wise `relu_derivative` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+template <detail::activation_input In, detail::activation_output Out>
+void relu_derivative(const In& in, Out&& out) {
+  detail::transform("relu_derivative", in, out, [](auto v) { return detail::relu_derivative_op(v); });
+}
+/// Element-wise `sigmoid_derivative` (see `relu` for the range rules). \throws std::invalid_argument if the sizes
+/// differ.
+template <detail::activation_input In, detail::activation_output Out>
+void sigmoid_derivative(const In& in, Out&& out) {
+  detail::transform("sigmoid_derivative", in, out, [](auto v) { return detail::sigmoid_derivative_op(v); });
+}
+/// Element-wise `silu_derivative` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+template <detail::activation_input In, detail::activation_output Out>
+void silu_derivative(const In& in, Out&& out) {
+  detail::transform("silu_derivative", in, out, [](auto v) { return detail::silu_derivative_op(v); });
+}
+/// Element-wise `gelu_derivative` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+template <detail::activation_input In, detail::activation_output Out>
+void gelu_derivative(const In& in, Out&& out, gelu_approximation approximation = gelu_approximation::none) {
+  detail::transform("gelu_derivative", in, out,
+                    [approximation](auto v) { return detail::gelu_derivative_op(v, approximation); });
 }
 /// Element-wise `exp` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>

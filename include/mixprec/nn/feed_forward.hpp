@@ -1,7 +1,7 @@
 /// \file
 /// \brief `nn::feed_forward<P>`: the transformer MLP block built on `nn::dense`, plain
 /// (`w2(act(w1 x))`: ReLU, GELU, SiLU) or gated (`w2(act(w1 x) * (w3 x))`: SwiGLU as in llama, GEGLU
-/// as in T5 v1.1), with the hidden activations computed in float32 opmath.
+/// as in T5 v1.1), with the hidden activations computed in float32 opmath, and its backward pass.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -23,9 +24,22 @@
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/layer_types.hpp"
 
 namespace mixprec::nn {
+
+namespace detail {
+
+/// The element type `feed_forward<P>` hands its `dense` projections' saved contexts for inputs of type
+/// T: the accumulator A of `C = compute_t<P, T>` when `compute_t<P, A>` is C (every policy with a fixed
+/// compute type, and `promote` unless it computes in a 16-bit type), so that `dense::backward` returns
+/// its dx (dh, and the two halves of the block's dx) unrounded in A; else C itself.
+template <class P, class T>
+using ffn_hidden_t = std::conditional_t<std::is_same_v<compute_t<P, accumulator_t<compute_t<P, T>>>, compute_t<P, T>>,
+                                        accumulator_t<compute_t<P, T>>, compute_t<P, T>>;
+
+}  // namespace detail
 
 /// The activation of a `feed_forward` block, and whether it is gated (Shazeer 2020, "GLU Variants
 /// Improve Transformer").
@@ -74,6 +88,15 @@ enum class ffn_activation : std::uint8_t {
 /// - **Errors**: `std::invalid_argument` for an input whose last axis is not `in`, and at construction
 ///   for projections whose shapes do not chain or a w3 missing (gated) or superfluous (plain).
 ///   Complex compute types do not compile (the activations are real functions).
+/// - **Training** (TRAINING.md §1, §6): `forward(x, ctx)` returns `operator()(x)` bit for bit (one code
+///   path) and saves x and the hidden activation as the GEMMs saw them (in C) and the pre-activations
+///   `a = w1 x`, `b = w3 x` in Acc. `backward(ctx, dy, grads)` computes `dh = dy · W2ᵀ`,
+///   `da = dh ⊙ b ⊙ act'(a)`, `db = dh ⊙ act(a)` (plain: `da = dh ⊙ act'(a)`) in Acc with the
+///   derivatives of `kernels/activations.hpp`, and returns `dx = da · W1ᵀ + db · W3ᵀ` summed in Acc
+///   and rounded once to the input type T; it adds the projections' kernel and bias gradients
+///   (`dense::backward`) into `grads` (`grad_t<P>`: float32, float64 under float64).
+///   `for_each_parameter` and `gradients::for_each` walk the same dotted names in the same order:
+///   "w1.kernel", "w1.bias", "w2.kernel", "w2.bias", "w3.kernel", "w3.bias" (biases and w3 if present).
 ///
 /// **Example** (llama2.c's FFN, weights in its [out, in] layout):
 ///
@@ -88,6 +111,41 @@ class feed_forward {
  public:
   using policy_type = P;
   using param_type = typename P::param_type;
+  using grad_type = grad_t<P>;  ///< element type of the parameter gradients
+
+  /// The parameter gradients of the three projections, shaped like the parameters, in `grad_t<P>`.
+  /// `backward` adds into them; make them with `zero_gradients()`.
+  struct gradients {
+    typename dense<P>::gradients w1;                 ///< of w1 (the gate, for gated variants)
+    typename dense<P>::gradients w2;                 ///< of w2 (the output projection)
+    std::optional<typename dense<P>::gradients> w3;  ///< of w3 (the up projection), gated variants only
+    /// Calls `f(name, tensor)` for "w1.kernel", "w1.bias", "w2.kernel", "w2.bias", "w3.kernel",
+    /// "w3.bias" (the biases and w3 when present): the names and order of `for_each_parameter`.
+    template <class F>
+    void for_each(F&& f) {
+      walk_gradients(*this, f);
+    }
+    /// Const form of `for_each`.
+    template <class F>
+    void for_each(F&& f) const {
+      walk_gradients(*this, f);
+    }
+  };
+
+  /// What `backward` needs from a `forward` of inputs of element type T (C = `compute_t<P, T>`,
+  /// Acc = `accumulator_t<C>`). The pre-activations are kept in Acc, unrounded: they are the values the
+  /// forward applied the activation to, so the backward differentiates exactly the function the
+  /// forward evaluated (act(a) ⊙ b in opmath), at the cost of 4 bytes per hidden value instead of 2;
+  /// recomputing them from x would cost two more GEMMs.
+  template <class T>
+  struct saved {
+    /// x as w1 and w3 saw it (rounded to C, rows × in); both projections' backward read it.
+    typename dense<P>::template saved<detail::ffn_hidden_t<P, T>> input;
+    /// The hidden activation as w2 saw it: round_to<C>(act(a) [⊙ b]), rows × hidden.
+    typename dense<P>::template saved<detail::ffn_hidden_t<P, T>> hidden;
+    std::vector<accumulator_t<compute_t<P, T>>> a;  ///< w1 x + b1 in Acc, rows × hidden
+    std::vector<accumulator_t<compute_t<P, T>>> b;  ///< w3 x + b3 in Acc, rows × hidden (gated only, else empty)
+  };
 
   /// A block from its projections. \throws std::invalid_argument if w1's outputs are not w2's inputs,
   /// if w3 is missing for a gated activation or given for a plain one, or if w3's shape is not w1's.
@@ -136,6 +194,12 @@ class feed_forward {
   [[nodiscard]] const dense<P>& w2() const noexcept { return w2_; }
   /// The up projection [in -> hidden] of gated variants.
   [[nodiscard]] const std::optional<dense<P>>& w3() const noexcept { return w3_; }
+  /// w1, writable (an optimiser step, a checkpoint load). Its shapes and bias presence must not change.
+  [[nodiscard]] dense<P>& w1() noexcept { return w1_; }
+  /// w2, writable. Its shapes and bias presence must not change.
+  [[nodiscard]] dense<P>& w2() noexcept { return w2_; }
+  /// w3, writable. Its shapes and bias presence must not change, nor whether it is present.
+  [[nodiscard]] std::optional<dense<P>>& w3() noexcept { return w3_; }
   /// Input features.
   [[nodiscard]] std::size_t in_features() const noexcept { return w1_.in_features(); }
   /// Hidden features.
@@ -143,42 +207,249 @@ class feed_forward {
   /// Output features.
   [[nodiscard]] std::size_t out_features() const noexcept { return w2_.out_features(); }
 
+  /// Calls `f(name, tensor)` on every parameter with dotted names: "w1.kernel" [in, hidden],
+  /// "w1.bias" [hidden], "w2.kernel" [hidden, out], "w2.bias" [out], "w3.kernel" [in, hidden],
+  /// "w3.bias" [hidden] (biases and w3 when present), the order of `gradients::for_each`.
+  template <class F>
+  void for_each_parameter(F&& f) {
+    walk_parameters(*this, f);
+  }
+  /// Const form of `for_each_parameter`.
+  template <class F>
+  void for_each_parameter(F&& f) const {
+    walk_parameters(*this, f);
+  }
+
+  /// Zero gradients shaped like the parameters (w3's only for gated variants).
+  [[nodiscard]] gradients zero_gradients() const {
+    gradients g{w1_.zero_gradients(), w2_.zero_gradients(), std::nullopt};
+    if (w3_) g.w3 = w3_->zero_gradients();
+    return g;
+  }
+
   /// y = w2(act(w1 x) [* (w3 x)]) for x [..., in]; see the class comment for types and rounding.
   /// \throws std::invalid_argument if the last axis of x is not `in_features()`.
   template <detail::layer_array X>
   [[nodiscard]] auto operator()(const X& x) const {
-    using T = detail::value_t<X>;
+    return run(x, static_cast<saved<detail::value_t<X>>*>(nullptr));
+  }
+
+  /// `operator()(x)`, saving in `ctx` what `backward` needs (see `saved`): the same code path, so the
+  /// same result bit for bit. Memory: rows × (in + hidden) C values and rows × hidden Acc values (two
+  /// such arrays for gated variants). Real inputs only.
+  /// \throws std::invalid_argument as `operator()`.
+  template <detail::layer_array X>
+  [[nodiscard]] auto forward(const X& x, saved<detail::value_t<X>>& ctx) const {
+    detail::check_real<detail::value_t<X>>("feed_forward");
+    return run(x, &ctx);
+  }
+
+  /// The vector-Jacobian product of `forward` (TRAINING.md §1): for the output cotangent dy [..., out]
+  /// (any floating element type, rounded to C as the forward's GEMM operands were), returns
+  /// dx [..., in] in the input type T (same kind of container as dy) and adds the gradients of the
+  /// kernels and biases of w1, w2 (and w3) into `grads`. With Acc = `accumulator_t<C>`:
+  /// `dh = dy · W2ᵀ` (Acc), `da = dh ⊙ b ⊙ act'(a)` and `db = dh ⊙ act(a)` (gated) or
+  /// `da = dh ⊙ act'(a)` (plain) in Acc; `W2 += hᵀ dy`, `W1 += xᵀ da`, `W3 += xᵀ db`, biases `+= Σrows`
+  /// of dy, da, db (`dense::backward`: GEMM operands rounded to C, sums in Acc, gradients in
+  /// `grad_t<P>`); `dx = da · W1ᵀ + db · W3ᵀ` summed in Acc and rounded once to T. The rounding of the
+  /// hidden activation to C is treated as the identity (straight-through), as every framework does.
+  /// \throws std::invalid_argument if dy's last axis is not `out_features()`, its rows are not those
+  ///         of the saved forward, `ctx` was not filled by this layer's `forward`, or `grads` is not
+  ///         shaped like the parameters. Nothing is added to `grads` when it throws.
+  template <class T, detail::layer_array DY>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy, gradients& grads) const {
+    using C = compute_t<P, T>;
+    using Acc = accumulator_t<C>;
+    using H = detail::ffn_hidden_t<P, T>;
+    detail::check_real<T>("feed_forward::backward");
+    detail::check_features(
+        "feed_forward::backward", dy, out_features(),
+        kernels::detail::concat("w2 kernel shape ", detail::shape_string(w2_.kernel().shape()), " = [hidden, out]"));
+    const std::size_t rows = ctx.input.rows;
+    detail::check_backward_rows("feed_forward::backward", detail::leading_size(dy), rows);
+    check_saved(ctx);
+    check_gradients(grads);
+    const std::size_t count = rows * hidden_features();
+    // dh = dy · W2ᵀ [..., hidden] in H (= Acc unless promote computes in 16 bits); W2 += hᵀ dy, b2 += Σ dy.
+    auto dh = w2_.backward(ctx.hidden, dy, grads.w2);
+    // da overwrites dh in place; db (gated) gets its own array.
+    auto db = detail::make_like<H>(dy, is_gated(activation_) ? hidden_features() : 0);
+    H* g = dh.data();
+    H* gb = db.data();
+    const Acc* a = ctx.a.data();
+    const Acc* b = ctx.b.data();
+    with_activation<Acc>([&](auto act, auto act_derivative) {
+      if (is_gated(activation_)) {
+        for (std::size_t i = 0; i < count; ++i) {
+          const Acc gi = kernels::detail::round_to<Acc>(g[i]);
+          gb[i] = kernels::detail::round_to<H>(gi * act(a[i]));
+          g[i] = kernels::detail::round_to<H>((gi * b[i]) * act_derivative(a[i]));
+        }
+      } else {
+        for (std::size_t i = 0; i < count; ++i) {
+          g[i] = kernels::detail::round_to<H>(kernels::detail::round_to<Acc>(g[i]) * act_derivative(a[i]));
+        }
+      }
+    });
+    // dx = da · W1ᵀ (+ db · W3ᵀ): each half in H by dense::backward (W1 += xᵀ da, W3 += xᵀ db), summed in
+    // Acc, rounded once to T.
+    const auto dx1 = w1_.backward(ctx.input, dh, grads.w1);
+    auto dx = detail::make_like<T>(dy, in_features());
+    T* out = dx.data();
+    if (w3_) {
+      const auto dx3 = w3_->backward(ctx.input, db, *grads.w3);
+      for (std::size_t i = 0; i < dx.size(); ++i) {
+        out[i] = kernels::detail::round_to<T>(kernels::detail::round_to<Acc>(dx1.data()[i]) +
+                                              kernels::detail::round_to<Acc>(dx3.data()[i]));
+      }
+    } else {
+      for (std::size_t i = 0; i < dx.size(); ++i) out[i] = kernels::detail::round_to<T>(dx1.data()[i]);
+    }
+    return dx;
+  }
+
+ private:
+  /// The forward of `operator()` and `forward`: with `ctx`, the pre-activations and the hidden
+  /// activation are written into it instead of chunk-sized scratch, and x is saved rounded to C. The
+  /// GEMMs get the same operands and shapes either way, so the result is the same bit for bit.
+  template <class X, class T = detail::value_t<X>>
+  [[nodiscard]] auto run(const X& x, saved<T>* ctx) const {
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
     using Acc = accumulator_t<C>;
     static_assert(!kernels::detail::is_complex_v<C>,
                   "nn::feed_forward: the activations (relu, gelu, silu) are real functions; complex inputs are not "
                   "supported. Feed real and imaginary parts separately, or use nn::dense.");
+    // The saved contexts hold values of compute_t<P, ffn_hidden_t<P, T>>: they must be C's.
+    static_assert(kernels::detail::is_complex_v<C> || std::is_same_v<compute_t<P, detail::ffn_hidden_t<P, T>>, C>);
     detail::check_features(
         "feed_forward", x, in_features(),
         kernels::detail::concat("w1 kernel shape ", detail::shape_string(w1_.kernel().shape()), " = [in, hidden]"));
     const std::size_t in = in_features(), hidden = hidden_features(), out = out_features();
+    const bool gated = is_gated(activation_);
     auto y = detail::make_like<O>(x, out);
     const std::size_t rows = detail::leading_size(x);
     const std::size_t chunk =
         std::max<std::size_t>(1, kernels::matmul_block_elements / std::max<std::size_t>(hidden, 1));
-    std::vector<Acc> h1(std::min(chunk, rows) * hidden);
-    std::vector<Acc> h3(is_gated(activation_) ? h1.size() : 0);
-    std::vector<C> h(h1.size());
+    std::vector<Acc> h1;
+    std::vector<Acc> h3;
+    std::vector<C> h;
+    if (ctx != nullptr) {
+      ctx->input.rows = rows;
+      ctx->input.x.resize(x.size());
+      kernels::detail::round_n<C>(x.data(), x.size(), ctx->input.x.data());
+      ctx->hidden.rows = rows;
+      ctx->hidden.x.resize(rows * hidden);
+      ctx->a.resize(rows * hidden);
+      ctx->b.resize(gated ? rows * hidden : 0);
+    } else {
+      h1.resize(std::min(chunk, rows) * hidden);
+      h3.resize(gated ? h1.size() : 0);
+      h.resize(h1.size());
+    }
     const T* x_data = x.data();
     O* y_data = y.data();
     for (std::size_t r0 = 0; r0 < rows; r0 += chunk) {
       const std::size_t n = std::min(chunk, rows - r0);
       const std::span<const T> x_rows(x_data + r0 * in, n * in);
-      project<C>(w1_, x_rows, std::span<Acc>(h1.data(), n * hidden), n);
-      if (w3_) project<C>(*w3_, x_rows, std::span<Acc>(h3.data(), n * hidden), n);
-      activate<C>(n * hidden, h1.data(), h3.data(), h.data());
-      project<C>(w2_, std::span<const C>(h.data(), n * hidden), std::span<O>(y_data + r0 * out, n * out), n);
+      Acc* a = ctx != nullptr ? ctx->a.data() + r0 * hidden : h1.data();
+      Acc* b = ctx != nullptr ? ctx->b.data() + (gated ? r0 * hidden : 0) : h3.data();
+      C* act = ctx != nullptr ? ctx->hidden.x.data() + r0 * hidden : h.data();
+      project<C>(w1_, x_rows, std::span<Acc>(a, n * hidden), n);
+      if (w3_) project<C>(*w3_, x_rows, std::span<Acc>(b, n * hidden), n);
+      activate<C>(n * hidden, a, b, act);
+      project<C>(w2_, std::span<const C>(act, n * hidden), std::span<O>(y_data + r0 * out, n * out), n);
     }
     return y;
   }
 
- private:
+  /// Calls `f(act, act_derivative)` with the activation of the block and its derivative as functions
+  /// of an Acc value (the formulas of `kernels/activations.hpp`, evaluated in Acc).
+  template <class Acc, class F>
+  void with_activation(F&& f) const {
+    switch (activation_) {
+      case ffn_activation::relu:
+        f([](Acc v) { return kernels::detail::relu_op(v); },
+          [](Acc v) { return kernels::detail::relu_derivative_op(v); });
+        break;
+      case ffn_activation::gelu:
+      case ffn_activation::geglu:
+        f([](Acc v) { return kernels::detail::gelu_erf_op(v); },
+          [](Acc v) { return kernels::detail::gelu_erf_derivative_op(v); });
+        break;
+      case ffn_activation::gelu_tanh:
+      case ffn_activation::geglu_tanh:
+        f([](Acc v) { return kernels::detail::gelu_tanh_op(v); },
+          [](Acc v) { return kernels::detail::gelu_tanh_derivative_op(v); });
+        break;
+      case ffn_activation::silu:
+      case ffn_activation::swiglu:
+        f([](Acc v) { return kernels::detail::silu_op(v); },
+          [](Acc v) { return kernels::detail::silu_derivative_op(v); });
+        break;
+    }
+  }
+
+  /// `f` wrapped so that it receives `prefix + "." + name`.
+  template <class F>
+  static auto prefixed(std::string_view prefix, F& f) {
+    return [prefix, &f](std::string_view name, auto& tensor) {
+      std::string full;
+      full.reserve(prefix.size() + 1 + name.size());
+      full.append(prefix).append(1, '.').append(name);
+      f(std::string_view(full), tensor);
+    };
+  }
+  /// The walk of `for_each_parameter` (const or not).
+  template <class Self, class F>
+  static void walk_parameters(Self& self, F& f) {
+    self.w1_.for_each_parameter(prefixed("w1", f));
+    self.w2_.for_each_parameter(prefixed("w2", f));
+    if (self.w3_) self.w3_->for_each_parameter(prefixed("w3", f));
+  }
+  /// The walk of `gradients::for_each` (const or not), in the order of `walk_parameters`.
+  template <class Grads, class F>
+  static void walk_gradients(Grads& g, F& f) {
+    g.w1.for_each(prefixed("w1", f));
+    g.w2.for_each(prefixed("w2", f));
+    if (g.w3) g.w3->for_each(prefixed("w3", f));
+  }
+
+  /// \throws std::invalid_argument unless `ctx` holds a forward of this layer's shapes.
+  template <class T>
+  void check_saved(const saved<T>& ctx) const {
+    const std::size_t rows = ctx.input.rows, count = rows * hidden_features();
+    if (ctx.input.x.size() != rows * in_features() || ctx.hidden.rows != rows || ctx.hidden.x.size() != count ||
+        ctx.a.size() != count || ctx.b.size() != (is_gated(activation_) ? count : 0)) {
+      throw std::invalid_argument(kernels::detail::concat(
+          "feed_forward::backward: the saved context does not fit this layer (", ctx.input.x.size(), " input and ",
+          ctx.a.size(), " hidden values for ", rows, " rows; the layer has ", in_features(), " inputs, ",
+          hidden_features(), " hidden features, activation ", activation_name(activation_),
+          "); pass the context filled by this layer's forward()"));
+    }
+  }
+
+  /// \throws std::invalid_argument unless `grads` is shaped like the parameters (before any `+=`).
+  void check_gradients(const gradients& grads) const {
+    constexpr const char* where = "feed_forward::backward";
+    auto check = [&](const char* name, const dense<P>& layer, const typename dense<P>::gradients& g) {
+      const std::string kernel = kernels::detail::concat(name, ".kernel");
+      detail::check_gradient_shape(where, kernel.c_str(), g.kernel.shape(), layer.kernel().shape());
+      if (layer.bias().has_value() != g.bias.has_value() || (g.bias && g.bias->size() != layer.bias()->size())) {
+        throw std::invalid_argument(kernels::detail::concat(where, ": grads.", name, ".bias does not match ", name,
+                                                            "'s bias; make the gradients with zero_gradients()"));
+      }
+    };
+    check("w1", w1_, grads.w1);
+    check("w2", w2_, grads.w2);
+    if (w3_.has_value() != grads.w3.has_value()) {
+      throw std::invalid_argument(kernels::detail::concat(
+          where, ": grads.w3 is ", grads.w3 ? "present" : "missing", " but the layer (", activation_name(activation_),
+          ") has ", w3_ ? "a" : "no", " w3; make the gradients with zero_gradients()"));
+    }
+    if (w3_) check("w3", *w3_, *grads.w3);
+  }
+
   /// out[n, layer.out] = in[n, layer.in] · kernel (+ bias), computed in C.
   template <class C, class In, class Out>
   static void project(const dense<P>& layer, std::span<const In> in, std::span<Out> out, std::size_t n) {
@@ -195,24 +466,13 @@ class feed_forward {
   /// h[i] = round_to<C>(act(h1[i]) [* h3[i]]), the activation and gate product in opmath (Acc).
   template <class C, class Acc>
   void activate(std::size_t count, const Acc* h1, const Acc* h3, C* h) const {
-    auto run = [&](auto act) {
+    with_activation<Acc>([&](auto act, auto) {
       if (is_gated(activation_)) {
         for (std::size_t i = 0; i < count; ++i) h[i] = kernels::detail::round_to<C>(act(h1[i]) * h3[i]);
       } else {
         for (std::size_t i = 0; i < count; ++i) h[i] = kernels::detail::round_to<C>(act(h1[i]));
       }
-    };
-    switch (activation_) {
-      case ffn_activation::relu: run([](Acc v) { return kernels::relu(v); }); break;
-      case ffn_activation::gelu:
-      case ffn_activation::geglu: run([](Acc v) { return kernels::gelu(v, kernels::gelu_approximation::none); }); break;
-      case ffn_activation::gelu_tanh:
-      case ffn_activation::geglu_tanh:
-        run([](Acc v) { return kernels::gelu(v, kernels::gelu_approximation::tanh); });
-        break;
-      case ffn_activation::silu:
-      case ffn_activation::swiglu: run([](Acc v) { return kernels::silu(v); }); break;
-    }
+    });
   }
 
   ffn_activation activation_;
