@@ -1,0 +1,204 @@
+/// \file
+/// \brief The command line of `mixprec-train`: options, their parsing (strict: every bad flag or value is a
+/// `usage_error`, a std::invalid_argument whose sentence names the flag and the fix), and the help text.
+///
+///     mixprec-train --policy STRING [--policy STRING ...] [--iters N] [--threads T] [--seed S]
+///                   [--eval-every N] [--eval-iters N] [--data FILE] [--out DIR] [--batch B] [--help]
+#pragma once
+
+#include <algorithm>
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "mixprec/policies/runtime_policy.hpp"
+
+namespace train_example {
+
+/// A bad command line: unknown flag, missing or malformed value, unsupported policy. `mixprec-train` should
+/// print `what()` and the usage hint and exit with status 2.
+class usage_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A policy named on the command line, with the text it was given as.
+struct policy_arg {
+  std::string text;                ///< as typed, e.g. "p=f32,c=bf16,o=f32" (the name in output and charts)
+  mixprec::runtime_policy policy;  ///< parsed (jmp grammar)
+};
+
+/// The policies run when no --policy is given (issue 10): float32 throughout; float32 parameters and
+/// outputs with bfloat16 or float16 compute (float16 with dynamic loss scaling); bfloat16 parameters and
+/// compute with float32 outputs.
+inline const std::vector<std::string_view> default_policies{"f32", "p=f32,c=bf16,o=f32", "p=f32,c=f16,o=f32",
+                                                            "p=bf16,c=bf16,o=f32"};
+
+/// Everything the command line sets; the defaults are nanoGPT's shakespeare_char CPU recipe (TRAINING.md §4).
+struct cli_options {
+  std::vector<policy_arg> policies;  ///< run in order, then compared; default `default_policies`
+  std::int64_t iters = 2000;         ///< last iteration: iterations 0..iters run (iters + 1 updates), ≥ 1
+  int threads = 2;                   ///< worker threads, ≥ 1
+  std::uint64_t seed = 1337;         ///< initialisation and batch sampling (std::mt19937_64)
+  std::int64_t eval_every = 250;     ///< evaluate at every multiple of this (and at the end), ≥ 1
+  std::size_t eval_iters = 20;       ///< batches per split in a periodic evaluation, ≥ 1
+  std::size_t batch = 12;            ///< sequences per step, ≥ 1
+  std::filesystem::path data;        ///< the training text; default: the caller's (tinyshakespeare)
+  std::filesystem::path out = "mixprec-train-out";  ///< folder for the SVG chart and the checkpoints
+  bool help = false;                                ///< --help: print the usage and exit 0
+};
+
+/// The help text. `default_data` is the text file used without --data.
+[[nodiscard]] inline std::string usage(std::string_view program, const std::filesystem::path& default_data) {
+  std::string u;
+  u += "Usage: " + std::string(program) +
+       " [--policy P ...] [--iters N] [--threads T] [--seed S] [--eval-every N]\n"
+       "       [--eval-iters N] [--data FILE] [--out DIR] [--batch B] [--help]\n";
+  u += "Trains nanoGPT's shakespeare_char GPT (4 layers, 4 heads, n_embd 128, block 64, character vocabulary)\n"
+       "with mixprec's layers under each mixed-precision policy given, printing a line per evaluation and a final\n"
+       "line per policy with the loss over the whole validation split and the training tokens per second; writes\n"
+       "the loss curves (SVG) and the trained parameters (safetensors) to the output folder.\n\n";
+  u += "Options:\n";
+  u += "  --policy P       a policy to train with (repeatable), jmp grammar: f32, bf16, f16, f64, or p=..,c=..,o=..\n"
+       "                   over those dtypes. Default: f32, p=f32,c=bf16,o=f32, p=f32,c=f16,o=f32, "
+       "p=bf16,c=bf16,o=f32\n";
+  u += "  --iters N        last iteration, a positive integer: iterations 0..N run (default 2000)\n";
+  u += "  --threads T      worker threads, a positive integer (default 2)\n";
+  u += "  --seed S         seed of the initialisation and of the batches, an integer >= 0 (default 1337)\n";
+  u += "  --eval-every N   estimate the train and validation losses every N iterations (default 250)\n";
+  u += "  --eval-iters N   batches per split in each estimate (default 20)\n";
+  u += "  --batch B        sequences per step (default 12)\n";
+  u += "  --data FILE      the training text (default " + default_data.string() + ")\n";
+  u += "  --out DIR        output folder, created if missing (default mixprec-train-out)\n";
+  u += "  --help           print this help\n\n";
+  u += "Flags take their value as the next argument or after '=' (--iters 200, --iters=200).\n";
+  u += "Exit status: 0 success, 1 unreadable data or a failed run, 2 bad command line.\n";
+  return u;
+}
+
+namespace detail {
+
+/// Parses the whole of `text` as an integer T >= `min`, or throws usage_error naming the flag and the fix.
+template <class T>
+[[nodiscard]] T parse_integer(std::string_view flag, std::string_view text, T min, std::string_view what) {
+  T value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc{} || ptr != end) {
+    throw usage_error(std::string(flag) + " expects " + std::string(what) + ", got '" + std::string(text) +
+                      "': write it in decimal digits, e.g. " + std::string(flag) + " " + std::to_string(min + 1));
+  }
+  if (value < min) {
+    throw usage_error(std::string(flag) + " must be " + std::string(what) + ", got " + std::string(text) +
+                      ": give a value of at least " + std::to_string(min));
+  }
+  return value;
+}
+
+/// A policy string, parsed and checked to use only dtypes `mixprec::visit` dispatches (f32, f64, bf16, f16).
+[[nodiscard]] inline policy_arg parse_policy_arg(std::string_view flag, std::string_view text) {
+  policy_arg arg{std::string(text), {}};
+  try {
+    arg.policy = mixprec::parse_policy(text);
+  } catch (const mixprec::policy_parse_error& e) {
+    throw usage_error(std::string(flag) + ": " + e.what());
+  }
+  for (const mixprec::dtype d : {arg.policy.param, arg.policy.compute, arg.policy.output}) {
+    if (std::find(mixprec::visit_dtypes.begin(), mixprec::visit_dtypes.end(), d) == mixprec::visit_dtypes.end()) {
+      throw usage_error(std::string(flag) + " '" + std::string(text) + "' uses " + std::string(mixprec::name(d)) +
+                        ": use a policy over f32, f64, bf16 and f16 only");
+    }
+  }
+  return arg;
+}
+
+}  // namespace detail
+
+/// Parses `args` (without the program name). `default_data` is the text used without --data (the caller's
+/// tinyshakespeare path). Flags take their value as the next argument or after '='. A policy given twice
+/// (the same three dtypes, however spelled) is an error.
+/// \throws usage_error (a std::invalid_argument) for an unknown flag, a flag without its value, a value that
+///   is not a number or is out of range (0 iterations, threads, batch, eval-every or eval-iters; a negative
+///   number), an empty file or folder name, a policy that does not parse or uses a dtype other than
+///   f32/f64/bf16/f16, a repeated policy, or a stray argument.
+[[nodiscard]] inline cli_options parse_cli(std::span<const std::string_view> args,
+                                           const std::filesystem::path& default_data) {
+  cli_options o;
+  o.data = default_data;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view flag = args[i];
+    std::optional<std::string_view> inline_value;
+    if (flag.starts_with("--")) {
+      if (const auto eq = flag.find('='); eq != std::string_view::npos) {
+        inline_value = flag.substr(eq + 1);
+        flag = flag.substr(0, eq);
+      }
+    }
+    const auto value = [&]() -> std::string_view {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= args.size()) {
+        throw usage_error(std::string(flag) + " needs a value: write it after the flag, e.g. " + std::string(flag) +
+                          " VALUE");
+      }
+      return args[++i];
+    };
+    if (flag == "--help" || flag == "-h") {
+      if (inline_value) throw usage_error(std::string(flag) + " takes no value: write it alone");
+      o.help = true;
+    } else if (flag == "--policy") {
+      policy_arg p = detail::parse_policy_arg(flag, value());
+      for (const policy_arg& q : o.policies) {
+        if (q.policy == p.policy) {
+          throw usage_error("--policy '" + p.text + "' repeats '" + q.text + "' (the same policy): give each once");
+        }
+      }
+      o.policies.push_back(std::move(p));
+    } else if (flag == "--iters") {
+      o.iters = detail::parse_integer<std::int64_t>(flag, value(), 1, "a positive integer");
+    } else if (flag == "--threads") {
+      o.threads = detail::parse_integer<int>(flag, value(), 1, "a positive integer");
+    } else if (flag == "--seed") {
+      o.seed = detail::parse_integer<std::uint64_t>(flag, value(), 0, "an integer >= 0");
+    } else if (flag == "--eval-every") {
+      o.eval_every = detail::parse_integer<std::int64_t>(flag, value(), 1, "a positive integer");
+    } else if (flag == "--eval-iters") {
+      o.eval_iters = detail::parse_integer<std::size_t>(flag, value(), 1, "a positive integer");
+    } else if (flag == "--batch") {
+      o.batch = detail::parse_integer<std::size_t>(flag, value(), 1, "a positive integer");
+    } else if (flag == "--data") {
+      o.data = value();
+      if (o.data.empty()) throw usage_error("--data needs a file name: give the path of a text file");
+    } else if (flag == "--out") {
+      o.out = value();
+      if (o.out.empty()) throw usage_error("--out needs a folder name: give a path (created if missing)");
+    } else if (flag.starts_with("-")) {
+      throw usage_error("unknown option '" + std::string(flag) + "': see --help for the options");
+    } else {
+      throw usage_error("unexpected argument '" + std::string(flag) + "': options start with --, e.g. --policy " +
+                        std::string(flag));
+    }
+  }
+  if (o.policies.empty()) {
+    for (const std::string_view p : default_policies) o.policies.push_back(detail::parse_policy_arg("--policy", p));
+  }
+  return o;
+}
+
+/// `parse_cli` over `main`'s arguments (argv[0], the program name, skipped).
+/// \throws usage_error as `parse_cli`.
+[[nodiscard]] inline cli_options parse_cli(int argc, const char* const* argv,
+                                           const std::filesystem::path& default_data) {
+  std::vector<std::string_view> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return parse_cli(std::span<const std::string_view>(args), default_data);
+}
+
+}  // namespace train_example
