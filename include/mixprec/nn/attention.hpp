@@ -477,7 +477,183 @@ class attention {
     return forward(x, &cache, &key_mask);
   }
 
+  // ---- training (docs/training.md, TRAINING.md §1: FlashAttention-2's backward from a saved
+  // log-sum-exp) ----
+
+  using grad_type = grad_t<P>;  ///< element type of the parameter gradients
+
+  /// The gradients of the four projections, float32 (float64 for float64 parameters).
+  struct gradients {
+    typename projection_type::gradients wq, wk, wv, wo;
+    /// Calls `f(name, tensor)` with "wq.kernel", ("wq.bias"), "wk.kernel", ..., "wo.kernel": the order
+    /// of `for_each_parameter`.
+    template <class F>
+    void for_each(F&& f) {
+      walk_named(f, wq, wk, wv, wo);
+    }
+    /// Const form of `for_each`.
+    template <class F>
+    void for_each(F&& f) const {
+      walk_named(f, wq, wk, wv, wo);
+    }
+  };
+
+  /// What `backward` needs from a `forward` of inputs of element type T, C = `compute_t<P, T>`,
+  /// A = `accumulator_t<C>`: x rounded to C (shared by wq, wk, wv), the post-RoPE queries and keys and
+  /// the values [rows, width] in C, the attended heads as wo saw them, and one log-sum-exp of the
+  /// scores per (batch, head, query) in A. Memory O(seq): no seq × seq matrix is kept.
+  template <class T>
+  struct saved {
+    using compute_type = compute_t<P, T>;
+    using opmath_type = accumulator_t<compute_type>;
+    typename projection_type::template saved<T> in;                   ///< x rounded to C
+    typename projection_type::template saved<compute_type> attended;  ///< concat of heads, rounded to C
+    std::vector<compute_type> q, k, v;                                ///< [rows, n_heads|n_kv_heads * head_dim]
+    std::vector<opmath_type> lse;  ///< [batch, n_heads, seq]; −Inf for a query with no visible key
+    std::vector<bool> valid;       ///< [batch, seq] key validity; empty: every key is valid
+    std::size_t batch = 0, seq = 0;
+  };
+
+  /// Calls `f(name, tensor)` on every parameter: "wq.kernel", ("wq.bias"), "wk.kernel", ..., "wo.kernel".
+  template <class F>
+  void for_each_parameter(F&& f) {
+    walk_parameters(f, wq_, wk_, wv_, wo_);
+  }
+  /// Const form of `for_each_parameter`.
+  template <class F>
+  void for_each_parameter(F&& f) const {
+    walk_parameters(f, wq_, wk_, wv_, wo_);
+  }
+  /// Zero gradients shaped like the parameters.
+  [[nodiscard]] gradients zero_gradients() const {
+    return {wq_.zero_gradients(), wk_.zero_gradients(), wv_.zero_gradients(), wo_.zero_gradients()};
+  }
+  /// The projections, writable (an optimiser step, a checkpoint load). Shapes must not change.
+  [[nodiscard]] projection_type& wq() noexcept { return wq_; }
+  /// See `wq()`.
+  [[nodiscard]] projection_type& wk() noexcept { return wk_; }
+  /// See `wq()`.
+  [[nodiscard]] projection_type& wv() noexcept { return wv_; }
+  /// See `wq()`.
+  [[nodiscard]] projection_type& wo() noexcept { return wo_; }
+
+  /// Self-attention `operator()(x)`, saving in `ctx` what `backward` needs. Same result, bit for bit
+  /// (one code path). No cache: training sees whole sequences.
+  /// \throws std::invalid_argument as `operator()`.
+  template <detail::layer_array X>
+  [[nodiscard]] auto forward(const X& x, saved<detail::value_t<X>>& ctx) const {
+    return forward_impl(x, static_cast<cache_type<detail::value_t<X>>*>(nullptr), static_cast<const no_mask*>(nullptr),
+                        &ctx);
+  }
+
+  /// As above with a key padding mask [seq] / [batch, seq] (true = real token).
+  template <detail::layer_array X, detail::layer_array M>
+  requires std::same_as < detail::value_t<M>,
+  bool > [[nodiscard]] auto forward(const X& x, const M& key_mask, saved<detail::value_t<X>>& ctx) const {
+    return forward_impl(x, static_cast<cache_type<detail::value_t<X>>*>(nullptr), &key_mask, &ctx);
+  }
+
+  /// The VJP of `forward` (FlashAttention-2, Dao 2023, Algorithm 2, one query row at a time): with
+  /// dO = dy · woᵀ and D_i = Σ_e dO_ie O_ie, for each query i and visible key j of its kv head g,
+  /// `s_ij = scale q_i · k_j`, `P_ij = exp(s_ij − lse_i)`, `dV_j += P_ij dO_i`, `dP_ij = dO_i · v_j`,
+  /// `dS_ij = P_ij (dP_ij − D_i)`, `dQ_i += scale dS_ij k_j`, `dK_j += scale dS_ij q_i`, all in A (dK and
+  /// dV sum over the query heads of a group); then RoPE's inverse rotation on dQ and dK, and the
+  /// projections' backward: dx = dQ·Wqᵀ + dK·Wkᵀ + dV·Wvᵀ summed in A and rounded once to T (same kind
+  /// of container as dy), parameter gradients added into `grads`. Masked keys get P = 0 exactly and
+  /// contribute nothing even when their keys or values are Inf or NaN. The gradient is that of the
+  /// opmath softmax (with `softmax_precision::compute` the forward's roundings of scores and weights
+  /// to C are not differentiated). Scratch: O(seq · heads · head_dim).
+  /// \throws std::invalid_argument if dy's features or rows do not match the saved forward, or the
+  ///         gradients are not shaped like the parameters.
+  template <class T, detail::layer_array DY>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy, gradients& grads) const {
+    using C = typename saved<T>::compute_type;
+    using A = typename saved<T>::opmath_type;
+    detail::check_features("attention::backward", dy, config_.d_model, "d_model");
+    const std::size_t rows = ctx.batch * ctx.seq;
+    detail::check_backward_rows("attention::backward", detail::leading_size(dy), rows);
+    const std::size_t hd = config_.head_dim;
+    const std::size_t n_heads = config_.n_heads;
+    const std::size_t group = n_heads / config_.n_kv_heads;
+    const std::size_t q_width = n_heads * hd;
+    const std::size_t kv_width = config_.n_kv_heads * hd;
+    const std::size_t seq = ctx.seq;
+    const A scale = static_cast<A>(*config_.scale);
+    // dO [rows, q_width] = dy · woᵀ (and wo's gradients), in C as the next GEMMs read it.
+    xt::xtensor<C, 2> dy2 = xt::xtensor<C, 2>::from_shape({rows, config_.d_model});
+    kernels::detail::round_n<C>(dy.data(), dy.size(), dy2.data());
+    const auto d_att = wo_.backward(ctx.attended, dy2, grads.wo);
+    std::vector<A> dq(rows * q_width, A(0)), dk(rows * kv_width, A(0)), dv(rows * kv_width, A(0));
+    auto w = [](C v) { return kernels::detail::widen(v); };
+    for (std::size_t b = 0; b < ctx.batch; ++b) {
+      for (std::size_t h = 0; h < n_heads; ++h) {
+        const std::size_t g = h / group;
+        for (std::size_t i = 0; i < seq; ++i) {
+          const A lse = ctx.lse[(b * n_heads + h) * seq + i];
+          if (std::isinf(lse)) continue;  // no visible key: the output was 0, so is every gradient
+          const std::size_t qi = (b * seq + i) * q_width + h * hd;
+          const C* q = ctx.q.data() + qi;
+          const C* d_o = d_att.data() + qi;
+          const C* o = ctx.attended.x.data() + qi;
+          A d_i = 0;
+          for (std::size_t e = 0; e < hd; ++e) d_i += w(d_o[e]) * w(o[e]);
+          const std::size_t last = config_.causal ? i : seq - 1;
+          for (std::size_t j = 0; j <= last; ++j) {
+            if (!ctx.valid.empty() && !ctx.valid[b * seq + j]) continue;
+            const std::size_t kj = (b * seq + j) * kv_width + g * hd;
+            const C* kr = ctx.k.data() + kj;
+            const C* vr = ctx.v.data() + kj;
+            A s = 0, dp = 0;
+            for (std::size_t e = 0; e < hd; ++e) {
+              s += w(q[e]) * w(kr[e]);
+              dp += w(d_o[e]) * w(vr[e]);
+            }
+            const A p = std::exp(scale * s - lse);
+            const A ds = p * (dp - d_i);
+            for (std::size_t e = 0; e < hd; ++e) {
+              dv[kj + e] += p * w(d_o[e]);
+              dq[qi + e] += scale * ds * w(kr[e]);
+              dk[kj + e] += scale * ds * w(q[e]);
+            }
+          }
+        }
+      }
+    }
+    if (rotary_) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        rotary_->apply_inverse(std::span<A>(dq.data() + r * q_width, q_width), r % seq);
+        rotary_->apply_inverse(std::span<A>(dk.data() + r * kv_width, kv_width), r % seq);
+      }
+    }
+    std::vector<A> dx_acc(rows * config_.d_model, A(0));
+    wq_.backward_accumulate(ctx.in, std::span<const A>(dq), grads.wq, std::span<A>(dx_acc));
+    wk_.backward_accumulate(ctx.in, std::span<const A>(dk), grads.wk, std::span<A>(dx_acc));
+    wv_.backward_accumulate(ctx.in, std::span<const A>(dv), grads.wv, std::span<A>(dx_acc));
+    auto dx = detail::make_like<T>(dy, config_.d_model);
+    for (std::size_t i = 0; i < dx_acc.size(); ++i) dx.data()[i] = kernels::detail::round_out<T>(dx_acc[i]);
+    return dx;
+  }
+
  private:
+  template <class F, class... G>
+  static void walk_named(F& f, G&... parts) {
+    const char* names[] = {"wq.", "wk.", "wv.", "wo."};
+    std::size_t i = 0;
+    (parts.for_each([&f, prefix = std::string(names[i++])](std::string_view name, auto& t) {
+      f(std::string_view(prefix + std::string(name)), t);
+    }),
+     ...);
+  }
+  template <class F, class... D>
+  static void walk_parameters(F& f, D&... parts) {
+    const char* names[] = {"wq.", "wk.", "wv.", "wo."};
+    std::size_t i = 0;
+    (parts.for_each_parameter([&f, prefix = std::string(names[i++])](std::string_view name, auto& t) {
+      f(std::string_view(prefix + std::string(name)), t);
+    }),
+     ...);
+  }
+
   struct resolved_tag {};
   struct no_cache {};
   using no_mask = xt::xtensor<bool, 1>;
@@ -517,15 +693,16 @@ class attention {
                   "Pass float, double or a mixprec small float.");
     if constexpr (detail::attention_real_v<In>) {
       if constexpr (std::same_as<Cache, no_cache>) {
-        return forward_impl(x, static_cast<cache_type<In>*>(nullptr), key_mask);
+        return forward_impl(x, static_cast<cache_type<In>*>(nullptr), key_mask, static_cast<saved<In>*>(nullptr));
       } else {
-        return forward_impl(x, cache, key_mask);
+        return forward_impl(x, cache, key_mask, static_cast<saved<In>*>(nullptr));
       }
     }
   }
 
   template <class X, class M>
-  auto forward_impl(const X& x, cache_type<detail::value_t<X>>* cache, const M* key_mask) const {
+  auto forward_impl(const X& x, cache_type<detail::value_t<X>>* cache, const M* key_mask,
+                    saved<detail::value_t<X>>* ctx) const {
     using In = detail::value_t<X>;
     using C = compute_t<P, In>;
     using O = output_t<P, In>;
@@ -584,9 +761,21 @@ class attention {
     std::vector<C> q(rows * q_width);
     std::vector<C> k(rows * kv_width);
     std::vector<C> v(rows * kv_width);
-    project<C>(wq_, xs, rows, std::span<C>(q));
-    project<C>(wk_, xs, rows, std::span<C>(k));
-    project<C>(wv_, xs, rows, std::span<C>(v));
+    if (ctx != nullptr) {
+      // Training: x rounded to C once and kept; the projections read it (the same operand values, so
+      // the same bits as reading x).
+      ctx->in.rows = rows;
+      ctx->in.x.resize(x.size());
+      kernels::detail::round_n<C>(x.data(), x.size(), ctx->in.x.data());
+      const std::span<const C> xc(ctx->in.x);
+      project<C>(wq_, xc, rows, std::span<C>(q));
+      project<C>(wk_, xc, rows, std::span<C>(k));
+      project<C>(wv_, xc, rows, std::span<C>(v));
+    } else {
+      project<C>(wq_, xs, rows, std::span<C>(q));
+      project<C>(wk_, xs, rows, std::span<C>(k));
+      project<C>(wv_, xs, rows, std::span<C>(v));
+    }
 
     const std::size_t start = cache != nullptr ? cache->size() : 0;
     if (rotary_) {
@@ -609,7 +798,57 @@ class attention {
 
     auto y = detail::make_like<O>(x, config_.d_model);
     project<C>(wo_, std::span<const C>(attended), rows, detail::flat(y));
+    if (ctx != nullptr)
+      save_for_backward(*ctx, batch, seq, std::move(q), std::move(k), std::move(v), std::move(attended), valid);
     return y;
+  }
+
+  /// Fills the training context after a forward: the tensors, and each query's log-sum-exp of its
+  /// visible scores, in A (recomputed here in one pass per query: the tiled forward keeps only
+  /// running values).
+  template <class T, class C>
+  void save_for_backward(saved<T>& ctx, std::size_t batch, std::size_t seq, std::vector<C> q, std::vector<C> k,
+                         std::vector<C> v, std::vector<C> attended, std::span<const bool> valid) const {
+    using A = accumulator_t<C>;
+    const std::size_t hd = config_.head_dim;
+    const std::size_t n_heads = config_.n_heads;
+    const std::size_t group = n_heads / config_.n_kv_heads;
+    const std::size_t q_width = n_heads * hd;
+    const std::size_t kv_width = config_.n_kv_heads * hd;
+    const A scale = static_cast<A>(*config_.scale);
+    ctx.batch = batch;
+    ctx.seq = seq;
+    ctx.valid.assign(valid.begin(), valid.end());
+    ctx.lse.assign(batch * n_heads * seq, -std::numeric_limits<A>::infinity());
+    std::vector<A> scores(seq);
+    for (std::size_t b = 0; b < batch; ++b) {
+      for (std::size_t h = 0; h < n_heads; ++h) {
+        const std::size_t g = h / group;
+        for (std::size_t i = 0; i < seq; ++i) {
+          const C* qr = q.data() + (b * seq + i) * q_width + h * hd;
+          const std::size_t last = config_.causal ? i : seq - 1;
+          A m = -std::numeric_limits<A>::infinity();
+          std::size_t n = 0;
+          for (std::size_t j = 0; j <= last; ++j) {
+            if (!valid.empty() && !valid[b * seq + j]) continue;
+            const C* kr = k.data() + (b * seq + j) * kv_width + g * hd;
+            A s = 0;
+            for (std::size_t e = 0; e < hd; ++e) s += kernels::detail::widen(qr[e]) * kernels::detail::widen(kr[e]);
+            scores[n++] = scale * s;
+            m = std::max(m, scale * s);
+          }
+          if (n == 0 || std::isinf(m)) continue;
+          A sum = 0;
+          for (std::size_t t = 0; t < n; ++t) sum += std::exp(scores[t] - m);
+          ctx.lse[(b * n_heads + h) * seq + i] = m + std::log(sum);
+        }
+      }
+    }
+    ctx.attended.rows = batch * seq;
+    ctx.attended.x = std::move(attended);
+    ctx.q = std::move(q);
+    ctx.k = std::move(k);
+    ctx.v = std::move(v);
   }
 
   attention_config config_;

@@ -11,6 +11,7 @@
 #include <numbers>
 #include <optional>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -271,20 +272,11 @@ class dense {
   template <class T, detail::layer_array DY>
   [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy, gradients& grads) const {
     using C = compute_t<P, T>;
-    using G = grad_type;
-    static_assert(std::is_same_v<accumulator_t<C>, G> || std::is_same_v<accumulator_t<C>, float>,
-                  "dense::backward: the compute type accumulates in a type other than the gradients'; use "
-                  "a float32 or float64 param type.");
     detail::check_features(
         "dense::backward", dy, out_features(),
         kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]"));
     detail::check_backward_rows("dense::backward", detail::leading_size(dy), ctx.rows);
-    detail::check_gradient_shape("dense::backward", "kernel", grads.kernel.shape(), kernel_.shape());
-    if (bias_.has_value() != grads.bias.has_value() || (bias_ && grads.bias->size() != bias_->size())) {
-      throw std::invalid_argument(
-          "dense::backward: grads.bias does not match the layer's bias; make the gradients with "
-          "zero_gradients()");
-    }
+    check_gradients(grads);
     const std::size_t rows = ctx.rows;
     // dy rounded to C once, shared by both GEMMs (and the bias sum).
     std::vector<C> dy_c(dy.size());
@@ -293,6 +285,48 @@ class dense {
     // dx [rows, in] = dy [rows, out] · kernelᵀ: the [in, out] kernel read as b(k = out, n = in), n_k.
     kernels::matmul<C>(dy_c, detail::flat(kernel_), detail::flat(dx), {rows, out_features(), in_features()},
                        kernels::b_layout::n_k);
+    add_parameter_gradients(ctx, dy_c, grads);
+    return dx;
+  }
+
+  /// As `backward`, for a cotangent dy [rows, out] given as a span, but **adds** dx = dy · kernelᵀ into
+  /// `dx_acc` [rows, in] in the accumulator type (float32; float64 under float64) instead of returning
+  /// it rounded: for layers that sum the input cotangents of several projections of the same x in
+  /// float32 and round once (attention's q, k and v projections).
+  /// \throws std::invalid_argument if the sizes do not match the saved forward or the gradients.
+  template <class T, class DYE>
+  void backward_accumulate(const saved<T>& ctx, std::span<const DYE> dy, gradients& grads,
+                           std::span<accumulator_t<compute_t<P, T>>> dx_acc) const {
+    using C = compute_t<P, T>;
+    if (dy.size() != ctx.rows * out_features() || dx_acc.size() != ctx.rows * in_features()) {
+      throw std::invalid_argument(
+          kernels::detail::concat("dense::backward_accumulate: dy has ", dy.size(), " and dx ", dx_acc.size(),
+                                  " elements but the saved ", ctx.rows, " rows need ", ctx.rows * out_features(),
+                                  " and ", ctx.rows * in_features(), "; pass the cotangent of this forward"));
+    }
+    check_gradients(grads);
+    std::vector<C> dy_c(dy.size());
+    kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
+    kernels::matmul_accumulate<C>(dy_c, kernels::a_layout::m_k, detail::flat(kernel_), kernels::b_layout::n_k, dx_acc,
+                                  {ctx.rows, out_features(), in_features()});
+    add_parameter_gradients(ctx, dy_c, grads);
+  }
+
+ private:
+  void check_gradients(const gradients& grads) const {
+    detail::check_gradient_shape("dense::backward", "kernel", grads.kernel.shape(), kernel_.shape());
+    if (bias_.has_value() != grads.bias.has_value() || (bias_ && grads.bias->size() != bias_->size())) {
+      throw std::invalid_argument(
+          "dense::backward: grads.bias does not match the layer's bias; make the gradients with "
+          "zero_gradients()");
+    }
+  }
+
+  /// kernel += xᵀ · dy and bias += Σrows dy, for dy already rounded to C.
+  template <class T, class C>
+  void add_parameter_gradients(const saved<T>& ctx, const std::vector<C>& dy_c, gradients& grads) const {
+    using G = grad_type;
+    const std::size_t rows = ctx.rows;
     // kernel grad [in, out] += xᵀ [in, rows] · dy [rows, out], summed in the accumulator.
     if constexpr (std::is_same_v<accumulator_t<C>, G>) {
       kernels::matmul_accumulate<C>(ctx.x, kernels::a_layout::k_m, dy_c, kernels::b_layout::k_n,
@@ -312,10 +346,8 @@ class dense {
         for (std::size_t o = 0; o < out; ++o) db[o] += static_cast<G>(row[o]);
       }
     }
-    return dx;
   }
 
- private:
   template <class W>
   static kernel_type load_kernel(const xt::xtensor<W, 2>& weight, weight_layout layout) {
     if (layout == weight_layout::in_out) return detail::to_param<param_type>(weight);

@@ -12,6 +12,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -21,7 +22,9 @@
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/gemm.hpp"
+#include "mixprec/kernels/matmul_accumulate.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/layer_types.hpp"
 
 namespace mixprec::nn {
@@ -77,6 +80,12 @@ template <class Shape>
 ///   float32 (`kernels::matmul` with the table as an [n, k] operand), result in `output_t<P, T>`.
 /// - **Errors**: an id < 0 or >= vocab throws `std::out_of_range` naming the id, its position and the
 ///   vocabulary size; `attend` throws `std::invalid_argument` when the last axis of x is not `features`.
+/// - **Training** (TRAINING.md §1, §6): `forward(ids, ctx)` / `backward(ctx, dy, grads)` for the lookup
+///   (`grads.embedding[id] += dy` row by row, in a fixed order: deterministic), `attend_forward<Y>(h, ctx)`
+///   / `attend_backward(ctx, dlogits, grads)` for the tied classifier (dh = dlogits · table, and
+///   `grads.embedding += dlogitsᵀ · h`). Both add into the **same** `grads.embedding` (nanoGPT ties
+///   `wte.weight = lm_head.weight`; llm.c sums both into `grads.wte`). Gradients are `grad_t<P>`
+///   (float32; float64 for float64 parameters). `for_each_parameter` walks "embedding".
 ///
 /// **Example**:
 ///
@@ -90,6 +99,35 @@ class embedding {
   using policy_type = P;
   using param_type = typename P::param_type;
   using table_type = xt::xtensor<param_type, 2>;  ///< [vocab, features]
+  using grad_type = grad_t<P>;                    ///< element type of the gradients
+
+  /// The gradient of the table, [vocab, features] in `grad_t<P>`: the lookup and attend add into it.
+  struct gradients {
+    xt::xtensor<grad_type, 2> embedding;  ///< [vocab, features]
+    /// Calls `f("embedding", embedding)`, the order of `for_each_parameter`.
+    template <class F>
+    void for_each(F&& f) {
+      f(std::string_view("embedding"), embedding);
+    }
+    /// Const form of `for_each`.
+    template <class F>
+    void for_each(F&& f) const {
+      f(std::string_view("embedding"), embedding);
+    }
+  };
+
+  /// What the lookup's `backward` needs: the ids, in order (flattened).
+  struct saved {
+    std::vector<std::size_t> ids;
+  };
+
+  /// What `attend_backward` needs for inputs of element type T: h rounded to the compute type,
+  /// [rows, features] row-major.
+  template <class T>
+  struct attend_saved {
+    std::vector<compute_t<P, T>> h;  ///< the input rounded to the compute type
+    std::size_t rows = 0;            ///< leading axes of h flattened
+  };
 
   /// A table of zeros [vocab, features].
   embedding(std::size_t vocab, std::size_t features) : table_(table_type::from_shape({vocab, features})) {
@@ -123,6 +161,105 @@ class embedding {
   [[nodiscard]] std::size_t features() const noexcept { return table_.shape()[1]; }
   /// The table [vocab, features] in the param type.
   [[nodiscard]] const table_type& table() const noexcept { return table_; }
+  /// The table, writable (an optimiser step, a checkpoint load). Its shape must not change.
+  [[nodiscard]] table_type& table() noexcept { return table_; }
+
+  /// Calls `f("embedding", table)`.
+  template <class F>
+  void for_each_parameter(F&& f) {
+    f(std::string_view("embedding"), table_);
+  }
+  /// Const form of `for_each_parameter`.
+  template <class F>
+  void for_each_parameter(F&& f) const {
+    f(std::string_view("embedding"), table_);
+  }
+
+  /// A zero gradient [vocab, features].
+  [[nodiscard]] gradients zero_gradients() const { return gradients{xt::zeros<grad_type>(table_.shape())}; }
+
+  /// The lookup `operator()(ids)`, saving the ids in `ctx` for `backward`. Same result, bit for bit.
+  /// \throws std::out_of_range as `operator()`.
+  template <class Ids>
+  [[nodiscard]] auto forward(const Ids& ids, saved& ctx) const {
+    auto y = (*this)(ids);
+    ctx.ids.resize(ids.size());
+    for (std::size_t n = 0; n < ids.size(); ++n) ctx.ids[n] = static_cast<std::size_t>(ids.data()[n]);
+    return y;
+  }
+
+  /// The lookup's VJP: `grads.embedding[ids[n]] += dy[n]` for every id n in order (float32 sums, float64
+  /// for float64 parameters). Ids get no gradient.
+  /// \throws std::invalid_argument if dy [..., features] does not hold one row per saved id, or the
+  /// gradients are not shaped like the table.
+  template <detail::layer_array DY>
+  void backward(const saved& ctx, const DY& dy, gradients& grads) const {
+    detail::check_features("embedding::backward", dy, features(), "table features");
+    detail::check_backward_rows("embedding::backward", detail::leading_size(dy), ctx.ids.size());
+    detail::check_gradient_shape("embedding::backward", "embedding", grads.embedding.shape(), table_.shape());
+    const std::size_t f = features();
+    const auto* src = dy.data();
+    grad_type* dst = grads.embedding.data();
+    for (std::size_t n = 0; n < ctx.ids.size(); ++n) {
+      grad_type* row = dst + ctx.ids[n] * f;
+      for (std::size_t j = 0; j < f; ++j) row[j] += static_cast<grad_type>(static_cast<float>(src[n * f + j]));
+    }
+  }
+
+  /// `attend(x)` with logits returned in `Y` instead of `output_t<P, T>` (float32 logits for a fused
+  /// cross-entropy: TRAINING.md keeps logits in float32, never rounded to the compute type).
+  /// \throws std::invalid_argument if the last axis of x is not `features()`.
+  template <class Y, detail::layer_array X>
+  [[nodiscard]] auto attend_logits(const X& x) const {
+    using C = compute_t<P, detail::value_t<X>>;
+    check_attend(x);
+    auto y = detail::make_like<Y>(x, vocab_size());
+    kernels::matmul<C>(detail::flat(x), detail::flat(table_), detail::flat(y),
+                       {detail::leading_size(x), features(), vocab_size()}, kernels::b_layout::n_k);
+    return y;
+  }
+
+  /// `attend_logits<Y>(x)`, saving x rounded to the compute type in `ctx`. Same result, bit for bit.
+  /// \throws std::invalid_argument if the last axis of x is not `features()`.
+  template <class Y, detail::layer_array X>
+  [[nodiscard]] auto attend_forward(const X& x, attend_saved<detail::value_t<X>>& ctx) const {
+    using C = compute_t<P, detail::value_t<X>>;
+    check_attend(x);
+    ctx.rows = detail::leading_size(x);
+    ctx.h.resize(x.size());
+    kernels::detail::round_n<C>(x.data(), x.size(), ctx.h.data());
+    auto y = detail::make_like<Y>(x, vocab_size());
+    kernels::matmul<C>(ctx.h, detail::flat(table_), detail::flat(y), {ctx.rows, features(), vocab_size()},
+                       kernels::b_layout::n_k);
+    return y;
+  }
+
+  /// The tied classifier's VJP: returns dh [..., features] = dlogits · table in T (operands rounded to
+  /// C, float32 sums) and adds `grads.embedding += dlogitsᵀ · h` (float32).
+  /// \throws std::invalid_argument if dlogits' last axis is not vocab, its rows are not the saved ones,
+  /// or the gradients are not shaped like the table.
+  template <class T, detail::layer_array DZ>
+  [[nodiscard]] auto attend_backward(const attend_saved<T>& ctx, const DZ& dlogits, gradients& grads) const {
+    using C = compute_t<P, T>;
+    detail::check_features("embedding::attend_backward", dlogits, vocab_size(), "vocab");
+    detail::check_backward_rows("embedding::attend_backward", detail::leading_size(dlogits), ctx.rows);
+    detail::check_gradient_shape("embedding::attend_backward", "embedding", grads.embedding.shape(), table_.shape());
+    std::vector<C> dz(dlogits.size());
+    kernels::detail::round_n<C>(dlogits.data(), dlogits.size(), dz.data());
+    auto dh = detail::make_like<T>(dlogits, features());
+    kernels::matmul<C>(dz, detail::flat(table_), detail::flat(dh), {ctx.rows, vocab_size(), features()},
+                       kernels::b_layout::k_n);
+    if constexpr (std::is_same_v<accumulator_t<C>, grad_type>) {
+      kernels::matmul_accumulate<C>(dz, kernels::a_layout::k_m, ctx.h, kernels::b_layout::k_n,
+                                    detail::flat(grads.embedding), {vocab_size(), ctx.rows, features()});
+    } else {
+      std::vector<accumulator_t<C>> tmp(grads.embedding.size(), accumulator_t<C>{});
+      kernels::matmul_accumulate<C>(dz, kernels::a_layout::k_m, ctx.h, kernels::b_layout::k_n, tmp,
+                                    {vocab_size(), ctx.rows, features()});
+      for (std::size_t i = 0; i < tmp.size(); ++i) grads.embedding.data()[i] += static_cast<grad_type>(tmp[i]);
+    }
+    return dh;
+  }
 
   /// The rows of the table for `ids`: shape [..ids.., features], element type
   /// `output_t<P, param_type>` (each value rounded to the compute type, then to the output type).
@@ -157,19 +294,17 @@ class embedding {
   /// \throws std::invalid_argument if the last axis of x is not `features()`.
   template <detail::layer_array X>
   [[nodiscard]] auto attend(const X& x) const {
-    using T = detail::value_t<X>;
-    using C = compute_t<P, T>;
-    using O = output_t<P, T>;
-    detail::check_features(
-        "embedding::attend", x, features(),
-        kernels::detail::concat("table shape ", detail::shape_string(table_.shape()), " = [vocab, features]"));
-    auto y = detail::make_like<O>(x, vocab_size());
-    kernels::matmul<C>(detail::flat(x), detail::flat(table_), detail::flat(y),
-                       {detail::leading_size(x), features(), vocab_size()}, kernels::b_layout::n_k);
-    return y;
+    return attend_logits<output_t<P, detail::value_t<X>>>(x);
   }
 
  private:
+  template <class X>
+  void check_attend(const X& x) const {
+    detail::check_features(
+        "embedding::attend", x, features(),
+        kernels::detail::concat("table shape ", detail::shape_string(table_.shape()), " = [vocab, features]"));
+  }
+
   template <class Ids, class O>
   void lookup(const Ids& ids, O* out) const {
     using C = compute_t<P, param_type>;

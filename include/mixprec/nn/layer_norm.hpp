@@ -8,6 +8,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -52,6 +54,10 @@ struct layer_norm_options {
 /// - **Errors**: `std::invalid_argument` when the last axis is not `features` or parameter shapes differ,
 ///   and from the constructors when epsilon is negative or not finite (the message names the layer, the
 ///   parameter and the value).
+///
+/// - **Training**: `forward(x, ctx)` saves x̂ and r per row; `backward(ctx, dy, grads)` returns dx in the
+///   input type and adds the scale and bias gradients (float32); `for_each_parameter` walks "scale",
+///   "bias" (docs/training.md).
 ///
 /// **Example**:
 ///
@@ -112,6 +118,125 @@ class layer_norm {
   /// `output_t<P, T>`. \throws std::invalid_argument if the last axis is not `features()`.
   template <detail::layer_array X>
   [[nodiscard]] auto operator()(const X& x) const {
+    return run(x, nullptr);
+  }
+
+  /// The scale and bias, writable (an optimiser step, a checkpoint load). Their shapes must not change.
+  [[nodiscard]] std::optional<vector_type>& scale() noexcept { return scale_; }
+  /// See the non-const `scale()`.
+  [[nodiscard]] std::optional<vector_type>& bias() noexcept { return bias_; }
+
+  using grad_type = grad_t<P>;  ///< element type of the parameter gradients
+
+  /// The parameter gradients [features] in `grad_t<P>`, present where the layer has the parameter.
+  struct gradients {
+    std::optional<xt::xtensor<grad_type, 1>> scale;
+    std::optional<xt::xtensor<grad_type, 1>> bias;
+    /// Calls `f(name, tensor)` for "scale" and "bias" (those present), the order of `for_each_parameter`.
+    template <class F>
+    void for_each(F&& f) {
+      if (scale) f(std::string_view("scale"), *scale);
+      if (bias) f(std::string_view("bias"), *bias);
+    }
+    /// Const form of `for_each`.
+    template <class F>
+    void for_each(F&& f) const {
+      if (scale) f(std::string_view("scale"), *scale);
+      if (bias) f(std::string_view("bias"), *bias);
+    }
+  };
+
+  /// What `backward` needs for inputs of element type T (real): the normalised rows x̂ and the
+  /// reciprocal standard deviation r of each row (in x's units), in S = `accumulator_t<compute_t<P, T>>`.
+  template <class T>
+  struct saved {
+    using stat_type = accumulator_t<compute_t<P, T>>;
+    std::vector<stat_type> xhat;  ///< (x − mean) · r, rows × features
+    std::vector<stat_type> rstd;  ///< r = 1 / sqrt(var + eps) per row
+  };
+
+  /// Calls `f(name, tensor)` on "scale" and "bias" (those present).
+  template <class F>
+  void for_each_parameter(F&& f) {
+    if (scale_) f(std::string_view("scale"), *scale_);
+    if (bias_) f(std::string_view("bias"), *bias_);
+  }
+  /// Const form of `for_each_parameter`.
+  template <class F>
+  void for_each_parameter(F&& f) const {
+    if (scale_) f(std::string_view("scale"), *scale_);
+    if (bias_) f(std::string_view("bias"), *bias_);
+  }
+
+  /// Zero gradients shaped like the parameters.
+  [[nodiscard]] gradients zero_gradients() const {
+    gradients g;
+    if (scale_) g.scale = xt::xtensor<grad_type, 1>(xt::zeros<grad_type>({features_}));
+    if (bias_) g.bias = xt::xtensor<grad_type, 1>(xt::zeros<grad_type>({features_}));
+    return g;
+  }
+
+  /// `operator()(x)`, saving x̂ and r in `ctx` for `backward`. Same result, bit for bit (one code path).
+  /// \throws std::invalid_argument as `operator()`.
+  template <detail::layer_array X>
+  [[nodiscard]] auto forward(const X& x, saved<detail::value_t<X>>& ctx) const {
+    detail::check_real<detail::value_t<X>>("layer_norm");
+    return run(x, &ctx);
+  }
+
+  /// The VJP (TRAINING.md §1; PyTorch's layer_norm_backward): with g = scale ⊙ dy (scale as the forward
+  /// used it, rounded to C), per row `dx = r · (g − mean(g) − x̂ · mean(g ⊙ x̂))` in S, rounded once to the
+  /// input type T (same kind of container as dy); adds `grads.scale += Σrows dy ⊙ x̂` and
+  /// `grads.bias += Σrows dy` (float32; float64 under float64).
+  /// \throws std::invalid_argument if dy's last axis is not `features()`, its rows are not the saved
+  ///         ones, or the gradients do not match the parameters.
+  template <class T, detail::layer_array DY>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy, gradients& grads) const {
+    using C = compute_t<P, T>;
+    using S = typename saved<T>::stat_type;
+    const std::size_t f = features_;
+    detail::check_features("layer_norm::backward", dy, f, kernels::detail::concat("scale and bias shape [", f, "]"));
+    detail::check_backward_rows("layer_norm::backward", detail::leading_size(dy), ctx.rstd.size());
+    if (scale_.has_value() != grads.scale.has_value() || bias_.has_value() != grads.bias.has_value() ||
+        (grads.scale && grads.scale->size() != f) || (grads.bias && grads.bias->size() != f)) {
+      throw std::invalid_argument(
+          "layer_norm::backward: the gradients do not match the layer's scale and bias; make them with "
+          "zero_gradients()");
+    }
+    std::vector<S> scale(f, S(1));
+    if (scale_) kernels::detail::round_widen_n<C>(scale_->data(), f, scale.data());
+    auto dx = detail::make_like<T>(dy, f);
+    std::vector<S> d(f), g(f);
+    const std::size_t rows = ctx.rstd.size();
+    for (std::size_t r = 0; r < rows; ++r) {
+      const S* xh = ctx.xhat.data() + r * f;
+      for (std::size_t j = 0; j < f; ++j) d[j] = kernels::detail::round_to<S>(dy.data()[r * f + j]);
+      S sum_g = 0, sum_gx = 0;
+      for (std::size_t j = 0; j < f; ++j) {
+        g[j] = scale[j] * d[j];
+        sum_g += g[j];
+        sum_gx += g[j] * xh[j];
+      }
+      const S mean_g = sum_g / static_cast<S>(f);
+      const S mean_gx = sum_gx / static_cast<S>(f);
+      const S rs = ctx.rstd[r];
+      for (std::size_t j = 0; j < f; ++j) {
+        dx.data()[r * f + j] = kernels::detail::round_out<T>(rs * (g[j] - mean_g - xh[j] * mean_gx));
+      }
+      if (grads.scale) {
+        for (std::size_t j = 0; j < f; ++j) grads.scale->data()[j] += static_cast<grad_type>(d[j] * xh[j]);
+      }
+      if (grads.bias) {
+        for (std::size_t j = 0; j < f; ++j) grads.bias->data()[j] += static_cast<grad_type>(d[j]);
+      }
+    }
+    return dx;
+  }
+
+ private:
+  /// The normalisation of `operator()`; with `ctx` (real inputs), also saves x̂ and r.
+  template <class X, class Ctx>
+  auto run(const X& x, Ctx ctx) const {
     using T = detail::value_t<X>;
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
@@ -130,6 +255,12 @@ class layer_norm {
     const T* in = x.data();
     O* out = y.data();
     const std::size_t rows = f == 0 ? 0 : x.size() / f;
+    if constexpr (!std::is_same_v<Ctx, std::nullptr_t>) {
+      if (ctx != nullptr) {
+        ctx->xhat.resize(rows * f);
+        ctx->rstd.resize(rows);
+      }
+    }
     for (std::size_t r = 0; r < rows; ++r) {
       kernels::detail::round_widen_n<C>(in + r * f, f, row.data());
       // Rows whose sums or squares would overflow or underflow S are divided by 2^k (exact); then
@@ -152,12 +283,18 @@ class layer_norm {
         S deviation = (row[j] - stats.mean) - stats.mean_correction;
         if (unscale != 0) deviation = kernels::detail::scale_pow2(deviation, unscale);
         out[r * f + j] = kernels::detail::round_out<O>(deviation * (inv * scale[j]) + bias[j]);
+        if constexpr (!std::is_same_v<Ctx, std::nullptr_t> && !kernels::detail::is_complex_v<S>) {
+          if (ctx != nullptr) ctx->xhat[r * f + j] = deviation * inv;
+        }
+      }
+      if constexpr (!std::is_same_v<Ctx, std::nullptr_t> && !kernels::detail::is_complex_v<S>) {
+        // r in x's units: the rescaled row's r_z = 2^k r_x (unless eps dominated, where inv already is r_x).
+        if (ctx != nullptr) ctx->rstd[r] = (k != 0 && unscale == 0) ? std::ldexp(inv, -k) : inv;
       }
     }
     return y;
   }
 
- private:
   void check_param(const char* name, const std::optional<vector_type>& p) const {
     if (p && p->size() != features_) {
       throw std::invalid_argument(

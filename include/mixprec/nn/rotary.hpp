@@ -101,6 +101,22 @@ class rotary_embedding {
   template <class T>
   requires(std::same_as<T, float> || std::same_as<T, double> || small_float<T>) void apply(std::span<T> x,
                                                                                            std::size_t position) const {
+    rotate(x, position, false);
+  }
+
+  /// The inverse rotation (by −θ), which is also the VJP of `apply`: a rotation is orthogonal, so the
+  /// cotangent of the rotated pair (a', b') maps back as `da = c·da' + s·db'`, `db = −s·da' + c·db'`
+  /// (TRAINING.md §1; llm.c `rope_backward_inplace`). Same layouts, types and rounding as `apply`.
+  /// \throws std::invalid_argument if the size of `x` is not a multiple of `head_dim`.
+  template <class T>
+  requires(std::same_as<T, float> || std::same_as<T, double> ||
+           small_float<T>) void apply_inverse(std::span<T> x, std::size_t position) const {
+    rotate(x, position, true);
+  }
+
+ private:
+  template <class T>
+  void rotate(std::span<T> x, std::size_t position, bool inverse) const {
     if (x.size() % head_dim_ != 0) {
       throw std::invalid_argument("rotary_embedding::apply: the vector has " + std::to_string(x.size()) +
                                   " elements, not a whole number of heads of dimension " + std::to_string(head_dim_) +
@@ -112,7 +128,7 @@ class rotary_embedding {
     for (std::size_t i = 0; i < head_dim_ / 2; ++i) {
       const double angle = p * inverse_frequency(i);
       const A c = static_cast<A>(std::cos(angle));
-      const A s = static_cast<A>(std::sin(angle));
+      const A s = inverse ? static_cast<A>(-std::sin(angle)) : static_cast<A>(std::sin(angle));
       const std::size_t a = first_of_pair(i);
       const std::size_t b = second_of_pair(i);
       for (std::size_t h = 0; h < heads; ++h) {
@@ -126,7 +142,6 @@ class rotary_embedding {
     }
   }
 
- private:
   std::size_t head_dim_;
   rotary_config config_;
 };

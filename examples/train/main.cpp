@@ -1,0 +1,109 @@
+// mixprec-train: trains nanoGPT's shakespeare_char GPT with mixprec's layers under each policy given on
+// the command line, and compares them (docs/example_train.md). See --help.
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "char_dataset.hpp"
+#include "cli.hpp"
+#include "loss_chart.hpp"
+#include "mixprec/policies/runtime_policy.hpp"
+#include "trainer.hpp"
+
+namespace {
+
+using namespace train_example;
+
+/// The policies this program instantiates (mixprec::visit<...> over these only: each compiles the whole
+/// model and its backward pass once).
+using bf16_params = mixprec::policy<mixprec::bfloat16, mixprec::bfloat16, float>;
+
+/// "p=f32,c=bf16,o=f32" -> "p-f32_c-bf16_o-f32": a file-name-safe form of a policy string.
+std::string file_safe(const std::string& text) {
+  std::string s;
+  for (char c : text) s += (c == '=' ? '-' : c == ',' ? '_' : c);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cli_options options;
+  try {
+    options = parse_cli(argc, argv, MIXPREC_TRAIN_DATA);
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "mixprec-train: %s\n%s", e.what(), usage("mixprec-train", MIXPREC_TRAIN_DATA).c_str());
+    return 2;
+  }
+  if (options.help) {
+    std::fputs(usage("mixprec-train", MIXPREC_TRAIN_DATA).c_str(), stdout);
+    return 0;
+  }
+  try {
+    const char_dataset data = char_dataset::from_file(options.data);
+    std::filesystem::create_directories(options.out);
+    gpt_config config;
+    config.vocab = data.vocab_size();
+    config.n_layer = options.n_layer;
+    config.n_head = options.n_head;
+    config.n_embd = options.n_embd;
+    config.block = options.block;
+    if (config.n_embd % config.n_head != 0) {
+      throw usage_error("--n-embd " + std::to_string(config.n_embd) + " is not a multiple of --n-head " +
+                        std::to_string(config.n_head) + ": choose sizes where the heads divide the width");
+    }
+    std::printf("data %s: %zu characters, vocabulary %zu, train %zu, val %zu\n", options.data.string().c_str(),
+                data.size(), data.vocab_size(), data.size(split::train), data.size(split::val));
+
+    std::vector<loss_curve> curves;
+    std::vector<std::string> finals;
+    for (const policy_arg& pa : options.policies) {
+      run_options run;
+      run.iters = options.iters;
+      run.batch = options.batch;
+      run.seed = options.seed;
+      run.eval_every = options.eval_every;
+      run.eval_iters = options.eval_iters;
+      run.threads = static_cast<std::size_t>(options.threads);
+      run.val_windows = options.val_windows;
+      run.loss_scaling = pa.policy.compute == mixprec::dtype::float16;
+      mixprec::train::checkpoint params;
+      params.metadata["policy"] = pa.text;
+      params.metadata["format"] = "mixprec-train GPT parameters, kernels [in, out]";
+      auto log = [&](const eval_point& e, float loss_scale, std::int64_t skipped) {
+        std::printf("policy=%s iter=%lld train_loss=%.4f val_loss=%.4f loss_scale=%g skipped_steps=%lld\n",
+                    pa.text.c_str(), static_cast<long long>(e.iter), e.train_loss, e.val_loss,
+                    static_cast<double>(loss_scale), static_cast<long long>(skipped));
+        std::fflush(stdout);
+      };
+      const run_result r =
+          mixprec::visit<mixprec::full_precision, mixprec::mixed_bfloat16, mixprec::mixed_float16, bf16_params>(
+              pa.policy, [&]<class P>(P) { return train<P>(config, run, data, log, &params); });
+      params.save(options.out / ("params_" + file_safe(pa.text) + ".safetensors"));
+      loss_curve curve{pa.text, {}};
+      for (const auto& e : r.curve) curve.points.push_back({e.iter, e.train_loss, e.val_loss});
+      curves.push_back(curve);
+      std::printf("sample policy=%s:\n%s\n", pa.text.c_str(), r.sample.c_str());
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "final policy=%s iters=%lld train_loss=%.4f val_loss=%.4f tokens_per_s=%.0f skipped_steps=%lld",
+                    pa.text.c_str(), static_cast<long long>(options.iters), r.train_loss, r.val_loss, r.tokens_per_s,
+                    static_cast<long long>(r.skipped_steps));
+      std::printf("%s\n", line);
+      std::fflush(stdout);
+      finals.emplace_back(line);
+    }
+    write_loss_chart(options.out / "loss.svg", curves, "mixprec-train: nanoGPT shakespeare_char",
+                     "train (dashed) and validation (solid) loss estimates per policy");
+    if (finals.size() > 1) {
+      std::printf("\nsummary\n");
+      for (const auto& f : finals) std::printf("%s\n", f.c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mixprec-train: %s\n", e.what());
+    return dynamic_cast<const usage_error*>(&e) != nullptr ? 2 : 1;
+  }
+  return 0;
+}

@@ -1,0 +1,228 @@
+/// \file
+/// \brief The training loop of mixprec-train: nanoGPT's shakespeare_char recipe (TRAINING.md §3, §4)
+/// driven by mixprec's pieces — the GPT's forward/backward (gpt.hpp), the fused float32 cross-entropy,
+/// loss scaling (`dynamic_loss_scale` for float16 compute, none otherwise), global-norm clipping of the
+/// unscaled gradients, AdamW with weight decay on 2-D parameters only, and nanoGPT's cosine schedule.
+///
+/// Step order (PyTorch AMP, jmp, Micikevicius et al. §3.2): seed the backward with σ = S / N (S the loss
+/// scale, N the targets of the step) → backward (gradients add) → unscale the float32 gradients in place
+/// → `all_finite` → `ls.adjust(finite)` → if finite: clip, AdamW step; else skip the step (parameters,
+/// moments and the step counter untouched) and count it.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "char_dataset.hpp"
+#include "gpt.hpp"
+#include "mixprec/policies/all_finite.hpp"
+#include "mixprec/policies/loss_scale.hpp"
+#include "mixprec/train/adamw.hpp"
+#include "mixprec/train/clip.hpp"
+#include "mixprec/train/lr_schedule.hpp"
+#include "mixprec/train/safetensors.hpp"
+
+namespace train_example {
+
+/// The knobs of one training run (nanoGPT's shakespeare_char CPU values by default).
+struct run_options {
+  std::int64_t iters = 2000;      ///< last iteration; iterations 0..iters run (iters + 1 updates), as nanoGPT
+  std::size_t batch = 12;         ///< sequences per step
+  std::uint64_t seed = 1337;      ///< initialisation and batch sampling
+  std::int64_t eval_every = 250;  ///< evaluate at every multiple of this (and at the end)
+  std::size_t eval_iters = 20;    ///< batches per split in a periodic evaluation (nanoGPT's estimate)
+  double grad_clip = 1.0;         ///< global-norm clipping threshold
+  mixprec::train::cosine_schedule schedule{
+      .learning_rate = 1e-3, .min_lr = 1e-4, .warmup_iters = 100, .lr_decay_iters = 2000};
+  mixprec::train::adamw_options adamw{.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
+  bool loss_scaling = false;    ///< dynamic loss scaling (float16 compute)
+  std::size_t threads = 2;      ///< workers: the batch rows are split between them (data parallel)
+  std::size_t val_windows = 0;  ///< validation windows for the final loss; 0 = the whole split
+};
+
+/// Rows [begin, end) of a [B, T] id tensor.
+inline xt::xtensor<std::int32_t, 2> rows_of(const xt::xtensor<std::int32_t, 2>& ids, std::size_t begin,
+                                            std::size_t end) {
+  const std::size_t t = ids.shape()[1];
+  xt::xtensor<std::int32_t, 2> out = xt::xtensor<std::int32_t, 2>::from_shape({end - begin, t});
+  std::copy(ids.data() + begin * t, ids.data() + end * t, out.data());
+  return out;
+}
+
+/// One evaluation point of a run.
+struct eval_point {
+  std::int64_t iter = 0;
+  double train_loss = 0;  ///< mean over `eval_iters` random train batches
+  double val_loss = 0;    ///< mean over `eval_iters` random validation batches
+};
+
+/// The outcome of a run.
+struct run_result {
+  std::vector<eval_point> curve;
+  double train_loss = 0;    ///< the last evaluation's train estimate
+  double val_loss = 0;      ///< mean cross-entropy over every non-overlapping window of the validation split
+  double tokens_per_s = 0;  ///< batch × block × (iters + 1) / training wall time (evaluations excluded)
+  std::int64_t skipped_steps = 0;
+  float final_loss_scale = 1.0f;
+  std::string sample;  ///< characters sampled from the trained model
+};
+
+/// Trains a GPT with policy `P` on `data`; `log(line)` receives a line per evaluation.
+template <class P, class Log>
+run_result train(const gpt_config& config, const run_options& opt, const char_dataset& data, Log&& log,
+                 mixprec::train::checkpoint* params_out = nullptr) {
+  namespace tr = mixprec::train;
+  std::mt19937_64 rng(opt.seed);
+  gpt<P> model(config, rng);
+  auto grads = model.zero_gradients();
+  // One worker per thread, each with a contiguous share of the batch rows.
+  struct worker {
+    std::size_t row_begin = 0, row_end = 0;
+    typename gpt<P>::saved ctx;
+    typename gpt<P>::gradients grads;
+    xt::xtensor<float, 3> dlogits;
+  };
+  std::vector<worker> workers(std::max<std::size_t>(1, std::min(opt.threads, opt.batch)));
+  for (std::size_t w = 0; w < workers.size(); ++w) {
+    workers[w].row_begin = opt.batch * w / workers.size();
+    workers[w].row_end = opt.batch * (w + 1) / workers.size();
+    workers[w].grads = model.zero_gradients();
+  }
+  tr::adamw adamw(opt.adamw);
+  std::optional<mixprec::dynamic_loss_scale> ls;
+  if (opt.loss_scaling) ls.emplace(mixprec::dynamic_loss_scale_options{.initial_scale = 32768.0f, .period = 2000});
+
+  // The gradient tensors as spans, in the order of for_each_parameter, and their ranks (decay iff >= 2).
+  std::vector<std::span<float>> grad_spans;
+  std::vector<std::size_t> grad_ranks;
+  grads.for_each([&](std::string_view, auto& g) {
+    static_assert(std::is_same_v<typename std::remove_cvref_t<decltype(g)>::value_type, float>);
+    grad_spans.emplace_back(g.data(), g.size());
+    grad_ranks.push_back(g.dimension());
+  });
+
+  run_result result;
+  std::mt19937_64 batch_rng(opt.seed + 1);
+  std::mt19937_64 eval_rng(opt.seed + 2);
+  double train_seconds = 0;
+
+  auto estimate = [&](split which) {
+    double sum = 0;
+    for (std::size_t i = 0; i < opt.eval_iters; ++i) {
+      const auto b = data.sample_batch(which, opt.batch, config.block, eval_rng);
+      sum += model.loss(b.x, b.y);
+    }
+    return sum / static_cast<double>(opt.eval_iters);
+  };
+
+  for (std::int64_t it = 0; it <= opt.iters; ++it) {
+    if (it % opt.eval_every == 0 || it == opt.iters) {
+      eval_point e{it, estimate(split::train), estimate(split::val)};
+      result.curve.push_back(e);
+      log(e, ls ? ls->loss_scale() : 1.0f, result.skipped_steps);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto b = data.sample_batch(split::train, opt.batch, config.block, batch_rng);
+    const float scale = ls ? ls->loss_scale() : 1.0f;
+    // Data parallel over the batch rows: worker w runs forward and backward on its rows into its own
+    // gradients; the main thread then sums them in worker order (deterministic for a thread count).
+    const double seed = static_cast<double>(scale) / static_cast<double>(b.y.size());
+    auto run_worker = [&](std::size_t w) {
+      auto& wk = workers[w];
+      wk.grads.zero();
+      const auto x = rows_of(b.x, wk.row_begin, wk.row_end);
+      const auto y = rows_of(b.y, wk.row_begin, wk.row_end);
+      const auto logits = model.forward(x, wk.ctx);
+      if (wk.dlogits.shape() != logits.shape()) wk.dlogits = xt::xtensor<float, 3>::from_shape(logits.shape());
+      (void)mixprec::nn::softmax_cross_entropy(std::span<const float>(logits.data(), logits.size()), config.vocab,
+                                               std::span<const std::int32_t>(y.data(), y.size()),
+                                               std::span<float>(wk.dlogits.data(), wk.dlogits.size()), seed);
+      model.backward(wk.ctx, wk.dlogits, wk.grads);
+    };
+    {
+      std::vector<std::jthread> threads;
+      for (std::size_t w = 1; w < workers.size(); ++w) threads.emplace_back(run_worker, w);
+      run_worker(0);
+    }
+    grads.zero();
+    for (auto& wk : workers) {
+      std::size_t i = 0;
+      wk.grads.for_each([&](std::string_view, auto& g) {
+        float* dst = grad_spans[i++].data();
+        for (std::size_t e = 0; e < g.size(); ++e) dst[e] += g.data()[e];
+      });
+    }
+    bool finite = true;
+    for (auto& g : grad_spans) {
+      if (ls) {
+        const float inv = 1.0f / scale;  // S is a power of two: exact
+        for (auto& v : g) v *= inv;
+      }
+      for (float v : g) finite = finite && std::isfinite(v);
+    }
+    if (ls) ls->adjust(finite);
+    if (!finite) {
+      ++result.skipped_steps;
+    } else {
+      (void)tr::clip_grad_norm(opt.grad_clip, grad_spans);
+      adamw.begin_step(opt.schedule(it));
+      std::size_t i = 0;
+      model.for_each_parameter([&](const std::string& name, auto& p) {
+        using T = typename std::remove_cvref_t<decltype(p)>::value_type;
+        adamw.update(name, std::span<T>(p.data(), p.size()), std::span<const float>(grad_spans[i]),
+                     tr::decays_by_rank(grad_ranks[i]));
+        ++i;
+      });
+    }
+    train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  result.train_loss = result.curve.back().train_loss;
+  result.tokens_per_s =
+      static_cast<double>(opt.batch * config.block) * static_cast<double>(opt.iters + 1) / train_seconds;
+  result.final_loss_scale = ls ? ls->loss_scale() : 1.0f;
+
+  // The whole validation split, every non-overlapping window.
+  double sum = 0;
+  std::size_t windows = 0;
+  data.for_each_val_window(config.block, opt.batch, [&](const auto& x, const auto& y) {
+    if (opt.val_windows != 0 && windows >= opt.val_windows) return;  // a test's shortened evaluation
+    sum += model.loss(x, y) * static_cast<double>(x.shape()[0]);
+    windows += x.shape()[0];
+  });
+  result.val_loss = sum / static_cast<double>(windows);
+
+  // 200 sampled characters, starting from a newline.
+  std::mt19937_64 sample_rng(opt.seed + 3);
+  std::vector<std::int32_t> context{data.encode('\n')};
+  for (int i = 0; i < 200; ++i) {
+    const std::size_t t = std::min(context.size(), config.block);
+    xt::xtensor<std::int32_t, 2> x = xt::xtensor<std::int32_t, 2>::from_shape({1, t});
+    std::copy(context.end() - static_cast<std::ptrdiff_t>(t), context.end(), x.data());
+    const auto z = model.logits(x);
+    const float* last = z.data() + (t - 1) * config.vocab;
+    std::vector<double> p(config.vocab);
+    const double m = *std::max_element(last, last + config.vocab);
+    for (std::size_t v = 0; v < config.vocab; ++v) p[v] = std::exp(static_cast<double>(last[v]) - m);
+    std::discrete_distribution<std::int32_t> pick(p.begin(), p.end());
+    context.push_back(pick(sample_rng));
+    result.sample += data.decode(context.back());
+  }
+
+  if (params_out != nullptr) {
+    model.for_each_parameter([&](const std::string& name, const auto& p) { params_out->put(name, p); });
+  }
+  return result;
+}
+
+}  // namespace train_example
