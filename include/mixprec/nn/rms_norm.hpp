@@ -36,6 +36,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -123,6 +124,11 @@ struct rms_norm_options {
 ///   negative or not finite or the residual scale is not finite and positive (the message names the
 ///   layer, the option and the value).
 ///
+/// - **Training**: `forward(x, ctx)` / `forward(x, residual, ctx)` / `forward(x, no_residual, ctx)` save
+///   x̂ and r per row; `backward(ctx, dy, grads)` (plain) returns dx in T; `backward(ctx, dnormed,
+///   dnew_residual, grads)` and `backward_fused(ctx, dnormed, grads)` (fused) return the stream's
+///   cotangent in float32, which is both dx and dresidual; the scale gradient is added (float32).
+///
 /// **Example** (a pre-norm block with a float32 residual stream and float16 compute):
 ///
 ///     using P = mixprec::policy<float, mixprec::float16, mixprec::float16>;
@@ -200,6 +206,161 @@ class rms_norm {
   /// \throws std::invalid_argument if the last axis is not `features()` or the shapes differ.
   template <detail::layer_array X, detail::layer_array Residual>
   [[nodiscard]] auto operator()(const X& x, const Residual& residual) const {
+    check_fused(x, residual);
+    return fused(x, residual.data());
+  }
+
+  /// Fused form for the first block: the residual stream starts as x (converted to `residual_t<P, T>`).
+  /// \throws std::invalid_argument if the last axis is not `features()`.
+  template <detail::layer_array X>
+  [[nodiscard]] auto operator()(const X& x, no_residual_t) const {
+    using T = detail::value_t<X>;
+    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    return fused(x, static_cast<const residual_t<P, T>*>(nullptr));
+  }
+
+  // ---- training (docs/training.md; TRAINING.md §1 "rms_norm") ----
+
+  using grad_type = grad_t<P>;  ///< element type of the parameter gradients
+
+  /// The scale's gradient [features] in `grad_t<P>`, when the layer has a scale.
+  struct gradients {
+    std::optional<xt::xtensor<grad_type, 1>> scale;
+    /// Calls `f("scale", tensor)` if present: the order of `for_each_parameter`.
+    template <class F>
+    void for_each(F&& f) {
+      if (scale) f(std::string_view("scale"), *scale);
+    }
+    /// Const form of `for_each`.
+    template <class F>
+    void for_each(F&& f) const {
+      if (scale) f(std::string_view("scale"), *scale);
+    }
+  };
+
+  /// What `backward` needs for inputs of element type T (real): the normalised rows x̂ (of x, or of the
+  /// stream s = residual + x for the fused form) and each row's reciprocal RMS r (in x's units), in
+  /// S = `residual_t<P, T>` (float32; float64 under float64).
+  template <class T>
+  struct saved {
+    using stat_type = residual_t<P, T>;
+    std::vector<stat_type> xhat;  ///< x · r (or s · r), rows × features
+    std::vector<stat_type> rstd;  ///< r = 1 / sqrt(mean(x²) + eps) per row
+    bool fused = false;           ///< saved by the fused form
+  };
+
+  /// The scale, writable (an optimiser step, a checkpoint load). Its shape must not change.
+  [[nodiscard]] std::optional<vector_type>& scale() noexcept { return scale_; }
+
+  /// Calls `f("scale", tensor)` if the layer has a scale.
+  template <class F>
+  void for_each_parameter(F&& f) {
+    if (scale_) f(std::string_view("scale"), *scale_);
+  }
+  /// Const form of `for_each_parameter`.
+  template <class F>
+  void for_each_parameter(F&& f) const {
+    if (scale_) f(std::string_view("scale"), *scale_);
+  }
+  /// Zero gradients shaped like the parameters.
+  [[nodiscard]] gradients zero_gradients() const {
+    gradients g;
+    if (scale_) g.scale = xt::xtensor<grad_type, 1>(xt::zeros<grad_type>({features_}));
+    return g;
+  }
+
+  /// Plain `operator()(x)`, saving x̂ and r in `ctx`. Same result, bit for bit.
+  /// \throws std::invalid_argument as `operator()`.
+  template <detail::layer_array X>
+  [[nodiscard]] auto forward(const X& x, saved<detail::value_t<X>>& ctx) const {
+    using T = detail::value_t<X>;
+    using C = compute_t<P, T>;
+    using O = output_t<P, T>;
+    using S = accumulator_t<C>;
+    detail::check_real<T>("rms_norm");
+    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    auto y = detail::make_like<O>(x, features_);
+    const std::vector<S> scale = scale_in<C, S>();
+    std::vector<S> row(features_);
+    const std::size_t rows = rows_of(x);
+    ctx.fused = false;
+    ctx.xhat.resize(rows * features_);
+    ctx.rstd.resize(rows);
+    for (std::size_t r = 0; r < rows; ++r) {
+      kernels::detail::round_widen_n<C>(x.data() + r * features_, features_, row.data());
+      normalise_row<S>(row.data(), scale, y.data() + r * features_, ctx.xhat.data() + r * features_,
+                       ctx.rstd.data() + r);
+    }
+    return y;
+  }
+
+  /// Fused `operator()(x, residual)`, saving ŝ and r in `ctx`. Same result, bit for bit.
+  /// \throws std::invalid_argument as `operator()`.
+  template <detail::layer_array X, detail::layer_array Residual>
+  [[nodiscard]] auto forward(const X& x, const Residual& residual, saved<detail::value_t<X>>& ctx) const {
+    detail::check_real<detail::value_t<X>>("rms_norm");
+    check_fused(x, residual);
+    return fused(x, residual.data(), &ctx);
+  }
+
+  /// Fused `operator()(x, no_residual)`, saving ŝ and r in `ctx`. Same result, bit for bit.
+  /// \throws std::invalid_argument as `operator()`.
+  template <detail::layer_array X>
+  [[nodiscard]] auto forward(const X& x, no_residual_t, saved<detail::value_t<X>>& ctx) const {
+    using T = detail::value_t<X>;
+    detail::check_real<T>("rms_norm");
+    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    return fused(x, static_cast<const residual_t<P, T>*>(nullptr), &ctx);
+  }
+
+  /// The VJP of the plain form: with g = scale ⊙ dy (the scale as the forward applied it), per row
+  /// `dx = r · (g − x̂ · mean(g ⊙ x̂))` in S, rounded once to T (same kind of container as dy); adds
+  /// `grads.scale += Σrows dy ⊙ x̂`.
+  /// \throws std::invalid_argument if dy's features or rows do not match, the context is a fused one,
+  ///         or the gradients do not match the scale.
+  template <class T, detail::layer_array DY>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy, gradients& grads) const {
+    if (ctx.fused) {
+      throw std::invalid_argument(
+          "rms_norm::backward: the context was saved by the fused form; call backward(ctx, dnormed, "
+          "dnew_residual, grads) or backward_fused(ctx, dnormed, grads)");
+    }
+    auto dx = detail::make_like<T>(dy, features_);
+    backward_rows<T>(ctx, dy, static_cast<const typename saved<T>::stat_type*>(nullptr), grads, dx.data(), 1.0);
+    return dx;
+  }
+
+  /// The VJP of the fused form: given the cotangents of the normalised output (`dnormed`, any floating
+  /// type) and of the new residual stream (`dnew_residual`, in `residual_t<P, T>`), returns the
+  /// cotangent of the stream s = residual + x, `ds = r · (g − ŝ · mean(g ⊙ ŝ)) + c · dnew_residual`
+  /// (c the residual scale, or 1), in `residual_t<P, T>` (float32): it is both dx and dresidual
+  /// (TRAINING.md §1). Adds `grads.scale += Σrows dnormed ⊙ ŝ`.
+  /// \throws std::invalid_argument as the plain `backward`, or if dnew_residual's shape is not dnormed's.
+  template <class T, detail::layer_array DY, detail::layer_array DR>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dnormed, const DR& dnew_residual, gradients& grads) const {
+    using R = typename saved<T>::stat_type;
+    if (dnew_residual.size() != dnormed.size()) {
+      throw std::invalid_argument(kernels::detail::concat(
+          "rms_norm::backward: dnew_residual has shape ", detail::shape_string(dnew_residual.shape()),
+          " but dnormed has shape ", detail::shape_string(dnormed.shape()), "; pass cotangents of both outputs"));
+    }
+    std::vector<R> dres(dnew_residual.size());
+    for (std::size_t i = 0; i < dres.size(); ++i) dres[i] = kernels::detail::round_to<R>(dnew_residual.data()[i]);
+    return backward_fused_impl(ctx, dnormed, dres.data(), grads);
+  }
+
+  /// The fused VJP when the new residual stream is not used (the last norm of a network): its
+  /// cotangent is zero.
+  /// \throws std::invalid_argument as the plain `backward`.
+  template <class T, detail::layer_array DY>
+  [[nodiscard]] auto backward_fused(const saved<T>& ctx, const DY& dnormed, gradients& grads) const {
+    return backward_fused_impl(ctx, dnormed, static_cast<const typename saved<T>::stat_type*>(nullptr), grads);
+  }
+
+ private:
+  /// The checks of the fused form: features, the residual's container and element type, equal shapes.
+  template <class X, class Residual>
+  void check_fused(const X& x, const Residual& residual) const {
     using T = detail::value_t<X>;
     using R = residual_t<P, T>;
     static_assert(std::is_same_v<Residual, detail::rebind_t<X, R>>,
@@ -213,19 +374,59 @@ class rms_norm {
                                   " but the residual has shape ", detail::shape_string(residual.shape()),
                                   "; pass the residual returned by the previous fused rms_norm for this x"));
     }
-    return fused(x, residual.data());
   }
 
-  /// Fused form for the first block: the residual stream starts as x (converted to `residual_t<P, T>`).
-  /// \throws std::invalid_argument if the last axis is not `features()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto operator()(const X& x, no_residual_t) const {
-    using T = detail::value_t<X>;
-    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
-    return fused(x, static_cast<const residual_t<P, T>*>(nullptr));
+  template <class T, class DY>
+  auto backward_fused_impl(const saved<T>& ctx, const DY& dnormed, const typename saved<T>::stat_type* dres,
+                           gradients& grads) const {
+    using R = typename saved<T>::stat_type;
+    if (!ctx.fused) {
+      throw std::invalid_argument(
+          "rms_norm::backward: the context was saved by the plain form; call backward(ctx, dy, grads)");
+    }
+    auto ds = detail::make_like<R>(dnormed, features_);
+    const double c = residual_scale_.value_or(1.0);
+    backward_rows<T>(ctx, dnormed, dres, grads, ds.data(), c);
+    return ds;
   }
 
- private:
+  /// out = r (g − x̂ mean(g x̂)) [+ c dres], rounded to out's type; grads.scale += Σ dy x̂.
+  template <class T, class DY, class Out>
+  void backward_rows(const saved<T>& ctx, const DY& dy, const typename saved<T>::stat_type* dres, gradients& grads,
+                     Out* out, double c) const {
+    using C = compute_t<P, T>;
+    using S = typename saved<T>::stat_type;
+    const std::size_t f = features_;
+    detail::check_features("rms_norm::backward", dy, f, kernels::detail::concat("scale shape [", f, "]"));
+    detail::check_backward_rows("rms_norm::backward", detail::leading_size(dy), ctx.rstd.size());
+    if (scale_.has_value() != grads.scale.has_value() || (grads.scale && grads.scale->size() != f)) {
+      throw std::invalid_argument(
+          "rms_norm::backward: the gradients do not match the layer's scale; make them with zero_gradients()");
+    }
+    const std::vector<S> scale = scale_in<C, S>();
+    const S cs = kernels::detail::round_to<S>(c);
+    std::vector<S> d(f), g(f);
+    for (std::size_t r = 0; r < ctx.rstd.size(); ++r) {
+      const S* xh = ctx.xhat.data() + r * f;
+      S sum_gx = 0;
+      for (std::size_t j = 0; j < f; ++j) {
+        d[j] = kernels::detail::round_to<S>(dy.data()[r * f + j]);
+        g[j] = scale[j] * d[j];
+        sum_gx += g[j] * xh[j];
+      }
+      const S mean_gx = sum_gx / static_cast<S>(f);
+      const S rs = ctx.rstd[r];
+      for (std::size_t j = 0; j < f; ++j) {
+        S v = rs * (g[j] - xh[j] * mean_gx);
+        if (dres != nullptr) v += cs * dres[r * f + j];
+        out[r * f + j] = kernels::detail::round_out<Out>(v);
+      }
+      if (grads.scale) {
+        for (std::size_t j = 0; j < f; ++j) grads.scale->data()[j] += static_cast<grad_type>(d[j] * xh[j]);
+      }
+    }
+  }
+
   template <class X>
   std::size_t rows_of(const X& x) const {
     return features_ == 0 ? 0 : x.size() / features_;
@@ -248,7 +449,7 @@ class rms_norm {
   /// would overflow or underflow S are divided by 2^k first (`kernels::scaled_mean_square`), which is
   /// exact: y = (x 2^-k) * rsqrt(mean(|x 2^-k|^2) + eps 2^-2k) * scale. Ordinary rows have k = 0.
   template <class S, class O>
-  void normalise_row(const S* row, const std::vector<S>& scale, O* out) const {
+  void normalise_row(const S* row, const std::vector<S>& scale, O* out, S* xhat = nullptr, S* rstd = nullptr) const {
     using Real = kernels::detail::real_of_t<S>;
     const auto ms = kernels::scaled_mean_square(std::span<const S>(row, features_));
     const int k = ms.exponent;
@@ -259,21 +460,33 @@ class rms_norm {
       // negligible beside eps, so y = x / sqrt(eps) on the unscaled row.
       const Real inv = Real(1) / std::sqrt(static_cast<Real>(epsilon_));
       for (std::size_t j = 0; j < features_; ++j) out[j] = kernels::detail::round_out<O>(row[j] * inv * scale[j]);
+      if (xhat != nullptr) {
+        for (std::size_t j = 0; j < features_; ++j) xhat[j] = row[j] * inv;
+        *rstd = inv;
+      }
       return;
     }
     const Real inv = Real(1) / std::sqrt(ms.value + eps);
     if (k == 0) {
       for (std::size_t j = 0; j < features_; ++j) out[j] = kernels::detail::round_out<O>(row[j] * inv * scale[j]);
+      if (xhat != nullptr) {
+        for (std::size_t j = 0; j < features_; ++j) xhat[j] = row[j] * inv;
+        *rstd = inv;
+      }
     } else {
       for (std::size_t j = 0; j < features_; ++j) {
         out[j] = kernels::detail::round_out<O>(kernels::detail::scale_pow2(row[j], -k) * inv * scale[j]);
+      }
+      if (xhat != nullptr) {
+        for (std::size_t j = 0; j < features_; ++j) xhat[j] = kernels::detail::scale_pow2(row[j], -k) * inv;
+        *rstd = std::ldexp(inv, -k);  // r in x's units: the rescaled row's r is 2^k times it
       }
     }
   }
 
   /// The fused form; `residual` is null for `no_residual`.
   template <class X, class R>
-  auto fused(const X& x, const R* residual) const {
+  auto fused(const X& x, const R* residual, saved<detail::value_t<X>>* ctx = nullptr) const {
     using T = detail::value_t<X>;
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
@@ -291,7 +504,19 @@ class rms_norm {
     } else {
       for (std::size_t i = 0; i < n; ++i) stream[i] = residual[i] + kernels::detail::round_to<R>(in[i]);
     }
-    for (std::size_t r = 0; r < rows_of(x); ++r) normalise_row<R>(stream + r * features_, scale, out + r * features_);
+    if (ctx != nullptr) {
+      ctx->fused = true;
+      ctx->xhat.resize(n);
+      ctx->rstd.resize(rows_of(x));
+    }
+    for (std::size_t r = 0; r < rows_of(x); ++r) {
+      if (ctx != nullptr) {
+        normalise_row<R>(stream + r * features_, scale, out + r * features_, ctx->xhat.data() + r * features_,
+                         ctx->rstd.data() + r);
+      } else {
+        normalise_row<R>(stream + r * features_, scale, out + r * features_);
+      }
+    }
     if (residual_scale_) {
       const R factor = kernels::detail::round_to<R>(*residual_scale_);
       for (std::size_t i = 0; i < n; ++i) stream[i] = stream[i] * factor;
