@@ -54,6 +54,7 @@ struct cli_options {
   std::filesystem::path data;        ///< the training text; default: the caller's (tinyshakespeare)
   std::filesystem::path out = "mixprec-train-out";  ///< folder for the SVG chart and the checkpoints
   bool help = false;                                ///< --help: print the usage and exit 0
+  std::size_t grad_accum = 1;   ///< micro-batches per optimiser step (gradients add; default 1 as the recipe)
   std::size_t val_windows = 0;  ///< windows of the final validation loss; 0: the whole split (a test's shortcut)
   std::size_t n_layer = 4;      ///< transformer blocks (the recipe: 4; smaller for a quick test)
   std::size_t n_head = 4;       ///< attention heads, dividing n_embd
@@ -66,7 +67,7 @@ struct cli_options {
   std::string u;
   u += "Usage: " + std::string(program) +
        " [--policy P ...] [--iters N] [--threads T] [--seed S] [--eval-every N]\n"
-       "       [--eval-iters N] [--data FILE] [--out DIR] [--batch B] [--val-windows N]\n"
+       "       [--eval-iters N] [--data FILE] [--out DIR] [--batch B] [--grad-accum N] [--val-windows N]\n"
        "       [--n-layer N] [--n-head N] [--n-embd N] [--block N] [--help]\n";
   u += "Trains nanoGPT's shakespeare_char GPT (4 layers, 4 heads, n_embd 128, block 64, character vocabulary)\n"
        "with mixprec's layers under each mixed-precision policy given, printing a line per evaluation and a final\n"
@@ -82,6 +83,7 @@ struct cli_options {
   u += "  --eval-every N   estimate the train and validation losses every N iterations (default 250)\n";
   u += "  --eval-iters N   batches per split in each estimate (default 20)\n";
   u += "  --batch B        sequences per step (default 12)\n";
+  u += "  --grad-accum N   micro-batches of --batch sequences per optimiser step (default 1)\n";
   u += "  --val-windows N final validation loss over the first N windows only (default 0: the whole split)\n";
   u += "  --n-layer N, --n-head N, --n-embd N, --block N\n"
        "                   model size (default 4, 4, 128, 64: the recipe; smaller for a quick check)\n";
@@ -182,6 +184,8 @@ template <class T>
       o.eval_iters = detail::parse_integer<std::size_t>(flag, value(), 1, "a positive integer");
     } else if (flag == "--batch") {
       o.batch = detail::parse_integer<std::size_t>(flag, value(), 1, "a positive integer");
+    } else if (flag == "--grad-accum") {
+      o.grad_accum = detail::parse_integer<std::size_t>(flag, value(), 1, "a positive integer");
     } else if (flag == "--val-windows") {
       o.val_windows = detail::parse_integer<std::size_t>(flag, value(), 0, "an integer >= 0");
     } else if (flag == "--n-layer") {

@@ -8,8 +8,8 @@
 /// blocks `x += attn(ln_1(x)); x += mlp(ln_2(x))`; causal multi-head attention (separate q, k, v
 /// projections: nanoGPT's fused `c_attn` split in three, the same function); MLP 4·C with exact GELU;
 /// LayerNorm eps 1e-5 without bias; final `ln_f`; the classifier tied to the token embedding. No bias
-/// anywhere, no dropout. The residual stream is float32 whatever the policy (every policy run here has
-/// a float32 output type or promotes to it); each layer casts per its policy `P`.
+/// anywhere, no dropout. The residual stream and the logits are float32 whatever the policy (float64
+/// under a float64 compute type, for gradient checks); each layer casts per its policy `P`.
 #pragma once
 
 #include <cmath>
@@ -43,17 +43,18 @@ struct gpt_config {
   double init_std = 0.02;    ///< GPT-2 initialisation N(0, 0.02)
 };
 
-/// A float32 tensor of shape [B, T, C]: the residual stream.
-using stream = xt::xtensor<float, 3>;
-
 /// The GPT with policy `P`; see the file comment.
 template <class P>
 class gpt {
  public:
   using param_type = typename P::param_type;
   using grad_type = nn::grad_t<P>;
+  /// The element type of the residual stream and the logits: float32 (float64 under float64 compute).
+  using value_type = mixprec::accumulator_t<nn::compute_t<P, float>>;
+  /// The residual stream [B, T, C].
+  using stream = xt::xtensor<value_type, 3>;
   /// The element type of the norms' outputs: the input of attention, the MLP and the classifier.
-  using norm_out_t = nn::output_t<P, float>;
+  using norm_out_t = nn::output_t<P, value_type>;
 
   /// One transformer block.
   struct block {
@@ -63,7 +64,8 @@ class gpt {
     nn::feed_forward<P> mlp;
   };
 
-  /// The gradients of every parameter, same names and shapes, in `grad_t<P>` (float32).
+  /// The gradients of every parameter, same names and shapes, in `grad_t<P>` (float32; float64 for
+  /// float64 parameters).
   struct gradients {
     typename nn::embedding<P>::gradients wte, wpe;
     struct block_gradients {
@@ -110,7 +112,7 @@ class gpt {
       if (is_norm) return;  // scales stay 1
       const bool residual_out = name.ends_with("attn.wo.kernel") || name.ends_with("mlp.w2.kernel");
       std::normal_distribution<double> dist(0.0, residual_out ? residual_std : config.init_std);
-      for (auto& w : p) w = static_cast<T>(static_cast<float>(dist(rng)));
+      for (auto& w : p) w = mixprec::kernels::detail::round_to<T>(dist(rng));
     });
   }
 
@@ -148,44 +150,45 @@ class gpt {
   /// What `backward` needs from `forward`.
   struct saved {
     struct block_saved {
-      typename nn::layer_norm<P>::template saved<float> ln_1;
+      typename nn::layer_norm<P>::template saved<value_type> ln_1;
       typename nn::attention<P>::template saved<norm_out_t> attn;
-      typename nn::layer_norm<P>::template saved<float> ln_2;
+      typename nn::layer_norm<P>::template saved<value_type> ln_2;
       typename nn::feed_forward<P>::template saved<norm_out_t> mlp;
     };
     typename nn::embedding<P>::saved wte, wpe;
     std::vector<block_saved> blocks;
-    typename nn::layer_norm<P>::template saved<float> ln_f;
+    typename nn::layer_norm<P>::template saved<value_type> ln_f;
     typename nn::embedding<P>::template attend_saved<norm_out_t> head;
     std::size_t batch = 0, seq = 0;
   };
 
   /// Logits [B, T, vocab] (float32) for ids [B, T]: the inference path (no saved context).
-  [[nodiscard]] xt::xtensor<float, 3> logits(const xt::xtensor<std::int32_t, 2>& ids) const {
+  [[nodiscard]] xt::xtensor<value_type, 3> logits(const xt::xtensor<std::int32_t, 2>& ids) const {
     stream x = embed(ids);
     for (const auto& b : blocks_) {
       add_into(x, b.attn(b.ln_1(x)));
       add_into(x, b.mlp(b.ln_2(x)));
     }
-    return wte_.template attend_logits<float>(ln_f_(x));
+    return wte_.template attend_logits<value_type>(ln_f_(x));
   }
 
   /// The mean cross-entropy of `targets` [B, T] given `ids` [B, T] (float64 sum of float32 terms).
   [[nodiscard]] double loss(const xt::xtensor<std::int32_t, 2>& ids,
                             const xt::xtensor<std::int32_t, 2>& targets) const {
     const auto z = logits(ids);
-    return nn::cross_entropy_loss(std::span<const float>(z.data(), z.size()), config_.vocab,
+    return nn::cross_entropy_loss(std::span<const value_type>(z.data(), z.size()), config_.vocab,
                                   std::span<const std::int32_t>(targets.data(), targets.size()));
   }
 
   /// Forward pass saving into `ctx`; returns the logits [B, T, vocab] in float32.
-  [[nodiscard]] xt::xtensor<float, 3> forward(const xt::xtensor<std::int32_t, 2>& ids, saved& ctx) const {
+  [[nodiscard]] xt::xtensor<value_type, 3> forward(const xt::xtensor<std::int32_t, 2>& ids, saved& ctx) const {
     ctx.batch = ids.shape()[0];
     ctx.seq = ids.shape()[1];
     auto tok = wte_.forward(ids, ctx.wte);
     auto pos = wpe_.forward(position_ids(ctx.batch, ctx.seq), ctx.wpe);
-    stream x = xt::xtensor<float, 3>::from_shape({ctx.batch, ctx.seq, config_.n_embd});
-    for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = float(tok.data()[i]) + float(pos.data()[i]);
+    stream x = stream::from_shape({ctx.batch, ctx.seq, config_.n_embd});
+    for (std::size_t i = 0; i < x.size(); ++i)
+      x.data()[i] = static_cast<value_type>(tok.data()[i]) + static_cast<value_type>(pos.data()[i]);
     ctx.blocks.resize(blocks_.size());
     for (std::size_t l = 0; l < blocks_.size(); ++l) {
       const auto& b = blocks_[l];
@@ -193,11 +196,11 @@ class gpt {
       add_into(x, b.attn.forward(b.ln_1.forward(x, s.ln_1), s.attn));
       add_into(x, b.mlp.forward(b.ln_2.forward(x, s.ln_2), s.mlp));
     }
-    return wte_.template attend_forward<float>(ln_f_.forward(x, ctx.ln_f), ctx.head);
+    return wte_.template attend_forward<value_type>(ln_f_.forward(x, ctx.ln_f), ctx.head);
   }
 
   /// Backward pass from the logits' cotangent [B, T, vocab]: adds every parameter's gradient into `g`.
-  void backward(const saved& ctx, const xt::xtensor<float, 3>& dlogits, gradients& g) const {
+  void backward(const saved& ctx, const xt::xtensor<value_type, 3>& dlogits, gradients& g) const {
     auto dh = wte_.attend_backward(ctx.head, dlogits, g.wte);  // [B, T, C], tied: adds into g.wte
     stream dx = to_stream(ln_f_.backward(ctx.ln_f, dh, g.ln_f));
     for (std::size_t l = blocks_.size(); l-- > 0;) {
@@ -229,23 +232,24 @@ class gpt {
   stream embed(const xt::xtensor<std::int32_t, 2>& ids) const {
     auto tok = wte_(ids);
     auto pos = wpe_(position_ids(ids.shape()[0], ids.shape()[1]));
-    stream x = xt::xtensor<float, 3>::from_shape(tok.shape());
-    for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = float(tok.data()[i]) + float(pos.data()[i]);
+    stream x = stream::from_shape(tok.shape());
+    for (std::size_t i = 0; i < x.size(); ++i)
+      x.data()[i] = static_cast<value_type>(tok.data()[i]) + static_cast<value_type>(pos.data()[i]);
     return x;
   }
 
   template <class A>
   static stream to_stream(const A& a) {
-    stream s = xt::xtensor<float, 3>::from_shape({a.shape()[0], a.shape()[1], a.shape()[2]});
-    for (std::size_t i = 0; i < s.size(); ++i) s.data()[i] = static_cast<float>(a.data()[i]);
+    stream s = stream::from_shape({a.shape()[0], a.shape()[1], a.shape()[2]});
+    for (std::size_t i = 0; i < s.size(); ++i) s.data()[i] = static_cast<value_type>(a.data()[i]);
     return s;
   }
 
   template <class A>
   static void add_into(stream& x, const A& a) {
-    float* d = x.data();
+    value_type* d = x.data();
     const auto* s = a.data();
-    for (std::size_t i = 0; i < x.size(); ++i) d[i] += static_cast<float>(s[i]);
+    for (std::size_t i = 0; i < x.size(); ++i) d[i] += static_cast<value_type>(s[i]);
   }
 
   template <class Self, class F>

@@ -68,8 +68,9 @@ int main(int argc, char** argv) {
       run.eval_iters = options.eval_iters;
       run.threads = static_cast<std::size_t>(options.threads);
       run.val_windows = options.val_windows;
+      run.grad_accum = options.grad_accum;
       run.loss_scaling = pa.policy.compute == mixprec::dtype::float16;
-      mixprec::train::checkpoint params;
+      mixprec::train::checkpoint params, state;
       params.metadata["policy"] = pa.text;
       params.metadata["format"] = "mixprec-train GPT parameters, kernels [in, out]";
       auto log = [&](const eval_point& e, float loss_scale, std::int64_t skipped) {
@@ -80,8 +81,10 @@ int main(int argc, char** argv) {
       };
       const run_result r =
           mixprec::visit<mixprec::full_precision, mixprec::mixed_bfloat16, mixprec::mixed_float16, bf16_params>(
-              pa.policy, [&]<class P>(P) { return train<P>(config, run, data, log, &params); });
+              pa.policy, [&]<class P>(P) { return train<P>(config, run, data, log, &params, &state); });
       params.save(options.out / ("params_" + file_safe(pa.text) + ".safetensors"));
+      state.metadata["policy"] = pa.text;
+      state.save(options.out / ("train_state_" + file_safe(pa.text) + ".safetensors"));
       loss_curve curve{pa.text, {}};
       for (const auto& e : r.curve) curve.points.push_back({e.iter, e.train_loss, e.val_loss});
       curves.push_back(curve);

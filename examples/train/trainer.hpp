@@ -49,6 +49,7 @@ struct run_options {
   bool loss_scaling = false;    ///< dynamic loss scaling (float16 compute)
   std::size_t threads = 2;      ///< workers: the batch rows are split between them (data parallel)
   std::size_t val_windows = 0;  ///< validation windows for the final loss; 0 = the whole split
+  std::size_t grad_accum = 1;   ///< micro-batches per optimiser step (nanoGPT's gradient_accumulation_steps)
 };
 
 /// Rows [begin, end) of a [B, T] id tensor.
@@ -78,10 +79,12 @@ struct run_result {
   std::string sample;  ///< characters sampled from the trained model
 };
 
-/// Trains a GPT with policy `P` on `data`; `log(line)` receives a line per evaluation.
+/// Trains a GPT with policy `P` on `data`; `log(eval_point, loss_scale, skipped_steps)` is called at each
+/// evaluation. If given, `params_out` receives the trained parameters (dotted names, param dtype) and
+/// `state_out` the optimiser and loss-scale state (`train_state.safetensors` of TRAINING.md §6).
 template <class P, class Log>
 run_result train(const gpt_config& config, const run_options& opt, const char_dataset& data, Log&& log,
-                 mixprec::train::checkpoint* params_out = nullptr) {
+                 mixprec::train::checkpoint* params_out = nullptr, mixprec::train::checkpoint* state_out = nullptr) {
   namespace tr = mixprec::train;
   std::mt19937_64 rng(opt.seed);
   gpt<P> model(config, rng);
@@ -133,24 +136,26 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
       log(e, ls ? ls->loss_scale() : 1.0f, result.skipped_steps);
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const auto b = data.sample_batch(split::train, opt.batch, config.block, batch_rng);
     const float scale = ls ? ls->loss_scale() : 1.0f;
     // Data parallel over the batch rows: worker w runs forward and backward on its rows into its own
     // gradients; the main thread then sums them in worker order (deterministic for a thread count).
-    const double seed = static_cast<double>(scale) / static_cast<double>(b.y.size());
-    auto run_worker = [&](std::size_t w) {
-      auto& wk = workers[w];
-      wk.grads.zero();
-      const auto x = rows_of(b.x, wk.row_begin, wk.row_end);
-      const auto y = rows_of(b.y, wk.row_begin, wk.row_end);
-      const auto logits = model.forward(x, wk.ctx);
-      if (wk.dlogits.shape() != logits.shape()) wk.dlogits = xt::xtensor<float, 3>::from_shape(logits.shape());
-      (void)mixprec::nn::softmax_cross_entropy(std::span<const float>(logits.data(), logits.size()), config.vocab,
-                                               std::span<const std::int32_t>(y.data(), y.size()),
-                                               std::span<float>(wk.dlogits.data(), wk.dlogits.size()), seed);
-      model.backward(wk.ctx, wk.dlogits, wk.grads);
-    };
-    {
+    // With gradient accumulation, every micro-batch adds into the same gradients, the seed divided by
+    // the number of micro-batches (TRAINING.md §1: σ = S / (N · accumulation steps)).
+    for (auto& wk : workers) wk.grads.zero();
+    for (std::size_t micro = 0; micro < opt.grad_accum; ++micro) {
+      const auto b = data.sample_batch(split::train, opt.batch, config.block, batch_rng);
+      const double seed = static_cast<double>(scale) / static_cast<double>(b.y.size() * opt.grad_accum);
+      auto run_worker = [&](std::size_t w) {
+        auto& wk = workers[w];
+        const auto x = rows_of(b.x, wk.row_begin, wk.row_end);
+        const auto y = rows_of(b.y, wk.row_begin, wk.row_end);
+        const auto logits = model.forward(x, wk.ctx);
+        if (wk.dlogits.shape() != logits.shape()) wk.dlogits = xt::xtensor<float, 3>::from_shape(logits.shape());
+        (void)mixprec::nn::softmax_cross_entropy(std::span<const float>(logits.data(), logits.size()), config.vocab,
+                                                 std::span<const std::int32_t>(y.data(), y.size()),
+                                                 std::span<float>(wk.dlogits.data(), wk.dlogits.size()), seed);
+        model.backward(wk.ctx, wk.dlogits, wk.grads);
+      };
       std::vector<std::jthread> threads;
       for (std::size_t w = 1; w < workers.size(); ++w) threads.emplace_back(run_worker, w);
       run_worker(0);
@@ -221,6 +226,14 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
 
   if (params_out != nullptr) {
     model.for_each_parameter([&](const std::string& name, const auto& p) { params_out->put(name, p); });
+  }
+  if (state_out != nullptr) {
+    // TRAINING.md §6: the optimiser's master weights and moments, its step, and the loss-scale state.
+    adamw.save_state(*state_out);
+    if (ls) {
+      state_out->put_scalar("loss_scale", ls->loss_scale());
+      state_out->put_scalar("loss_scale_counter", static_cast<std::int32_t>(ls->counter()));
+    }
   }
   return result;
 }
