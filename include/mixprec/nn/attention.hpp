@@ -584,39 +584,59 @@ class attention {
     kernels::detail::round_n<C>(dy.data(), dy.size(), dy2.data());
     const auto d_att = wo_.backward(ctx.attended, dy2, grads.wo);
     std::vector<A> dq(rows * q_width, A(0)), dk(rows * kv_width, A(0)), dv(rows * kv_width, A(0));
-    auto w = [](C v) { return kernels::detail::widen(v); };
+    using Mat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using Vec = Eigen::Matrix<A, Eigen::Dynamic, 1>;
+    const std::size_t bq = std::min(config_.query_block, seq);
+    const std::size_t bk = std::min(config_.key_block, seq);
+    Mat kg, vg, dkg, dvg, qh, doh, dqh, sc, pr, dpr;
+    Vec dd(static_cast<Eigen::Index>(seq));
     for (std::size_t b = 0; b < ctx.batch; ++b) {
-      for (std::size_t h = 0; h < n_heads; ++h) {
-        const std::size_t g = h / group;
-        for (std::size_t i = 0; i < seq; ++i) {
-          const A lse = ctx.lse[(b * n_heads + h) * seq + i];
-          if (std::isinf(lse)) continue;  // no visible key: the output was 0, so is every gradient
-          const std::size_t qi = (b * seq + i) * q_width + h * hd;
-          const C* q = ctx.q.data() + qi;
-          const C* d_o = d_att.data() + qi;
-          const C* o = ctx.attended.x.data() + qi;
-          A d_i = 0;
-          for (std::size_t e = 0; e < hd; ++e) d_i += w(d_o[e]) * w(o[e]);
-          const std::size_t last = config_.causal ? i : seq - 1;
-          for (std::size_t j = 0; j <= last; ++j) {
-            if (!ctx.valid.empty() && !ctx.valid[b * seq + j]) continue;
-            const std::size_t kj = (b * seq + j) * kv_width + g * hd;
-            const C* kr = ctx.k.data() + kj;
-            const C* vr = ctx.v.data() + kj;
-            A s = 0, dp = 0;
-            for (std::size_t e = 0; e < hd; ++e) {
-              s += w(q[e]) * w(kr[e]);
-              dp += w(d_o[e]) * w(vr[e]);
-            }
-            const A p = std::exp(scale * s - lse);
-            const A ds = p * (dp - d_i);
-            for (std::size_t e = 0; e < hd; ++e) {
-              dv[kj + e] += p * w(d_o[e]);
-              dq[qi + e] += scale * ds * w(kr[e]);
-              dk[kj + e] += scale * ds * w(q[e]);
+      for (std::size_t g = 0; g < config_.n_kv_heads; ++g) {
+        gather_head(ctx.k.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, ctx.valid, b, kg);
+        gather_head(ctx.v.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, ctx.valid, b, vg);
+        dkg.setZero(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
+        dvg.setZero(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
+        for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
+          gather_head(ctx.q.data() + b * seq * q_width, seq, q_width, h * hd, hd, std::span<const bool>{}, b, qh);
+          gather_head(d_att.data() + b * seq * q_width, seq, q_width, h * hd, hd, std::span<const bool>{}, b, doh);
+          gather_head(ctx.attended.x.data() + b * seq * q_width, seq, q_width, h * hd, hd, std::span<const bool>{}, b,
+                      dqh);
+          dd = (doh.cwiseProduct(dqh)).rowwise().sum();  // D_i = Σ_e dO_ie O_ie
+          dqh.setZero(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
+          const A* lse = ctx.lse.data() + (b * n_heads + h) * seq;
+          for (std::size_t i0 = 0; i0 < seq; i0 += bq) {
+            const auto ni = static_cast<Eigen::Index>(std::min(bq, seq - i0));
+            const auto ei0 = static_cast<Eigen::Index>(i0);
+            for (std::size_t j0 = 0; j0 < seq; j0 += bk) {
+              if (config_.causal && j0 > i0 + static_cast<std::size_t>(ni) - 1) break;  // tiles above the diagonal
+              const auto nj = static_cast<Eigen::Index>(std::min(bk, seq - j0));
+              const auto ej0 = static_cast<Eigen::Index>(j0);
+              sc.noalias() = qh.middleRows(ei0, ni) * kg.middleRows(ej0, nj).transpose();
+              pr.resize(ni, nj);
+              for (Eigen::Index i = 0; i < ni; ++i) {
+                const std::size_t qi = i0 + static_cast<std::size_t>(i);
+                for (Eigen::Index j = 0; j < nj; ++j) {
+                  const std::size_t kj = j0 + static_cast<std::size_t>(j);
+                  const bool masked = (config_.causal && kj > qi) || std::isinf(lse[qi]) ||
+                                      (!ctx.valid.empty() && !ctx.valid[b * seq + kj]);
+                  pr(i, j) = masked ? A(0) : std::exp(scale * sc(i, j) - lse[qi]);
+                }
+              }
+              dvg.middleRows(ej0, nj).noalias() += pr.transpose() * doh.middleRows(ei0, ni);
+              dpr.noalias() = doh.middleRows(ei0, ni) * vg.middleRows(ej0, nj).transpose();
+              // dS = P ⊙ (dP − D); P = 0 exactly where masked, so masked keys contribute nothing.
+              for (Eigen::Index i = 0; i < ni; ++i) {
+                const A di = dd(ei0 + i);
+                for (Eigen::Index j = 0; j < nj; ++j) pr(i, j) = pr(i, j) == A(0) ? A(0) : pr(i, j) * (dpr(i, j) - di);
+              }
+              dqh.middleRows(ei0, ni).noalias() += scale * (pr * kg.middleRows(ej0, nj));
+              dkg.middleRows(ej0, nj).noalias() += scale * (pr.transpose() * qh.middleRows(ei0, ni));
             }
           }
+          scatter_head(dqh, dq.data() + b * seq * q_width, seq, q_width, h * hd, hd);
         }
+        scatter_head(dkg, dk.data() + b * seq * kv_width, seq, kv_width, g * hd, hd);
+        scatter_head(dvg, dv.data() + b * seq * kv_width, seq, kv_width, g * hd, hd);
       }
     }
     if (rotary_) {
@@ -803,6 +823,31 @@ class attention {
     return y;
   }
 
+  /// Copies head columns [col, col + hd) of `seq` rows of stride `width` into `out` [seq, hd] in A;
+  /// rows of padding keys (`valid[b * seq + j]` false) are zero, so they cannot poison a tile's GEMMs.
+  template <class C, class Valid, class Mat>
+  static void gather_head(const C* src, std::size_t seq, std::size_t width, std::size_t col, std::size_t hd,
+                          const Valid& valid, std::size_t b, Mat& out) {
+    out.resize(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
+    for (std::size_t j = 0; j < seq; ++j) {
+      const bool keep = valid.empty() || valid[b * seq + j];
+      for (std::size_t e = 0; e < hd; ++e) {
+        out(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(e)) =
+            keep ? kernels::detail::widen(src[j * width + col + e]) : typename Mat::Scalar(0);
+      }
+    }
+  }
+
+  /// Adds `in` [seq, hd] into head columns [col, col + hd) of `seq` rows of stride `width`.
+  template <class Mat, class A>
+  static void scatter_head(const Mat& in, A* dst, std::size_t seq, std::size_t width, std::size_t col, std::size_t hd) {
+    for (std::size_t j = 0; j < seq; ++j) {
+      for (std::size_t e = 0; e < hd; ++e) {
+        dst[j * width + col + e] += in(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(e));
+      }
+    }
+  }
+
   /// Fills the training context after a forward: the tensors, and each query's log-sum-exp of its
   /// visible scores, in A (recomputed here in one pass per query: the tiled forward keeps only
   /// running values).
@@ -820,27 +865,44 @@ class attention {
     ctx.seq = seq;
     ctx.valid.assign(valid.begin(), valid.end());
     ctx.lse.assign(batch * n_heads * seq, -std::numeric_limits<A>::infinity());
-    std::vector<A> scores(seq);
+    using Mat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const std::size_t bq = std::min(config_.query_block, seq);
+    const std::size_t bk = std::min(config_.key_block, seq);
+    Mat kg, qh, sc;
+    std::vector<A> m(seq), l(seq);
     for (std::size_t b = 0; b < batch; ++b) {
-      for (std::size_t h = 0; h < n_heads; ++h) {
-        const std::size_t g = h / group;
-        for (std::size_t i = 0; i < seq; ++i) {
-          const C* qr = q.data() + (b * seq + i) * q_width + h * hd;
-          const std::size_t last = config_.causal ? i : seq - 1;
-          A m = -std::numeric_limits<A>::infinity();
-          std::size_t n = 0;
-          for (std::size_t j = 0; j <= last; ++j) {
-            if (!valid.empty() && !valid[b * seq + j]) continue;
-            const C* kr = k.data() + (b * seq + j) * kv_width + g * hd;
-            A s = 0;
-            for (std::size_t e = 0; e < hd; ++e) s += kernels::detail::widen(qr[e]) * kernels::detail::widen(kr[e]);
-            scores[n++] = scale * s;
-            m = std::max(m, scale * s);
+      for (std::size_t g = 0; g < config_.n_kv_heads; ++g) {
+        gather_head(k.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, valid, b, kg);
+        for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
+          gather_head(q.data() + b * seq * q_width, seq, q_width, h * hd, hd, std::span<const bool>{}, b, qh);
+          std::fill(m.begin(), m.end(), -std::numeric_limits<A>::infinity());
+          std::fill(l.begin(), l.end(), A(0));
+          for (std::size_t i0 = 0; i0 < seq; i0 += bq) {
+            const auto ni = static_cast<Eigen::Index>(std::min(bq, seq - i0));
+            for (std::size_t j0 = 0; j0 < seq; j0 += bk) {
+              if (config_.causal && j0 > i0 + static_cast<std::size_t>(ni) - 1) break;
+              const auto nj = static_cast<Eigen::Index>(std::min(bk, seq - j0));
+              sc.noalias() = scale * (qh.middleRows(static_cast<Eigen::Index>(i0), ni) *
+                                      kg.middleRows(static_cast<Eigen::Index>(j0), nj).transpose());
+              for (Eigen::Index i = 0; i < ni; ++i) {
+                const std::size_t qi = i0 + static_cast<std::size_t>(i);
+                for (Eigen::Index j = 0; j < nj; ++j) {
+                  const std::size_t kj = j0 + static_cast<std::size_t>(j);
+                  if ((config_.causal && kj > qi) || (!valid.empty() && !valid[b * seq + kj])) continue;
+                  const A s = sc(i, j);
+                  if (s > m[qi]) {  // online log-sum-exp: rescale the running sum to the new maximum
+                    l[qi] = l[qi] * std::exp(m[qi] - s) + A(1);
+                    m[qi] = s;
+                  } else {
+                    l[qi] += std::exp(s - m[qi]);
+                  }
+                }
+              }
+            }
           }
-          if (n == 0 || std::isinf(m)) continue;
-          A sum = 0;
-          for (std::size_t t = 0; t < n; ++t) sum += std::exp(scores[t] - m);
-          ctx.lse[(b * n_heads + h) * seq + i] = m + std::log(sum);
+          for (std::size_t i = 0; i < seq; ++i) {
+            if (l[i] > A(0) && !std::isinf(m[i])) ctx.lse[(b * n_heads + h) * seq + i] = m[i] + std::log(l[i]);
+          }
         }
       }
     }
