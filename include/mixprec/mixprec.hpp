@@ -13,10 +13,12 @@
 
 #include "mixprec/kernels/activations.hpp"
 #include "mixprec/kernels/gemm.hpp"
+#include "mixprec/kernels/matmul_accumulate.hpp"
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/kernels/softmax.hpp"
 
 #include "mixprec/nn/attention.hpp"
+#include "mixprec/nn/cross_entropy.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/embedding.hpp"
 #include "mixprec/nn/feed_forward.hpp"
