@@ -200,3 +200,35 @@ TEST_CASE("rotary_embedding rejects odd head dimensions, bad theta and partial h
   std::vector<float> x(6);
   CHECK_THROWS_WITH(rope.apply(std::span<float>(x), 1), Contains("6 elements") && Contains("dimension 4"));
 }
+
+TEST_CASE("apply_inverse is the VJP of apply: float64 finite differences, and it undoes apply",
+          "[nn][rotary][backward]") {
+  for (auto layout : {nn::rope_layout::adjacent_pairs, nn::rope_layout::half_split}) {
+    nn::rotary_embedding rope(8, nn::rotary_config{.layout = layout});
+    std::vector<double> x(16), w(16);
+    for (std::size_t i = 0; i < 16; ++i) {
+      x[i] = std::sin(0.7 * static_cast<double>(i) + 0.3);
+      w[i] = std::cos(1.3 * static_cast<double>(i));
+    }
+    const std::size_t position = 5;
+    // VJP: the gradient of Σ w ⊙ rope(x) with respect to x is apply_inverse(w).
+    std::vector<double> vjp = w;
+    rope.apply_inverse(std::span<double>(vjp), position);
+    for (std::size_t i = 0; i < 16; ++i) {
+      auto loss = [&](double h) {
+        std::vector<double> xp = x;
+        xp[i] += h;
+        rope.apply(std::span<double>(xp), position);
+        double s = 0;
+        for (std::size_t j = 0; j < 16; ++j) s += w[j] * xp[j];
+        return s;
+      };
+      const double fd = (loss(1e-6) - loss(-1e-6)) / 2e-6;
+      CHECK(std::abs(vjp[i] - fd) <= 1e-5 + 1e-3 * std::abs(fd));
+    }
+    std::vector<double> round = x;
+    rope.apply(std::span<double>(round), position);
+    rope.apply_inverse(std::span<double>(round), position);
+    for (std::size_t i = 0; i < 16; ++i) CHECK(std::abs(round[i] - x[i]) <= 4e-16);
+  }
+}
