@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <random>
 #include <stdexcept>
+#include <string_view>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -240,4 +242,90 @@ TEST_CASE("dense::lecun_normal draws a truncated normal with variance 1/in, as F
   CHECK(std::abs(sum / n) <= 4 * std::sqrt(target / n));  // 4 standard errors of the mean
   CHECK(std::abs(var - target) <= 0.03 * target);         // sample variance: relative sd ~ sqrt(2/n) = 0.55%
   CHECK(max_abs <= 2 * std::sqrt(target) / 0.87962566103423978 * (1 + 1e-6));  // truncated at 2 sigma
+}
+
+TEST_CASE("dense keeps its packed kernel only while the kernel is unchanged", "[nn][dense][packed]") {
+  // dense keeps the kernel rounded and packed across calls (kernels::packed_b). Every way of writing
+  // the kernel must be seen by the next call: the accessor, for_each_parameter, and a reference kept
+  // across a call followed by parameters_changed().
+  using P = policy<float, bfloat16, float>;
+  std::mt19937 rng(5);
+  auto layer = nn::dense<P>::lecun_normal(8, 5, rng);
+  const auto x = random_input<float>(1, 3, 8, 6);
+  // The float64 reference of x · kernel + bias with x and kernel rounded to bfloat16 (k = 8 terms:
+  // the float32 sum is within 8 u Σ|x w| of it, far below the 0.05 changes made below).
+  auto reference = [&](const nn::dense<P>& l) {
+    xt::xtensor<double, 3> y = xt::zeros<double>({std::size_t{1}, std::size_t{3}, std::size_t{5}});
+    for (std::size_t r = 0; r < 3; ++r)
+      for (std::size_t o = 0; o < 5; ++o) {
+        double s = round_to<bfloat16>((*l.bias())(o));
+        for (std::size_t i = 0; i < 8; ++i) s += round_to<bfloat16>(x(0, r, i)) * round_to<bfloat16>(l.kernel()(i, o));
+        y(0, r, o) = s;
+      }
+    return y;
+  };
+  auto close = [](const auto& got, const xt::xtensor<double, 3>& want) {
+    for (std::size_t o = 0; o < 5; ++o)
+      for (std::size_t r = 0; r < 3; ++r)
+        if (std::fabs(static_cast<double>(got(0, r, o)) - want(0, r, o)) > 1e-5 * (1 + std::fabs(want(0, r, o))))
+          return false;
+    return true;
+  };
+  const auto& const_layer = layer;
+  CHECK(close(const_layer(x), reference(layer)));  // packs the kernel
+  CHECK(close(const_layer(x), reference(layer)));  // reuses it
+
+  layer.kernel()(2, 3) += 0.5f;  // the non-const accessor drops the packed copy
+  CHECK(close(const_layer(x), reference(layer)));
+
+  layer.for_each_parameter([](std::string_view name, auto& t) {
+    if (name == "kernel") t(0, 0) -= 0.75f;
+  });
+  CHECK(close(const_layer(x), reference(layer)));
+
+  auto& kept = layer.kernel();  // a reference kept across a call
+  CHECK(close(const_layer(x), reference(layer)));
+  kept(7, 4) += 1.0f;
+  layer.parameters_changed();
+  CHECK(close(const_layer(x), reference(layer)));
+
+  // A copy packs its own kernel: changing the original leaves the copy's output alone.
+  const nn::dense<P> copy = layer;
+  const auto copy_before = copy(x);
+  layer.kernel()(1, 1) += 2.0f;
+  CHECK(bool(copy(x) == copy_before));
+  CHECK(close(const_layer(x), reference(layer)));
+
+  // The backward pass reads the kernel transposed, packed separately, and follows changes too.
+  typename nn::dense<P>::template saved<float> ctx;
+  auto grads = layer.zero_gradients();
+  const auto y = layer.forward(x, ctx);
+  const xt::xtensor<float, 3> dy = xt::ones<float>(y.shape());
+  const auto dx_before = layer.backward(ctx, dy, grads);
+  layer.kernel()(4, 2) += 1.0f;
+  const auto dx_after = layer.backward(ctx, dy, grads);
+  // dx[i] = Σ_o dy[o] · kernel[i, o]: only input feature 4 changes, by bfloat16(kernel + 1) − bfloat16(kernel).
+  for (std::size_t r = 0; r < 3; ++r)
+    for (std::size_t i = 0; i < 8; ++i) {
+      CAPTURE(r, i);
+      if (i == 4) {
+        CHECK(dx_after(0, r, i) != dx_before(0, r, i));
+      } else {
+        CHECK(dx_after(0, r, i) == dx_before(0, r, i));
+      }
+    }
+}
+
+TEST_CASE("dense forward passes on several threads at once share one packed kernel", "[nn][dense][packed]") {
+  using P = policy<float, bfloat16, float>;
+  std::mt19937 rng(7);
+  const auto layer = nn::dense<P>::lecun_normal(64, 48, rng);
+  const auto x = random_input<float>(2, 5, 64, 8);
+  const auto expected = nn::dense<P>(layer)(x);  // a copy: its own packing
+  std::vector<xt::xtensor<float, 3>> results(4);
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t t = 0; t < results.size(); ++t) threads.emplace_back([&, t] { results[t] = layer(x); });
+  }
+  for (const auto& r : results) CHECK(bool(r == expected));
 }

@@ -42,6 +42,7 @@
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/eigen.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/detail/gemm_engine.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 
 namespace mixprec::kernels {
@@ -125,6 +126,20 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
   const auto k = static_cast<Eigen::Index>(s.k);
   const auto n = static_cast<Eigen::Index>(s.n);
   if (s.m == 0 || s.n == 0) return;
+
+  if constexpr (std::same_as<Acc, float> && !is_complex_v<C>) {
+    if (use_blocked_gemm<C>()) {
+      const float* bias_ptr = nullptr;
+      std::vector<float> bias_buf;
+      if (bias != nullptr) {
+        bias_buf.resize(s.n);
+        round_widen_n<C>(bias, s.n, bias_buf.data());
+        bias_ptr = bias_buf.data();
+      }
+      blocked_gemm<C>(a, false, b_source<C, B>{b, layout == b_layout::n_k}, bias_ptr, y, s.m, s.k, s.n, false);
+      return;
+    }
+  }
 
   // Bias, rounded to C and widened, once.
   row_vector<Acc> bias_acc;

@@ -77,6 +77,14 @@ void matmul_accumulate(const RA& a, a_layout la, const RB& b, b_layout lb, RY&& 
                 "bfloat16, float16 and float8 compute; double for double): it adds to y without rounding.");
   detail::check_matmul_sizes(std::ranges::size(a), std::ranges::size(b), std::ranges::size(y), nullptr, s, lb);
   if (s.m == 0 || s.n == 0 || s.k == 0) return;
+  if constexpr (std::same_as<Acc, float> && !detail::is_complex_v<Compute>) {
+    if (detail::use_blocked_gemm<Compute>()) {
+      detail::blocked_gemm<Compute>(std::ranges::data(a), la == a_layout::k_m,
+                                    detail::b_source<Compute, B>{std::ranges::data(b), lb == b_layout::n_k}, nullptr,
+                                    std::ranges::data(y), s.m, s.k, s.n, true);
+      return;
+    }
+  }
   using Mat = detail::row_matrix<Acc>;
   using ConstMap = Eigen::Map<const Mat>;
   const auto m = static_cast<Eigen::Index>(s.m);

@@ -23,7 +23,9 @@
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
+#include "mixprec/kernels/packed_b.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/detail/packed_weights.hpp"
 #include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/layer_types.hpp"
 
@@ -191,14 +193,25 @@ class dense {
   [[nodiscard]] const kernel_type& kernel() const noexcept { return kernel_; }
   /// The bias [out] in the param type, if the layer has one.
   [[nodiscard]] const std::optional<bias_type>& bias() const noexcept { return bias_; }
-  /// The kernel, writable (an optimiser step, a checkpoint load). Its shape must not change.
-  [[nodiscard]] kernel_type& kernel() noexcept { return kernel_; }
+  /// The kernel, writable (an optimiser step, a checkpoint load). Its shape must not change. Drops the
+  /// layer's packed copies of the kernel (see `parameters_changed`).
+  [[nodiscard]] kernel_type& kernel() noexcept {
+    packed_.invalidate();
+    return kernel_;
+  }
+  /// Tells the layer that its kernel was written through a reference obtained before the last
+  /// forward or backward call. The layer keeps the kernel rounded to the compute type and packed for
+  /// the matrix-product kernels (kernels::packed_b) across calls, and drops that copy on every
+  /// non-const access (`kernel()`, `for_each_parameter`, assignment); only a write through a reference
+  /// kept across a call needs this.
+  void parameters_changed() noexcept { packed_.invalidate(); }
   /// The bias, writable. Its shape must not change.
   [[nodiscard]] std::optional<bias_type>& bias() noexcept { return bias_; }
 
   /// Calls `f(name, tensor)` on every parameter: "kernel" [in, out], then "bias" [out] if present.
   template <class F>
   void for_each_parameter(F&& f) {
+    packed_.invalidate();
     f(std::string_view("kernel"), kernel_);
     if (bias_) f(std::string_view("bias"), *bias_);
   }
@@ -227,13 +240,7 @@ class dense {
         "dense", x, in_features(),
         kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]"));
     auto y = detail::make_like<O>(x, out_features());
-    const kernels::matmul_shape shape{detail::leading_size(x), in_features(), out_features()};
-    if (bias_) {
-      kernels::matmul<C>(detail::flat(x), detail::flat(kernel_), detail::flat(*bias_), detail::flat(y), shape,
-                         kernels::b_layout::k_n);
-    } else {
-      kernels::matmul<C>(detail::flat(x), detail::flat(kernel_), detail::flat(y), shape, kernels::b_layout::k_n);
-    }
+    multiply<C>(detail::flat(x), detail::flat(y), detail::leading_size(x));
     return y;
   }
 
@@ -253,13 +260,7 @@ class dense {
     ctx.x.resize(x.size());
     kernels::detail::round_n<C>(x.data(), x.size(), ctx.x.data());
     auto y = detail::make_like<O>(x, out_features());
-    const kernels::matmul_shape shape{ctx.rows, in_features(), out_features()};
-    if (bias_) {
-      kernels::matmul<C>(ctx.x, detail::flat(kernel_), detail::flat(*bias_), detail::flat(y), shape,
-                         kernels::b_layout::k_n);
-    } else {
-      kernels::matmul<C>(ctx.x, detail::flat(kernel_), detail::flat(y), shape, kernels::b_layout::k_n);
-    }
+    multiply<C>(ctx.x, detail::flat(y), ctx.rows);
     return y;
   }
 
@@ -283,8 +284,12 @@ class dense {
     kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
     auto dx = detail::make_like<T>(dy, in_features());
     // dx [rows, in] = dy [rows, out] · kernelᵀ: the [in, out] kernel read as b(k = out, n = in), n_k.
-    kernels::matmul<C>(dy_c, detail::flat(kernel_), detail::flat(dx), {rows, out_features(), in_features()},
-                       kernels::b_layout::n_k);
+    if constexpr (detail::packable_compute<C>) {
+      kernels::matmul<C>(dy_c, *transposed_kernel<C>(), detail::flat(dx), rows);
+    } else {
+      kernels::matmul<C>(dy_c, detail::flat(kernel_), detail::flat(dx), {rows, out_features(), in_features()},
+                         kernels::b_layout::n_k);
+    }
     add_parameter_gradients(ctx, dy_c, grads);
     return dx;
   }
@@ -307,12 +312,44 @@ class dense {
     check_gradients(grads);
     std::vector<C> dy_c(dy.size());
     kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
-    kernels::matmul_accumulate<C>(dy_c, kernels::a_layout::m_k, detail::flat(kernel_), kernels::b_layout::n_k, dx_acc,
-                                  {ctx.rows, out_features(), in_features()});
+    if constexpr (detail::packable_compute<C>) {
+      kernels::matmul_accumulate<C>(dy_c, *transposed_kernel<C>(), dx_acc, ctx.rows);
+    } else {
+      kernels::matmul_accumulate<C>(dy_c, kernels::a_layout::m_k, detail::flat(kernel_), kernels::b_layout::n_k, dx_acc,
+                                    {ctx.rows, out_features(), in_features()});
+    }
     add_parameter_gradients(ctx, dy_c, grads);
   }
 
  private:
+  /// y [rows, out] = x [rows, in] · kernel (+ bias) in compute type C: through the kept packed kernel
+  /// for float32-accumulating C, else kernels::matmul on the kernel as stored.
+  template <class C, class XR, class YR>
+  void multiply(const XR& x, YR&& y, std::size_t rows) const {
+    if constexpr (detail::packable_compute<C>) {
+      const auto packed =
+          packed_.template get<C>(detail::flat(kernel_), in_features(), out_features(), kernels::b_layout::k_n);
+      if (bias_) {
+        kernels::matmul<C>(x, *packed, detail::flat(*bias_), y, rows);
+      } else {
+        kernels::matmul<C>(x, *packed, y, rows);
+      }
+    } else {
+      const kernels::matmul_shape shape{rows, in_features(), out_features()};
+      if (bias_) {
+        kernels::matmul<C>(x, detail::flat(kernel_), detail::flat(*bias_), y, shape, kernels::b_layout::k_n);
+      } else {
+        kernels::matmul<C>(x, detail::flat(kernel_), y, shape, kernels::b_layout::k_n);
+      }
+    }
+  }
+
+  /// The kernel [in, out] read as b(k = out, n = in) (its transpose), packed for C and kept.
+  template <class C>
+  std::shared_ptr<const kernels::packed_b> transposed_kernel() const {
+    return packed_.template get<C>(detail::flat(kernel_), out_features(), in_features(), kernels::b_layout::n_k);
+  }
+
   void check_gradients(const gradients& grads) const {
     detail::check_gradient_shape("dense::backward", "kernel", grads.kernel.shape(), kernel_.shape());
     if (bias_.has_value() != grads.bias.has_value() || (bias_ && grads.bias->size() != bias_->size())) {
@@ -364,6 +401,7 @@ class dense {
 
   kernel_type kernel_;
   std::optional<bias_type> bias_;
+  detail::packed_weight_cache packed_;  ///< kernel_ packed per compute type and orientation
 };
 
 }  // namespace mixprec::nn

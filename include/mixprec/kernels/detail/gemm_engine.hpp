@@ -1,0 +1,218 @@
+/// \file
+/// \brief Private: the blocked, packed GEMM behind `kernels::matmul` and `kernels::matmul_accumulate`
+/// for every float32-accumulating compute type (float, bfloat16, float16, the float8/6/4 formats) when
+/// the CPU runs the AVX2 level or above; the portable level keeps Eigen's GEMM.
+///
+/// Loop nest (BLIS's five loops, with the k loop inside the m loop so that the float accumulator tile
+/// is one mc × nc block, however long k is):
+///
+///     for jc in n step nc:            b block [k, nc] packed once (or read from a kept packed_b)
+///       for ic in m step mc:
+///         for pc in k step kc:        a block [mc, kc] packed (rounded to C, widened to float)
+///           macro-kernel              c_tile[mc, nc] (+)= a_block · b_block[pc : pc + kc]
+///         epilogue                    y[ic, jc] = round_to<Y>(c_tile + bias')   or   y += c_tile
+///
+/// Blocks are cut along the output; the block sizes (gemm_pack.hpp) fit the packed a block in L2 and
+/// a b panel slice in L1. Work is split over `kernels::gemm_threads()` threads by (jc, ic) blocks,
+/// which changes no result: see gemm_avx2.hpp for the summation order. Scratch buffers are per thread
+/// and kept, so a steady state (the same shapes again) allocates nothing.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "mixprec/arch/isa.hpp"
+#include "mixprec/arrays/accumulator.hpp"
+#include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/detail/gemm_avx2.hpp"
+#include "mixprec/kernels/detail/gemm_pack.hpp"
+#include "mixprec/kernels/gemm_threads.hpp"
+
+namespace mixprec::kernels::detail {
+
+/// Whether the blocked engine computes products for compute type C on this CPU at the level in use.
+template <class C>
+[[nodiscard]] inline bool use_blocked_gemm() noexcept {
+#if MIXPREC_X86_DISPATCH
+  if constexpr (std::same_as<accumulator_t<C>, float> && !is_complex_v<C>) {
+    return active_isa() >= isa::avx2;
+  } else {
+    return false;
+  }
+#else
+  return false;
+#endif
+}
+
+/// The portable macro-kernel: the same contract and per-element order as gemm_avx2::block (one
+/// multiply-add per term into an accumulator that starts at 0 per k-slice), in plain C++ that the
+/// compiler vectorises for its baseline. Runs packed products when the level in use is portable.
+inline void portable_block(std::size_t rows, std::size_t panels, std::size_t kc, const float* a, const float* b,
+                           std::size_t panel_stride, float* c, std::size_t ldc, bool accumulate) noexcept {
+  for (std::size_t q = 0; q < panels; ++q) {
+    const float* bq = b + q * panel_stride;
+    for (std::size_t i = 0; i < rows; i += gemm_mr) {
+      const float* ai = a + (i / gemm_mr) * gemm_mr * kc;
+      const std::size_t height = std::min(gemm_mr, rows - i);
+      float acc[gemm_mr][gemm_nr] = {};
+      for (std::size_t p = 0; p < kc; ++p) {
+        for (std::size_t r = 0; r < gemm_mr; ++r) {
+          const float ar = ai[p * gemm_mr + r];
+          for (std::size_t j = 0; j < gemm_nr; ++j) acc[r][j] += ar * bq[p * gemm_nr + j];
+        }
+      }
+      for (std::size_t r = 0; r < height; ++r) {
+        float* row = c + (i + r) * ldc + q * gemm_nr;
+        for (std::size_t j = 0; j < gemm_nr; ++j) row[j] = accumulate ? row[j] + acc[r][j] : acc[r][j];
+      }
+    }
+  }
+}
+
+/// A fully packed b(k, n): gemm_panels(n) panels of k × gemm_nr floats (gemm_pack.hpp).
+struct packed_b_view {
+  const float* data = nullptr;
+  std::size_t k = 0;
+  std::size_t n = 0;
+};
+
+/// b(k, n) as stored by the caller ([k, n] or [n, k]), packed block by block as the engine needs it.
+template <class C, class S>
+struct b_source {
+  const S* b;
+  bool n_major;
+};
+
+/// Per-thread scratch of the engine, grown on demand and kept.
+struct gemm_scratch {
+  std::vector<float> a_pack, b_pack, c_tile, row;
+  static gemm_scratch& local() {
+    static thread_local gemm_scratch scratch;
+    return scratch;
+  }
+  static float* sized(std::vector<float>& v, std::size_t count) {
+    if (v.size() < count) v.resize(count);
+    return v.data();
+  }
+};
+
+/// Columns of a b block for depth k: at most 4 MiB of packed floats, whole panels, at most gemm_nc.
+[[nodiscard]] inline std::size_t gemm_block_columns(std::size_t k) noexcept {
+  const std::size_t budget = (std::size_t{1} << 20) / std::max<std::size_t>(k, 1);
+  return std::clamp<std::size_t>(budget / gemm_nr * gemm_nr, gemm_nr, gemm_nc);
+}
+
+/// The packed b panels for columns [j0, j0 + cols) (j0 a multiple of the block width).
+template <class C, class S>
+const float* b_block(const b_source<C, S>& src, std::size_t k, std::size_t n, std::size_t j0, std::size_t cols,
+                     gemm_scratch& scratch) {
+  float* dst = gemm_scratch::sized(scratch.b_pack, gemm_panels(cols) * gemm_nr * k);
+  float* row = gemm_scratch::sized(scratch.row, std::max({k, cols, gemm_kc, gemm_mc}));
+  pack_b<C>(src.b, k, n, src.n_major, j0, cols, dst, row);
+  return dst;
+}
+template <class C>
+const float* b_block(const packed_b_view& src, std::size_t k, std::size_t, std::size_t j0, std::size_t, gemm_scratch&) {
+  return src.data + (j0 / gemm_nr) * gemm_nr * k;
+}
+
+/// One (jc, ic) block: rows [i0, i0 + rows) × columns [j0, j0 + cols) of y, all of k.
+template <class C, class A, class Y>
+void gemm_block(const A* a, bool a_k_major, const float* b_panels, const float* bias, Y* y, std::size_t m,
+                std::size_t k, std::size_t n, std::size_t i0, std::size_t rows, std::size_t j0, std::size_t cols,
+                bool accumulate, isa level, gemm_scratch& scratch) {
+  const std::size_t panels = gemm_panels(cols);
+  const std::size_t ldc = panels * gemm_nr;
+  float* tile = gemm_scratch::sized(scratch.c_tile, rows * ldc);
+  float* a_pack = gemm_scratch::sized(scratch.a_pack, gemm_mc * gemm_kc);
+  float* row = gemm_scratch::sized(scratch.row, std::max({k, cols, gemm_kc, gemm_mc}));
+  if (k == 0) std::fill(tile, tile + rows * ldc, 0.0f);
+  for (std::size_t p0 = 0; p0 < k; p0 += gemm_kc) {
+    const std::size_t kc = std::min(gemm_kc, k - p0);
+    pack_a<C>(a, m, k, a_k_major, i0, rows, p0, kc, a_pack, row);
+#if MIXPREC_X86_DISPATCH
+    if (level >= isa::avx2) {
+      ::mixprec::detail::gemm_avx2::block(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, gemm_nr * k, tile, ldc,
+                                          p0 != 0);
+      continue;
+    }
+#endif
+    portable_block(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, gemm_nr * k, tile, ldc, p0 != 0);
+  }
+  for (std::size_t ii = 0; ii < rows; ++ii) {
+    float* src = tile + ii * ldc;
+    Y* dst = y + (i0 + ii) * n + j0;
+    if (accumulate) {
+      if constexpr (std::same_as<Y, float>) {
+        for (std::size_t j = 0; j < cols; ++j) dst[j] += src[j];
+      }
+    } else {
+      if (bias != nullptr) {
+        for (std::size_t j = 0; j < cols; ++j) src[j] += bias[j0 + j];
+      }
+      round_n<Y>(src, cols, dst);
+    }
+  }
+}
+
+/// y[m, n] = op(a) · b (+ bias), or y += op(a) · b when `accumulate` (then Y is float and bias null).
+/// `a` is [m, k] (or [k, m] when a_k_major); `bias` is `n` floats already rounded to C and widened.
+/// Only called when use_blocked_gemm<C>() is true.
+template <class C, class A, class BSrc, class Y>
+void blocked_gemm(const A* a, bool a_k_major, const BSrc& b, const float* bias, Y* y, std::size_t m, std::size_t k,
+                  std::size_t n, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  const isa level = active_isa();  // read once: every block of this product runs the same kernel
+  const std::size_t nc = gemm_block_columns(k);
+  const std::size_t col_blocks = (n + nc - 1) / nc;
+  const std::size_t row_blocks = (m + gemm_mc - 1) / gemm_mc;
+  const std::size_t threads = std::min(gemm_threads(), (2 * m * n * std::max<std::size_t>(k, 1)) >> 23);
+  if (threads <= 1 || col_blocks * row_blocks < 2) {
+    gemm_scratch& scratch = gemm_scratch::local();
+    for (std::size_t j0 = 0; j0 < n; j0 += nc) {
+      const std::size_t cols = std::min(nc, n - j0);
+      const float* panels = b_block<C>(b, k, n, j0, cols, scratch);
+      for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
+        gemm_block<C>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
+                      level, scratch);
+      }
+    }
+    return;
+  }
+  // Parallel: each task is one column block (its b block packed by the thread that runs it) and all
+  // row blocks of it; with one column block, tasks are row blocks sharing the b block.
+  if (col_blocks >= threads || row_blocks == 1) {
+    parallel_for(col_blocks, threads, [&](std::size_t task) {
+      gemm_scratch& scratch = gemm_scratch::local();
+      const std::size_t j0 = task * nc;
+      const std::size_t cols = std::min(nc, n - j0);
+      const float* panels = b_block<C>(b, k, n, j0, cols, scratch);
+      for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
+        gemm_block<C>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
+                      level, scratch);
+      }
+    });
+    return;
+  }
+  for (std::size_t j0 = 0; j0 < n; j0 += nc) {
+    const std::size_t cols = std::min(nc, n - j0);
+    std::vector<float> shared;  // the b block, packed once for every thread
+    const float* panels = nullptr;
+    if constexpr (std::same_as<BSrc, packed_b_view>) {
+      panels = b.data + (j0 / gemm_nr) * gemm_nr * k;
+    } else {
+      shared.resize(gemm_panels(cols) * gemm_nr * k);
+      std::vector<float> row(std::max({k, cols, gemm_kc, gemm_mc}));
+      pack_b<C>(b.b, k, n, b.n_major, j0, cols, shared.data(), row.data());
+      panels = shared.data();
+    }
+    parallel_for(row_blocks, threads, [&](std::size_t task) {
+      const std::size_t i0 = task * gemm_mc;
+      gemm_block<C>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate, level,
+                    gemm_scratch::local());
+    });
+  }
+}
+
+}  // namespace mixprec::kernels::detail

@@ -1,0 +1,139 @@
+/// \file
+/// \brief Private: the packed operand formats of the blocked GEMM (kernels/detail/gemm_engine.hpp) and
+/// the routines that fill them, converting while they pack.
+///
+/// Layouts (BLIS's, Van Zee & van de Geijn 2015; `../shared/docs/KERNELS.md`):
+///  - **b panels**: columns are cut into panels of `gemm_nr` columns; panel `q` holds columns
+///    [q·nr, q·nr + nr) as `k` rows of `nr` consecutive floats (zero past column n), and the panels
+///    follow one another: element (p, j) sits at `(j / nr) · nr · k + p · nr + j % nr`.
+///  - **a panels**: rows [i0, i0 + mc) of one k-slice [p0, p0 + kc) are cut into panels of `gemm_mr`
+///    rows; each panel holds kc columns of `mr` consecutive floats (zero past the last row).
+///
+/// Every value is rounded once to the compute type C and widened exactly to float while it is packed,
+/// so a packed operand holds exactly what a float32-accumulating C kernel multiplies; the micro-kernel
+/// never converts. A packed b can be kept across calls (a layer's weights: `kernels::packed_b`).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "mixprec/kernels/detail/convert.hpp"
+
+namespace mixprec::kernels::detail {
+
+/// Rows of a register block (the micro-tile is gemm_mr × gemm_nr floats of accumulators).
+inline constexpr std::size_t gemm_mr = 6;
+/// Columns of a register block and of a b panel: two 8-float AVX2 vectors.
+inline constexpr std::size_t gemm_nr = 16;
+/// Depth of one k-slice: an a panel (kc × mr) and a b panel slice (kc × nr) stay in L1 together.
+inline constexpr std::size_t gemm_kc = 256;
+/// Rows of a packed a block (a multiple of gemm_mr): kc × mc floats, 96 KiB, stay in L2.
+inline constexpr std::size_t gemm_mc = 96;
+/// Columns of a block of b and of the float accumulator tile (a multiple of gemm_nr): the tile is
+/// mc × nc floats (384 KiB); b's block is k × nc.
+inline constexpr std::size_t gemm_nc = 1024;
+
+static_assert(gemm_mc % gemm_mr == 0 && gemm_nc % gemm_nr == 0, "the blocks must hold whole register blocks");
+
+/// Number of b panels for n columns.
+[[nodiscard]] constexpr std::size_t gemm_panels(std::size_t n) noexcept { return (n + gemm_nr - 1) / gemm_nr; }
+
+/// Packs columns [j0, j0 + cols) of b(k, n) — stored [k, n] when `n_major` is false, [n, k] when it
+/// is true — into `cols`-worth of b panels at `dst` (j0 a multiple of gemm_nr; the last panel is zero
+/// padded). `row` is scratch of at least max(k, cols) floats.
+template <class C, class S>
+void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t j0, std::size_t cols, float* dst,
+            float* row) {
+  const std::size_t panels = gemm_panels(cols);
+  if (n_major) {
+    // Column j of b(k, n) is row j of the [n, k] array. Per panel, a chunk of 64 k-steps of its 16
+    // columns is converted into `tile` (16 × 64 floats, in L1), then written out as 64 panel rows.
+    constexpr std::size_t chunk = 64;
+    float tile[gemm_nr * chunk];
+    for (std::size_t q = 0; q < panels; ++q) {
+      float* panel = dst + q * gemm_nr * k;
+      const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
+      for (std::size_t p0 = 0; p0 < k; p0 += chunk) {
+        const std::size_t depth = std::min(chunk, k - p0);
+        for (std::size_t jj = 0; jj < width; ++jj) {
+          const S* col = b + (j0 + q * gemm_nr + jj) * k + p0;
+          if constexpr (std::same_as<S, float> && std::same_as<C, float>) {
+            std::memcpy(tile + jj * chunk, col, depth * sizeof(float));
+          } else {
+            round_widen_n<C>(col, depth, tile + jj * chunk);
+          }
+        }
+        for (std::size_t jj = width; jj < gemm_nr; ++jj) std::fill(tile + jj * chunk, tile + jj * chunk + depth, 0.0f);
+        for (std::size_t p = 0; p < depth; ++p) {
+          float* out = panel + (p0 + p) * gemm_nr;
+          for (std::size_t jj = 0; jj < gemm_nr; ++jj) out[jj] = tile[jj * chunk + p];
+        }
+      }
+    }
+  } else {
+    // Row p of b(k, n) is contiguous: convert the block's part of it, then cut it into panel rows.
+    for (std::size_t p = 0; p < k; ++p) {
+      const float* src = row;
+      if constexpr (std::same_as<S, float> && std::same_as<C, float>) {
+        src = b + p * n + j0;
+      } else {
+        round_widen_n<C>(b + p * n + j0, cols, row);
+      }
+      for (std::size_t q = 0; q < panels; ++q) {
+        float* out = dst + q * gemm_nr * k + p * gemm_nr;
+        const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
+        std::memcpy(out, src + q * gemm_nr, width * sizeof(float));
+        std::fill(out + width, out + gemm_nr, 0.0f);
+      }
+    }
+  }
+}
+
+/// Packs rows [i0, i0 + rows) and columns [p0, p0 + kc) of a(m, k) — stored [m, k] when `k_major` is
+/// false, [k, m] when it is true — into a panels at `dst` (kc × gemm_mr floats each, zero padded past
+/// the last row). `row` is scratch of at least max(kc, rows) floats.
+template <class C, class S>
+void pack_a(const S* a, std::size_t m, std::size_t k, bool k_major, std::size_t i0, std::size_t rows, std::size_t p0,
+            std::size_t kc, float* dst, float* row) {
+  const std::size_t panels = (rows + gemm_mr - 1) / gemm_mr;
+  if (!k_major) {
+    for (std::size_t r = 0; r < panels; ++r) {
+      float* panel = dst + r * gemm_mr * kc;
+      const std::size_t height = std::min(gemm_mr, rows - r * gemm_mr);
+      for (std::size_t ii = 0; ii < height; ++ii) {
+        const S* src_row = a + (i0 + r * gemm_mr + ii) * k + p0;
+        const float* src = row;
+        if constexpr (std::same_as<S, float> && std::same_as<C, float>) {
+          src = src_row;
+        } else {
+          round_widen_n<C>(src_row, kc, row);
+        }
+        for (std::size_t p = 0; p < kc; ++p) panel[p * gemm_mr + ii] = src[p];
+      }
+      for (std::size_t ii = height; ii < gemm_mr; ++ii) {
+        for (std::size_t p = 0; p < kc; ++p) panel[p * gemm_mr + ii] = 0.0f;
+      }
+    }
+  } else {
+    // a is [k, m]: row p of the array holds a(i, p) for every i, contiguous in i.
+    for (std::size_t p = 0; p < kc; ++p) {
+      const S* src_row = a + (p0 + p) * m + i0;
+      const float* src = row;
+      if constexpr (std::same_as<S, float> && std::same_as<C, float>) {
+        src = src_row;
+      } else {
+        round_widen_n<C>(src_row, rows, row);
+      }
+      for (std::size_t r = 0; r < panels; ++r) {
+        float* out = dst + r * gemm_mr * kc + p * gemm_mr;
+        const std::size_t height = std::min(gemm_mr, rows - r * gemm_mr);
+        std::memcpy(out, src + r * gemm_mr, height * sizeof(float));
+        std::fill(out + height, out + gemm_mr, 0.0f);
+      }
+    }
+  }
+}
+
+}  // namespace mixprec::kernels::detail

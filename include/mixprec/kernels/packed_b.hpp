@@ -1,0 +1,143 @@
+/// \file
+/// \brief `kernels::packed_b`: a right operand (a layer's weights) rounded to a compute type and laid
+/// out in the blocked GEMM's panels once, then multiplied by many left operands without converting
+/// or re-reading the original again — what oneDNN's reordered weights and PyTorch's
+/// `mkldnn_reorder_linear_weight` are for. `pack_b<C>` makes one; `matmul<C>(a, packed, y, m)` uses it.
+///
+/// A packed_b is a snapshot: writing the original afterwards does not change it. nn::dense keeps one
+/// per compute type and orientation and repacks when its parameters may have changed (see there).
+#pragma once
+
+#include <cstddef>
+#include <ranges>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "mixprec/dtypes/dtype.hpp"
+#include "mixprec/kernels/detail/gemm_engine.hpp"
+#include "mixprec/kernels/gemm.hpp"
+#include "mixprec/kernels/matmul_accumulate.hpp"
+
+namespace mixprec::kernels {
+
+/// b(k, n) rounded once to a compute type C, widened to float and packed in panels of 16 columns
+/// (kernels/detail/gemm_pack.hpp); k · ceil(n / 16) · 16 floats. Made by `pack_b<C>`.
+class packed_b {
+ public:
+  /// An empty operand (k = n = 0).
+  packed_b() = default;
+
+  /// The contracted dimension: rows of b(k, n).
+  [[nodiscard]] std::size_t k() const noexcept { return k_; }
+  /// Columns of b(k, n): the outputs of the product.
+  [[nodiscard]] std::size_t n() const noexcept { return n_; }
+  /// The compute type the values were rounded to.
+  [[nodiscard]] dtype compute() const noexcept { return compute_; }
+  /// The packed floats (panels, zero padded past column n).
+  [[nodiscard]] std::span<const float> panels() const noexcept { return data_; }
+
+ private:
+  template <class C, class RB>
+  friend packed_b pack_b(const RB& b, std::size_t k, std::size_t n, b_layout layout);
+
+  std::vector<float> data_;
+  std::size_t k_ = 0;
+  std::size_t n_ = 0;
+  dtype compute_ = dtype::float32;
+};
+
+/// Packs b(k, n), stored [k, n] (`b_layout::k_n`, Flax kernels) or [n, k] (`b_layout::n_k`, PyTorch
+/// and llama2.c weights), for products computed in `Compute` (float or a small float: float32
+/// accumulation). Every value is rounded once to `Compute`, exactly as `matmul<Compute>` rounds it.
+/// \throws std::invalid_argument when b does not hold k · n elements.
+template <class Compute, class RB>
+[[nodiscard]] packed_b pack_b(const RB& b, std::size_t k, std::size_t n, b_layout layout) {
+  using B = detail::matmul_element_t<RB>;
+  static_assert(std::same_as<accumulator_t<Compute>, float> && !detail::is_complex_v<Compute>,
+                "kernels::pack_b<Compute>: packing is for float32-accumulating compute types (float, bfloat16, "
+                "float16, the float8/6/4 formats); use kernels::matmul for double and complex products.");
+  detail::check_compute_type<Compute, B>();
+  if (std::ranges::size(b) != k * n) {
+    throw std::invalid_argument(
+        detail::concat("kernels::pack_b: b has ", std::ranges::size(b), " elements but its shape ",
+                       layout == b_layout::k_n ? "[k, n] = [" : "[n, k] = [", layout == b_layout::k_n ? k : n, ", ",
+                       layout == b_layout::k_n ? n : k, "] needs ", k * n));
+  }
+  packed_b out;
+  out.k_ = k;
+  out.n_ = n;
+  out.compute_ = dtype_of_v<Compute>;
+  out.data_.resize(detail::gemm_panels(n) * detail::gemm_nr * k);
+  std::vector<float> row(std::max(k, n));
+  detail::pack_b<Compute>(std::ranges::data(b), k, n, layout == b_layout::n_k, 0, n, out.data_.data(), row.data());
+  return out;
+}
+
+namespace detail {
+
+template <class Compute, class A, class Y>
+void check_packed_product(const packed_b& b, std::size_t a_size, std::size_t y_size, std::size_t m) {
+  if (b.compute() != dtype_of_v<Compute>) {
+    throw std::invalid_argument(concat("kernels::matmul: b was packed for compute type ", name(b.compute()),
+                                       " but the product computes in ", name(dtype_of_v<Compute>),
+                                       "; pack it with kernels::pack_b<", name(dtype_of_v<Compute>), ">"));
+  }
+  if (a_size != m * b.k() || y_size != m * b.n()) {
+    throw std::invalid_argument(concat("kernels::matmul: a has ", a_size, " and y ", y_size,
+                                       " elements but a packed b(k = ", b.k(), ", n = ", b.n(), ") with m = ", m,
+                                       " needs a [", m, ", ", b.k(), "] and y [", m, ", ", b.n(), "]"));
+  }
+}
+
+}  // namespace detail
+
+/// y[m, n] = a[m, k] · b(k, n) with b packed by `pack_b<Compute>`: the same values as the unpacked
+/// `matmul<Compute>` (a rounded to Compute, products summed in float32, one rounding to y's type).
+/// \throws std::invalid_argument when b was packed for another compute type or a size does not match.
+template <class Compute, detail::matmul_input RA, detail::matmul_output RY>
+void matmul(const RA& a, const packed_b& b, RY&& y, std::size_t m) {
+  using A = detail::matmul_element_t<RA>;
+  using Y = detail::matmul_element_t<RY>;
+  detail::check_compute_type<Compute, A>();
+  detail::check_packed_product<Compute, A, Y>(b, std::ranges::size(a), std::ranges::size(y), m);
+  detail::blocked_gemm<Compute>(std::ranges::data(a), false, detail::packed_b_view{b.panels().data(), b.k(), b.n()},
+                                nullptr, std::ranges::data(y), m, b.k(), b.n(), false);
+}
+
+/// y[m, n] = a[m, k] · b(k, n) + bias[n] with b packed by `pack_b<Compute>`; bias rounded to Compute
+/// and added in float32 before the one rounding to y's type, as the unpacked `matmul`.
+/// \throws std::invalid_argument when b was packed for another compute type or a size does not match.
+template <class Compute, detail::matmul_input RA, detail::matmul_input RBias, detail::matmul_output RY>
+void matmul(const RA& a, const packed_b& b, const RBias& bias, RY&& y, std::size_t m) {
+  using A = detail::matmul_element_t<RA>;
+  using Bias = detail::matmul_element_t<RBias>;
+  using Y = detail::matmul_element_t<RY>;
+  detail::check_compute_type<Compute, A, Bias>();
+  detail::check_packed_product<Compute, A, Y>(b, std::ranges::size(a), std::ranges::size(y), m);
+  if (std::ranges::size(bias) != b.n()) {
+    throw std::invalid_argument(
+        detail::concat("kernels::matmul: bias has ", std::ranges::size(bias), " elements but b has n = ", b.n()));
+  }
+  std::vector<float> bias_acc(b.n());
+  detail::round_widen_n<Compute>(std::ranges::data(bias), b.n(), bias_acc.data());
+  detail::blocked_gemm<Compute>(std::ranges::data(a), false, detail::packed_b_view{b.panels().data(), b.k(), b.n()},
+                                bias_acc.data(), std::ranges::data(y), m, b.k(), b.n(), false);
+}
+
+/// y[m, n] += a[m, k] · b(k, n) with b packed by `pack_b<Compute>` and y in float32 (the accumulator),
+/// as the unpacked `matmul_accumulate` with `a_layout::m_k`: the input cotangent of a layer whose
+/// weights are kept packed, summed over several projections before one rounding.
+/// \throws std::invalid_argument when b was packed for another compute type or a size does not match.
+template <class Compute, detail::matmul_input RA, detail::matmul_output RY>
+void matmul_accumulate(const RA& a, const packed_b& b, RY&& y, std::size_t m) {
+  using A = detail::matmul_element_t<RA>;
+  using Y = detail::matmul_element_t<RY>;
+  detail::check_compute_type<Compute, A>();
+  static_assert(std::same_as<Y, float>, "kernels::matmul_accumulate: y must hold float32 accumulator values.");
+  detail::check_packed_product<Compute, A, Y>(b, std::ranges::size(a), std::ranges::size(y), m);
+  detail::blocked_gemm<Compute>(std::ranges::data(a), false, detail::packed_b_view{b.panels().data(), b.k(), b.n()},
+                                nullptr, std::ranges::data(y), m, b.k(), b.n(), true);
+}
+
+}  // namespace mixprec::kernels
