@@ -696,12 +696,7 @@ class attention {
   /// y = x · kernel (+ bias) for `rows` rows, in compute type C, rounded once to y's type.
   template <class C, class In, class Out>
   static void project(const projection_type& p, std::span<const In> x, std::size_t rows, std::span<Out> y) {
-    const kernels::matmul_shape shape{rows, p.in_features(), p.out_features()};
-    if (p.bias()) {
-      kernels::matmul<C>(x, detail::flat(p.kernel()), detail::flat(*p.bias()), y, shape, kernels::b_layout::k_n);
-    } else {
-      kernels::matmul<C>(x, detail::flat(p.kernel()), y, shape, kernels::b_layout::k_n);
-    }
+    p.template project<C>(x, rows, y);
   }
 
   /// Checks the element type first, so that a complex input stops at one clear message.

@@ -199,6 +199,15 @@ class dense {
     packed_.invalidate();
     return kernel_;
   }
+  /// y [rows, out] = x [rows, in] · kernel (+ bias) computed in `C`, for flat row-major spans: the
+  /// projection step of layers built from dense layers (attention, feed_forward), through the kept
+  /// packed kernel like `operator()`. Sizes are checked by the product.
+  /// \throws std::invalid_argument when x or y does not hold rows × in or rows × out elements.
+  template <class C, class In, class Out>
+  void project(std::span<const In> x, std::size_t rows, std::span<Out> y) const {
+    multiply<C>(x, y, rows);
+  }
+
   /// Tells the layer that its kernel was written through a reference obtained before the last
   /// forward or backward call. The layer keeps the kernel rounded to the compute type and packed for
   /// the matrix-product kernels (kernels::packed_b) across calls, and drops that copy on every
@@ -284,9 +293,14 @@ class dense {
     kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
     auto dx = detail::make_like<T>(dy, in_features());
     // dx [rows, in] = dy [rows, out] · kernelᵀ: the [in, out] kernel read as b(k = out, n = in), n_k.
+    bool packed_done = false;
     if constexpr (detail::packable_compute<C>) {
-      kernels::matmul<C>(dy_c, *transposed_kernel<C>(), detail::flat(dx), rows);
-    } else {
+      if (detail::use_packed<C>()) {
+        kernels::matmul<C>(dy_c, *transposed_kernel<C>(), detail::flat(dx), rows);
+        packed_done = true;
+      }
+    }
+    if (!packed_done) {
       kernels::matmul<C>(dy_c, detail::flat(kernel_), detail::flat(dx), {rows, out_features(), in_features()},
                          kernels::b_layout::n_k);
     }
@@ -312,9 +326,14 @@ class dense {
     check_gradients(grads);
     std::vector<C> dy_c(dy.size());
     kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
+    bool packed_done = false;
     if constexpr (detail::packable_compute<C>) {
-      kernels::matmul_accumulate<C>(dy_c, *transposed_kernel<C>(), dx_acc, ctx.rows);
-    } else {
+      if (detail::use_packed<C>()) {
+        kernels::matmul_accumulate<C>(dy_c, *transposed_kernel<C>(), dx_acc, ctx.rows);
+        packed_done = true;
+      }
+    }
+    if (!packed_done) {
       kernels::matmul_accumulate<C>(dy_c, kernels::a_layout::m_k, detail::flat(kernel_), kernels::b_layout::n_k, dx_acc,
                                     {ctx.rows, out_features(), in_features()});
     }
@@ -326,15 +345,20 @@ class dense {
   /// for float32-accumulating C, else kernels::matmul on the kernel as stored.
   template <class C, class XR, class YR>
   void multiply(const XR& x, YR&& y, std::size_t rows) const {
+    bool packed_done = false;
     if constexpr (detail::packable_compute<C>) {
-      const auto packed =
-          packed_.template get<C>(detail::flat(kernel_), in_features(), out_features(), kernels::b_layout::k_n);
-      if (bias_) {
-        kernels::matmul<C>(x, *packed, detail::flat(*bias_), y, rows);
-      } else {
-        kernels::matmul<C>(x, *packed, y, rows);
+      if (detail::use_packed<C>()) {
+        const auto packed =
+            packed_.template get<C>(detail::flat(kernel_), in_features(), out_features(), kernels::b_layout::k_n);
+        if (bias_) {
+          kernels::matmul<C>(x, *packed, detail::flat(*bias_), y, rows);
+        } else {
+          kernels::matmul<C>(x, *packed, y, rows);
+        }
+        packed_done = true;
       }
-    } else {
+    }
+    if (!packed_done) {
       const kernels::matmul_shape shape{rows, in_features(), out_features()};
       if (bias_) {
         kernels::matmul<C>(x, detail::flat(kernel_), detail::flat(*bias_), y, shape, kernels::b_layout::k_n);

@@ -23,7 +23,9 @@
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
+#include "mixprec/kernels/packed_b.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/detail/packed_weights.hpp"
 #include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/layer_types.hpp"
 
@@ -162,11 +164,19 @@ class embedding {
   /// The table [vocab, features] in the param type.
   [[nodiscard]] const table_type& table() const noexcept { return table_; }
   /// The table, writable (an optimiser step, a checkpoint load). Its shape must not change.
-  [[nodiscard]] table_type& table() noexcept { return table_; }
+  [[nodiscard]] table_type& table() noexcept {
+    packed_.invalidate();
+    return table_;
+  }
+  /// Tells the layer that its table was written through a reference obtained before the last call:
+  /// the tied classifier (`attend_*`) keeps the table rounded and packed for the matrix products, and
+  /// drops that copy on every non-const access (`table()`, `for_each_parameter`, assignment).
+  void parameters_changed() noexcept { packed_.invalidate(); }
 
   /// Calls `f("embedding", table)`.
   template <class F>
   void for_each_parameter(F&& f) {
+    packed_.invalidate();
     f(std::string_view("embedding"), table_);
   }
   /// Const form of `for_each_parameter`.
@@ -214,8 +224,7 @@ class embedding {
     using C = compute_t<P, detail::value_t<X>>;
     check_attend(x);
     auto y = detail::make_like<Y>(x, vocab_size());
-    kernels::matmul<C>(detail::flat(x), detail::flat(table_), detail::flat(y),
-                       {detail::leading_size(x), features(), vocab_size()}, kernels::b_layout::n_k);
+    logits<C>(detail::flat(x), detail::flat(y), detail::leading_size(x));
     return y;
   }
 
@@ -229,8 +238,7 @@ class embedding {
     ctx.h.resize(x.size());
     kernels::detail::round_n<C>(x.data(), x.size(), ctx.h.data());
     auto y = detail::make_like<Y>(x, vocab_size());
-    kernels::matmul<C>(ctx.h, detail::flat(table_), detail::flat(y), {ctx.rows, features(), vocab_size()},
-                       kernels::b_layout::n_k);
+    logits<C>(ctx.h, detail::flat(y), ctx.rows);
     return y;
   }
 
@@ -247,8 +255,19 @@ class embedding {
     std::vector<C> dz(dlogits.size());
     kernels::detail::round_n<C>(dlogits.data(), dlogits.size(), dz.data());
     auto dh = detail::make_like<T>(dlogits, features());
-    kernels::matmul<C>(dz, detail::flat(table_), detail::flat(dh), {ctx.rows, vocab_size(), features()},
-                       kernels::b_layout::k_n);
+    bool packed_done = false;
+    if constexpr (detail::packable_compute<C>) {
+      if (detail::use_packed<C>()) {
+        kernels::matmul<C>(
+            dz, *packed_.template get<C>(detail::flat(table_), vocab_size(), features(), kernels::b_layout::k_n),
+            detail::flat(dh), ctx.rows);
+        packed_done = true;
+      }
+    }
+    if (!packed_done) {
+      kernels::matmul<C>(dz, detail::flat(table_), detail::flat(dh), {ctx.rows, vocab_size(), features()},
+                         kernels::b_layout::k_n);
+    }
     if constexpr (std::is_same_v<accumulator_t<C>, grad_type>) {
       kernels::matmul_accumulate<C>(dz, kernels::a_layout::k_m, ctx.h, kernels::b_layout::k_n,
                                     detail::flat(grads.embedding), {vocab_size(), ctx.rows, features()});
@@ -298,6 +317,24 @@ class embedding {
   }
 
  private:
+  /// y [rows, vocab] = x [rows, features] · tableᵀ in C: through the kept packed table for
+  /// float32-accumulating C.
+  template <class C, class XR, class YR>
+  void logits(const XR& x, YR&& y, std::size_t rows) const {
+    bool packed_done = false;
+    if constexpr (detail::packable_compute<C>) {
+      if (detail::use_packed<C>()) {
+        kernels::matmul<C>(
+            x, *packed_.template get<C>(detail::flat(table_), features(), vocab_size(), kernels::b_layout::n_k), y,
+            rows);
+        packed_done = true;
+      }
+    }
+    if (!packed_done) {
+      kernels::matmul<C>(x, detail::flat(table_), y, {rows, features(), vocab_size()}, kernels::b_layout::n_k);
+    }
+  }
+
   template <class X>
   void check_attend(const X& x) const {
     detail::check_features(
@@ -327,6 +364,7 @@ class embedding {
   }
 
   table_type table_;
+  detail::packed_weight_cache packed_;  ///< table_ packed per compute type and orientation (tied classifier)
 };
 
 }  // namespace mixprec::nn

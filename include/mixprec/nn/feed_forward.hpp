@@ -453,14 +453,7 @@ class feed_forward {
   /// out[n, layer.out] = in[n, layer.in] · kernel (+ bias), computed in C.
   template <class C, class In, class Out>
   static void project(const dense<P>& layer, std::span<const In> in, std::span<Out> out, std::size_t n) {
-    const kernels::matmul_shape shape{n, layer.in_features(), layer.out_features()};
-    const std::span<const param_type> kernel(layer.kernel().data(), layer.kernel().size());
-    if (layer.bias()) {
-      const std::span<const param_type> bias(layer.bias()->data(), layer.bias()->size());
-      kernels::matmul<C>(in, kernel, bias, out, shape, kernels::b_layout::k_n);
-    } else {
-      kernels::matmul<C>(in, kernel, out, shape, kernels::b_layout::k_n);
-    }
+    layer.template project<C>(in, n, out);
   }
 
   /// h[i] = round_to<C>(act(h1[i]) [* h3[i]]), the activation and gate product in opmath (Acc).

@@ -55,16 +55,15 @@ inline void portable_block(std::size_t rows, std::size_t panels, std::size_t kc,
     for (std::size_t i = 0; i < rows; i += gemm_mr) {
       const float* ai = a + (i / gemm_mr) * gemm_mr * kc;
       const std::size_t height = std::min(gemm_mr, rows - i);
-      float acc[gemm_mr][gemm_nr] = {};
-      for (std::size_t p = 0; p < kc; ++p) {
-        for (std::size_t r = 0; r < gemm_mr; ++r) {
-          const float ar = ai[p * gemm_mr + r];
-          for (std::size_t j = 0; j < gemm_nr; ++j) acc[r][j] += ar * bq[p * gemm_nr + j];
-        }
-      }
       for (std::size_t r = 0; r < height; ++r) {
+        float acc[gemm_nr] = {};  // one row at a time: 16 accumulators stay in registers
+        for (std::size_t p = 0; p < kc; ++p) {
+          const float ar = ai[p * gemm_mr + r];
+          const float* bp = bq + p * gemm_nr;
+          for (std::size_t j = 0; j < gemm_nr; ++j) acc[j] += ar * bp[j];
+        }
         float* row = c + (i + r) * ldc + q * gemm_nr;
-        for (std::size_t j = 0; j < gemm_nr; ++j) row[j] = accumulate ? row[j] + acc[r][j] : acc[r][j];
+        for (std::size_t j = 0; j < gemm_nr; ++j) row[j] = accumulate ? row[j] + acc[j] : acc[j];
       }
     }
   }

@@ -23,6 +23,18 @@ namespace mixprec::nn::detail {
 template <class C>
 inline constexpr bool packable_compute = std::same_as<accumulator_t<C>, float> && !kernels::detail::is_complex_v<C>;
 
+/// Whether a layer multiplies through its packed weights now: a packable C and the blocked engine
+/// active (AVX2 level and above). At the portable level layers keep Eigen's products, which are faster
+/// there than the engine's portable kernel.
+template <class C>
+[[nodiscard]] inline bool use_packed() noexcept {
+  if constexpr (packable_compute<C>) {
+    return kernels::detail::use_blocked_gemm<C>();
+  } else {
+    return false;
+  }
+}
+
 class packed_weight_cache {
  public:
   packed_weight_cache() = default;
