@@ -8,15 +8,18 @@
 ///     Acc(C(bias))
 ///
 /// i.e. every operand is rounded once to `C` (exactly nothing happens when it already is a `C`),
-/// widened exactly to `Acc`, and Eigen's GEMM (or GEMV when m or n is 1: the decode path) multiplies
-/// and sums in `Acc`. For the 16-bit formats and smaller a product of two rounded operands has at most
-/// 2 x 11 significant bits, so it is exact in float32: the result is "operands rounded to the compute
-/// dtype, products summed in float32", what bf16/f16 tensor hardware with float32 accumulation
-/// computes. Eigen never sees a half type, so it can never accumulate in one.
+/// widened exactly to `Acc`, and the products are summed in `Acc`. For the 16-bit formats and smaller
+/// a product of two rounded operands has at most 2 x 11 significant bits, so it is exact in float32:
+/// the result is "operands rounded to the compute dtype, products summed in float32", what bf16/f16
+/// tensor hardware with float32 accumulation computes.
 ///
-/// Conversion happens block by block into scratch buffers of at most `matmul_block_elements` elements
-/// per operand, so memory stays bounded whatever the sizes; operands already in `Acc` (float data
-/// computed in float, double in double) are mapped in place without a copy.
+/// Who multiplies is decided at run time (`mixprec::active_isa()`): for float32 accumulation on the
+/// AVX2 level and above, the blocked GEMM of kernels/detail/gemm_engine.hpp (operands converted while
+/// they are packed, an AVX2+FMA micro-kernel, a row's result independent of the other rows and of the
+/// threads); otherwise (portable level, float64, complex) Eigen's GEMM, or GEMV when m or n is 1, on
+/// blocks converted to `Acc` in scratch buffers of at most `matmul_block_elements` elements per
+/// operand (operands already in `Acc` are mapped in place). Eigen never sees a half type, so it can
+/// never accumulate in one. docs/kernels.md has the details.
 #pragma once
 
 #include <algorithm>
@@ -255,16 +258,17 @@ constexpr void check_compute_type() {
 }  // namespace detail
 
 /// y[m, n] = a[m, k] · b(k, n), operands rounded to `Compute`, products summed in
-/// `accumulator_t<Compute>` by Eigen's GEMM (GEMV when m or n is 1), each result rounded once to y's
+/// `accumulator_t<Compute>` (the blocked engine or Eigen, see the file comment), each result rounded once to y's
 /// element type. `a` and `y` are row-major; `b` is [k, n] or [n, k] per `layout`. The element types
 /// of `a`, `b` and `y` may differ from `Compute` and from each other (float weights with bfloat16
 /// compute: the weights are rounded to bfloat16 on the fly, block by block).
 ///
 /// `y` must not overlap `a` or `b`. The contiguous ranges may be std::span, std::vector, std::array...
-/// `block_elements` bounds each scratch block (converted rows of a, converted panel of b, unrounded
-/// block of y; at least one row of k elements); it trades memory for speed. Each output element is
-/// one Eigen reduction over all k terms whatever the blocks (Eigen's summation order may vary with
-/// the block shape, within the same error bound).
+/// `block_elements` bounds each scratch block of the Eigen path (converted rows of a, converted panel
+/// of b, unrounded block of y; at least one row of k elements); it trades memory for speed there (the
+/// blocked engine sizes its own blocks). Each output element is one reduction over all k terms
+/// whatever the blocks (Eigen's summation order may vary with the block shape, within the same error
+/// bound; the blocked engine's does not).
 ///
 /// \throws std::invalid_argument when a size does not match the shape (the message gives all three
 ///         shapes), or when `block_elements` is 0.

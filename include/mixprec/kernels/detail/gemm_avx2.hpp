@@ -70,12 +70,12 @@ MIXPREC_TARGET_AVX2 inline void micro_row4(std::size_t kc, const float* a, const
                                            float* c, bool accumulate) noexcept {
   __m256 acc[8];
 #pragma GCC unroll 8
-  for (int v = 0; v < 8; ++v) acc[v] = _mm256_setzero_ps();
+  for (std::size_t v = 0; v < 8; ++v) acc[v] = _mm256_setzero_ps();
   for (std::size_t p = 0; p < kc; ++p) {
     const __m256 ar = _mm256_broadcast_ss(a);
 #pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      const float* bq = b + static_cast<std::size_t>(q) * panel_stride;
+    for (std::size_t q = 0; q < 4; ++q) {
+      const float* bq = b + q * panel_stride;
       acc[2 * q] = _mm256_fmadd_ps(ar, _mm256_loadu_ps(bq), acc[2 * q]);
       acc[2 * q + 1] = _mm256_fmadd_ps(ar, _mm256_loadu_ps(bq + 8), acc[2 * q + 1]);
     }
@@ -83,7 +83,7 @@ MIXPREC_TARGET_AVX2 inline void micro_row4(std::size_t kc, const float* a, const
     b += gemm_nr;
   }
 #pragma GCC unroll 8
-  for (int v = 0; v < 8; ++v) {
+  for (std::size_t v = 0; v < 8; ++v) {
     if (accumulate) acc[v] = _mm256_add_ps(_mm256_loadu_ps(c + 8 * v), acc[v]);
     _mm256_storeu_ps(c + 8 * v, acc[v]);
   }
