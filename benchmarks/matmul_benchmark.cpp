@@ -1,46 +1,58 @@
 // Google Benchmark: mixprec's matrix products against oneDNN's matmul primitive and Eigen's GEMM, in
-// the same run (issue 8; results in docs/performance.md).
+// the same run (issue 8). benchmarks/matmul_report.py turns one JSON run into the tables of
+// docs/performance.md (ratios against the best peer of the same run).
 //
 // Y[m, n] = X[m, k] · W with W stored [n, k] (PyTorch / llama2.c "out, in"), float32 accumulation.
+// Arguments {m, k, n, threads}: the shapes M2048·K1024·N4096, M2048·K4096·N1024, M1024·K1024·N1024
+// and the decode product M1·K4096·N4096, each with 1 and 2 threads.
 //
-//  - mixprec/<policy>:   kernels::matmul<C> with float X and W stored as the policy's param dtype
-//                        (p=f32,c=f32 | p=bf16,c=bf16 | p=f16,c=f16 | p=f32,c=bf16: rounded on the fly)
-//  - mixprec_packed/<C>: the same product with W packed once beforehand (kernels::packed_b, as a layer
-//                        keeps it across calls)
-//  - ..._portable:       the same with the instruction-set level forced to portable (Eigen's GEMM, what
-//                        every call ran before the run-time dispatch)
-//  - eigen_f32:          Eigen's float GEMM (this build's flags: no -march unless the _simd binary)
-//  - onednn_f32/_bf16:   oneDNN's matmul primitive (its own run-time ISA dispatch; bf16 operands,
-//                        float32 accumulation, bf16 output), primitive created once, outside the loop
+//  - dense/<policy>:      nn::dense<P> with its weights cached (packed once, before timing), through
+//                         dense::project into a caller's buffer: p=f32 | p=f32,c=bf16 | p=f16 (float16
+//                         weights) | p=e4m3,c=bf16 (float8 weights, bfloat16 compute)
+//  - matmul/<policy>:     kernels::matmul<C> with W as stored, converted and packed on every call
+//  - onednn_f32/_bf16:    oneDNN's matmul primitive (its own run-time ISA dispatch; bf16 operands,
+//                         float32 accumulation, bf16 output), created once outside the timing
+//  - eigen_f32:           Eigen's float GEMM (this build's flags: no -march)
 //
-// Counters: FLOP/s = 2 m n k per iteration. Threads: mixprec's products use kernels::gemm_threads()
-// (MIXPREC_NUM_THREADS); oneDNN's use OMP_NUM_THREADS. Set both to the same value for a fair ratio.
+// Threads: mixprec::set_num_threads for mixprec, omp_set_num_threads for oneDNN (Debian's oneDNN runs
+// on OpenMP) and Eigen. Counters: FLOP/s = 2 m n k per iteration, W_bytes/s = bytes of the weights as
+// the product reads them (the packed copy for dense: 4 bytes per weight for f32, 2 for bf16/f16/f8).
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/packed_b.hpp"
+#include "mixprec/kernels/threads.hpp"
 
-#include "mixprec/arch/isa.hpp"
 #include "mixprec/arrays/eigen.hpp"
+#include "mixprec/arrays/xtensor.hpp"
+
+#include <xtensor/xadapt.hpp>
 #include "mixprec/core.hpp"
+#include "mixprec/nn/dense.hpp"
 
 #if MIXPREC_HAVE_ONEDNN
 #include <dnnl.hpp>
+#endif
+#if MIXPREC_HAVE_OPENMP
+#include <omp.h>
 #endif
 
 namespace {
 
 using mixprec::bfloat16;
 using mixprec::float16;
+using mixprec::float8_e4m3fn;
+using mixprec::policy;
 using mixprec::kernels::b_layout;
 
 struct problem {
-  std::size_t m, k, n;
+  std::size_t m, k, n, threads;
   std::vector<float> x, w, y;
 };
 
@@ -48,6 +60,7 @@ problem make_problem(const benchmark::State& state) {
   problem p{static_cast<std::size_t>(state.range(0)),
             static_cast<std::size_t>(state.range(1)),
             static_cast<std::size_t>(state.range(2)),
+            static_cast<std::size_t>(state.range(3)),
             {},
             {},
             {}};
@@ -57,13 +70,31 @@ problem make_problem(const benchmark::State& state) {
   p.w.resize(p.n * p.k);
   p.y.resize(p.m * p.n);
   for (auto& v : p.x) v = normal(rng);
-  for (auto& v : p.w) v = normal(rng);
+  for (auto& v : p.w) v = normal(rng) * 0.05f;  // in range for float8_e4m3fn too
   return p;
 }
 
-void set_counters(benchmark::State& state, const problem& p) {
+/// Sets the thread count of every library for one benchmark and restores mixprec's afterwards.
+class threads_for {
+ public:
+  explicit threads_for(std::size_t threads) : previous_(mixprec::set_num_threads(threads)) {
+#if MIXPREC_HAVE_OPENMP
+    omp_set_num_threads(static_cast<int>(threads));
+#endif
+    Eigen::setNbThreads(static_cast<int>(threads));
+  }
+  threads_for(const threads_for&) = delete;
+  threads_for& operator=(const threads_for&) = delete;
+  ~threads_for() { mixprec::set_num_threads(previous_); }
+
+ private:
+  std::size_t previous_;
+};
+
+void set_counters(benchmark::State& state, const problem& p, double weight_bytes) {
   const double flops = 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);
   state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["W_bytes/s"] = benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 template <class T>
@@ -73,33 +104,41 @@ std::vector<T> converted(const std::vector<float>& v) {
   return out;
 }
 
-template <class Compute, class Weight, bool Portable = false>
-void mixprec_matmul(benchmark::State& state) {
+template <class P>
+void dense(benchmark::State& state) {
   auto p = make_problem(state);
+  const threads_for threads(p.threads);
+  using C = mixprec::nn::compute_t<P, float>;
+  xt::xtensor<float, 2> w = xt::adapt(p.w, std::vector<std::size_t>{p.n, p.k});
+  const auto layer = mixprec::nn::dense<P>::from_weights(w, mixprec::nn::weight_layout::out_in);
+  const std::span<const float> x(p.x);
+  const std::span<float> y(p.y);
+  layer.template project<C>(x, p.m, y);  // packs the weights (kept by the layer)
+  for (auto _ : state) {
+    layer.template project<C>(x, p.m, y);
+    benchmark::DoNotOptimize(p.y.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes_per_weight = std::is_same_v<C, float> ? 4.0 : 2.0;
+  set_counters(state, p, bytes_per_weight * static_cast<double>(p.w.size()));
+}
+
+template <class Compute, class Weight>
+void matmul(benchmark::State& state) {
+  auto p = make_problem(state);
+  const threads_for threads(p.threads);
   const auto w = converted<Weight>(p.w);
-  const mixprec::isa_limit_scope limit(Portable ? mixprec::isa::portable : mixprec::isa::avx512bf16);
   for (auto _ : state) {
     mixprec::kernels::matmul<Compute>(p.x, w, p.y, {p.m, p.k, p.n}, b_layout::n_k);
     benchmark::DoNotOptimize(p.y.data());
     benchmark::ClobberMemory();
   }
-  set_counters(state, p);
-}
-
-template <class Compute>
-void mixprec_packed(benchmark::State& state) {
-  auto p = make_problem(state);
-  const mixprec::kernels::packed_b packed = mixprec::kernels::pack_b<Compute>(p.w, p.k, p.n, b_layout::n_k);
-  for (auto _ : state) {
-    mixprec::kernels::matmul<Compute>(p.x, packed, p.y, p.m);
-    benchmark::DoNotOptimize(p.y.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(state, p);
+  set_counters(state, p, static_cast<double>(sizeof(Weight) * w.size()));
 }
 
 void eigen_f32(benchmark::State& state) {
   auto p = make_problem(state);
+  const threads_for threads(p.threads);
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const Eigen::Map<const Mat> x(p.x.data(), static_cast<Eigen::Index>(p.m), static_cast<Eigen::Index>(p.k));
   const Eigen::Map<const Mat> w(p.w.data(), static_cast<Eigen::Index>(p.n), static_cast<Eigen::Index>(p.k));
@@ -109,14 +148,15 @@ void eigen_f32(benchmark::State& state) {
     benchmark::DoNotOptimize(p.y.data());
     benchmark::ClobberMemory();
   }
-  set_counters(state, p);
+  set_counters(state, p, 4.0 * static_cast<double>(p.w.size()));
 }
 
 #if MIXPREC_HAVE_ONEDNN
-// oneDNN matmul: src [m, k], weights [k, n] given with strides of an [n, k] array (no copy), dst [m, n].
+// oneDNN matmul: src [m, k], weights [k, n] given with the strides of an [n, k] array (no copy), dst [m, n].
 template <dnnl::memory::data_type DT>
 void onednn(benchmark::State& state) {
   auto p = make_problem(state);
+  const threads_for threads(p.threads);
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   const auto m = static_cast<dnnl::memory::dim>(p.m);
@@ -152,31 +192,32 @@ void onednn(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetLabel(pd.impl_info_str());
-  set_counters(state, p);
+  set_counters(state, p, (DT == dt::f32 ? 4.0 : 2.0) * static_cast<double>(p.w.size()));
 }
 #endif
 
-// {m, k, n}: the issue's large product, a training-step projection, prefill and decode.
 void shapes(benchmark::internal::Benchmark* b) {
-  b->Args({2048, 1024, 4096});
-  b->Args({512, 384, 1536});
-  b->Args({64, 1024, 4096});
-  b->Args({1, 1024, 4096});
-  b->ArgNames({"m", "k", "n"});
+  for (long threads : {1L, 2L}) {
+    b->Args({2048, 1024, 4096, threads});
+    b->Args({2048, 4096, 1024, threads});
+    b->Args({1024, 1024, 1024, threads});
+    b->Args({1, 4096, 4096, threads});
+  }
+  b->Args({3, 40, 20, 1});  // tiny: the ctest smoke run (--benchmark_filter=/m:3/)
+  b->ArgNames({"m", "k", "n", "threads"});
   b->Unit(benchmark::kMillisecond);
   b->UseRealTime();
 }
 
 }  // namespace
 
-BENCHMARK_TEMPLATE(mixprec_matmul, float, float)->Name("mixprec/p=f32,c=f32")->Apply(shapes);
-BENCHMARK_TEMPLATE(mixprec_matmul, bfloat16, bfloat16)->Name("mixprec/p=bf16,c=bf16")->Apply(shapes);
-BENCHMARK_TEMPLATE(mixprec_matmul, float16, float16)->Name("mixprec/p=f16,c=f16")->Apply(shapes);
-BENCHMARK_TEMPLATE(mixprec_matmul, bfloat16, float)->Name("mixprec/p=f32,c=bf16")->Apply(shapes);
-BENCHMARK_TEMPLATE(mixprec_packed, float)->Name("mixprec_packed/c=f32")->Apply(shapes);
-BENCHMARK_TEMPLATE(mixprec_packed, bfloat16)->Name("mixprec_packed/c=bf16")->Apply(shapes);
-BENCHMARK_TEMPLATE(mixprec_matmul, float, float, true)->Name("mixprec_portable/p=f32,c=f32")->Apply(shapes);
-BENCHMARK_TEMPLATE(mixprec_matmul, bfloat16, float, true)->Name("mixprec_portable/p=f32,c=bf16")->Apply(shapes);
+BENCHMARK_TEMPLATE(dense, policy<float>)->Name("dense/p=f32")->Apply(shapes);
+BENCHMARK_TEMPLATE(dense, policy<float, bfloat16, float>)->Name("dense/p=f32,c=bf16")->Apply(shapes);
+BENCHMARK_TEMPLATE(dense, policy<float16>)->Name("dense/p=f16")->Apply(shapes);
+BENCHMARK_TEMPLATE(dense, policy<float8_e4m3fn, bfloat16, float>)->Name("dense/p=e4m3,c=bf16")->Apply(shapes);
+BENCHMARK_TEMPLATE(matmul, float, float)->Name("matmul/p=f32")->Apply(shapes);
+BENCHMARK_TEMPLATE(matmul, bfloat16, bfloat16)->Name("matmul/p=bf16")->Apply(shapes);
+BENCHMARK_TEMPLATE(matmul, bfloat16, float)->Name("matmul/p=f32,c=bf16")->Apply(shapes);
 BENCHMARK(eigen_f32)->Apply(shapes);
 #if MIXPREC_HAVE_ONEDNN
 BENCHMARK_TEMPLATE(onednn, dnnl::memory::data_type::f32)->Name("onednn_f32")->Apply(shapes);

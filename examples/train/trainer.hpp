@@ -26,7 +26,7 @@
 
 #include "char_dataset.hpp"
 #include "gpt.hpp"
-#include "mixprec/kernels/gemm_threads.hpp"
+#include "mixprec/kernels/threads.hpp"
 #include "mixprec/policies/all_finite.hpp"
 #include "mixprec/policies/loss_scale.hpp"
 #include "mixprec/train/adamw.hpp"
@@ -148,8 +148,8 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
       const double seed = static_cast<double>(scale) / static_cast<double>(b.y.size() * opt.grad_accum);
       auto run_worker = [&](std::size_t w) {
         // With several workers the cores are already busy: each worker's products stay on its thread.
-        std::optional<mixprec::kernels::serial_gemm_scope> serial;
-        if (workers.size() > 1) serial.emplace();
+        std::optional<mixprec::single_threaded_scope> single;
+        if (workers.size() > 1) single.emplace();
         auto& wk = workers[w];
         const auto x = rows_of(b.x, wk.row_begin, wk.row_end);
         const auto y = rows_of(b.y, wk.row_begin, wk.row_end);

@@ -9,8 +9,10 @@
 // does not depend on the other rows computed with it, and threads do not change a result.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -21,9 +23,9 @@
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/core.hpp"
 #include "mixprec/kernels/gemm.hpp"
-#include "mixprec/kernels/gemm_threads.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
 #include "mixprec/kernels/packed_b.hpp"
+#include "mixprec/kernels/threads.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -54,6 +56,16 @@ double as_c(float x) {
     return x;
   } else {
     return static_cast<double>(static_cast<float>(C(x)));
+  }
+}
+
+/// Largest finite value of a small float, as a float (for inputs that stay in range).
+template <class C>
+float finite_max() {
+  if constexpr (std::is_same_v<C, float>) {
+    return std::numeric_limits<float>::max();
+  } else {
+    return static_cast<float>(std::numeric_limits<C>::max());
   }
 }
 
@@ -142,7 +154,7 @@ TEMPLATE_TEST_CASE("matmul_accumulate adds op(a)·op(b) for all four layouts on 
 }
 
 TEMPLATE_TEST_CASE("a packed b gives the unpacked product bit for bit, with and without bias", "[kernels][packed_b]",
-                   float, bfloat16, float16) {
+                   float, bfloat16, float16, mixprec::float8_e4m3fn, mixprec::float8_e5m2) {
   using C = TestType;
   for (const isa level : kernel_levels()) {
     const mixprec::isa_limit_scope limit(level);
@@ -173,6 +185,35 @@ TEMPLATE_TEST_CASE("a packed b gives the unpacked product bit for bit, with and 
         mixprec::kernels::matmul_accumulate<C>(a, a_layout::m_k, b, lb, acc_plain, {m, k, n});
         CHECK(std::memcmp(acc_packed.data(), acc_plain.data(), m * n * sizeof(float)) == 0);
       }
+    }
+  }
+}
+
+TEST_CASE("kept packings hold 16-bit compute types as 16-bit patterns: half the bytes", "[kernels][packed_b]") {
+  const std::size_t k = 40, n = 33;  // 3 panels of 16 columns
+  const auto b = normals(k * n, 18);
+  const std::size_t padded = k * 48;
+  CHECK(mixprec::kernels::pack_b<float>(b, k, n, b_layout::k_n).bytes() == padded * 4);
+  CHECK(mixprec::kernels::pack_b<bfloat16>(b, k, n, b_layout::k_n).bytes() == padded * 2);
+  CHECK(mixprec::kernels::pack_b<float16>(b, k, n, b_layout::n_k).bytes() == padded * 2);
+  CHECK(mixprec::kernels::pack_b<mixprec::float8_e4m3fn>(b, k, n, b_layout::n_k).bytes() == padded * 2);
+  // Every float8_e5m2 value survives the bfloat16 panels, subnormals (2^-16) and the largest (57344)
+  // included: a product with a one-hot a reads b's values back exactly.
+  std::vector<float> values;
+  for (int bits = 0; bits < 256; ++bits) {
+    const auto v = std::bit_cast<mixprec::float8_e5m2>(static_cast<std::uint8_t>(bits));
+    if (std::isfinite(static_cast<float>(v))) values.push_back(static_cast<float>(v));
+  }
+  const std::size_t count = values.size();
+  const auto packed = mixprec::kernels::pack_b<mixprec::float8_e5m2>(values, 1, count, b_layout::k_n);
+  std::vector<float> y(count);
+  const std::vector<float> one{1.0f};
+  for (const isa level : kernel_levels()) {
+    const mixprec::isa_limit_scope limit(level);
+    mixprec::kernels::matmul<mixprec::float8_e5m2>(one, packed, y, 1);
+    for (std::size_t j = 0; j < count; ++j) {
+      CAPTURE(mixprec::name(level), j, values[j]);
+      CHECK(std::bit_cast<std::uint32_t>(y[j]) == std::bit_cast<std::uint32_t>(values[j] + 0.0f));
     }
   }
 }
@@ -219,29 +260,29 @@ TEST_CASE("threads change no bit of a product", "[kernels][packed_b][threads]") 
   const auto b = normals(k * n, 15);
   for (const b_layout lb : {b_layout::k_n, b_layout::n_k}) {
     std::vector<float> serial(m * n), threaded(m * n), wide(m * n);
-    const std::size_t previous = mixprec::kernels::set_gemm_threads(1);
+    const std::size_t previous = mixprec::set_num_threads(1);
     mixprec::kernels::matmul<bfloat16>(a, b, serial, {m, k, n}, lb);
-    mixprec::kernels::set_gemm_threads(2);
+    mixprec::set_num_threads(2);
     mixprec::kernels::matmul<bfloat16>(a, b, threaded, {m, k, n}, lb);
-    mixprec::kernels::set_gemm_threads(5);
+    mixprec::set_num_threads(5);
     mixprec::kernels::matmul<bfloat16>(a, b, wide, {m, k, n}, lb);
-    mixprec::kernels::set_gemm_threads(previous);
+    mixprec::set_num_threads(previous);
     CHECK(std::memcmp(serial.data(), threaded.data(), m * n * sizeof(float)) == 0);
     CHECK(std::memcmp(serial.data(), wide.data(), m * n * sizeof(float)) == 0);
   }
 }
 
-TEST_CASE("gemm_threads: set_gemm_threads and serial_gemm_scope", "[kernels][threads]") {
-  const std::size_t previous = mixprec::kernels::set_gemm_threads(3);
-  CHECK(mixprec::kernels::gemm_threads() == 3);
+TEST_CASE("num_threads: set_num_threads and single_threaded_scope", "[kernels][threads]") {
+  const std::size_t previous = mixprec::set_num_threads(3);
+  CHECK(mixprec::num_threads() == 3);
   {
-    const mixprec::kernels::serial_gemm_scope serial;
-    CHECK(mixprec::kernels::gemm_threads() == 1);
+    const mixprec::single_threaded_scope single;
+    CHECK(mixprec::num_threads() == 1);
   }
-  CHECK(mixprec::kernels::gemm_threads() == 3);
-  CHECK(mixprec::kernels::set_gemm_threads(0) == 3);
-  CHECK(mixprec::kernels::gemm_threads() == 1);  // 0 is taken as 1
-  mixprec::kernels::set_gemm_threads(previous);
+  CHECK(mixprec::num_threads() == 3);
+  CHECK(mixprec::set_num_threads(0) == 3);
+  CHECK(mixprec::num_threads() == 1);  // 0 is taken as 1
+  mixprec::set_num_threads(previous);
 }
 
 TEST_CASE("packed products reject a wrong compute type or size with a sentence", "[kernels][packed_b]") {

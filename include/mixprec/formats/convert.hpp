@@ -20,7 +20,9 @@
 #include <string_view>
 #include <type_traits>
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/formats/basic_float.hpp"
+#include "mixprec/formats/detail/convert_f16c.hpp"
 #include "mixprec/formats/detail/convert_lanewise.hpp"
 #include "mixprec/formats/detail/float_codec.hpp"
 #include "mixprec/formats/float_format.hpp"
@@ -71,6 +73,13 @@ inline void encode_n(const float* in, To* out, std::size_t n) noexcept {
     x86::encode<To, Mode>(in, out, n);
     return;
   }
+#elif MIXPREC_X86_DISPATCH
+  if constexpr (Simd && To::format == formats::float16) {
+    if (active_isa() >= isa::avx2) {  // a build without -mf16c on a CPU with it
+      f16c::encode<To, Mode>(in, out, n);
+      return;
+    }
+  }
 #endif
   encode_portable<To, Mode>(in, out, n);
 }
@@ -81,6 +90,13 @@ inline void decode_n(const From* in, float* out, std::size_t n) noexcept {
   if constexpr (Simd && x86::handles<From::format>) {
     x86::decode<From>(in, out, n);
     return;
+  }
+#elif MIXPREC_X86_DISPATCH
+  if constexpr (Simd && From::format == formats::float16) {
+    if (active_isa() >= isa::avx2) {
+      f16c::decode<From>(in, out, n);
+      return;
+    }
   }
 #endif
   decode_portable<From>(in, out, n);
@@ -144,9 +160,11 @@ inline constexpr void static_check_convertible() {
 
 inline namespace MIXPREC_DETAIL_CONVERT_ISA {
 
-/// The instruction sets `convert` uses in this translation unit (fixed at compile time by the
-/// compiler's target flags): "avx512f+avx512bw+avx512vl+avx512bf16", "avx512f+avx512bw+avx512vl",
-/// "f16c" (float16 only; the other formats use the portable loops) or "portable".
+/// The instruction sets `convert` is compiled for in this translation unit (fixed at compile time by
+/// the compiler's target flags): "avx512f+avx512bw+avx512vl+avx512bf16", "avx512f+avx512bw+avx512vl",
+/// "f16c" (float16 only; the other formats use the portable loops) or "portable". In a "portable"
+/// build on x86 (no -m flags: the default), float16 still takes the F16C loops when
+/// `mixprec::active_isa()` is at least `isa::avx2` at run time.
 inline constexpr std::string_view convert_instruction_sets =
 #if defined(MIXPREC_DETAIL_CONVERT_AVX512BF16)
     "avx512f+avx512bw+avx512vl+avx512bf16";
@@ -167,7 +185,9 @@ inline constexpr std::string_view convert_instruction_sets =
 ///    included: ieee formats keep the payload and set the quiet bit); `mode` is ignored.
 ///
 /// Vectorised with AVX-512 (F, BW, VL; AVX512-BF16 for float -> bfloat16) or F16C (float16) when the
-/// compiler targets them; the results are the same bits in every build (see docs/conversions.md).
+/// compiler targets them, and with F16C for float16 chosen at run time in a build without -m flags
+/// (`MIXPREC_ISA=portable` turns it off); the results are the same bits in every build and on every
+/// level (see docs/conversions.md).
 /// Neither the MXCSR rounding mode nor FTZ/DAZ changes them. `in` and `out` must not overlap.
 ///
 /// \throws std::invalid_argument if `in.size() != out.size()` (the message gives both sizes).

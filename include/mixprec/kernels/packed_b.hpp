@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <ranges>
 #include <span>
 #include <stdexcept>
@@ -21,8 +22,11 @@
 
 namespace mixprec::kernels {
 
-/// b(k, n) rounded once to a compute type C, widened to float and packed in panels of 16 columns
-/// (kernels/detail/gemm_pack.hpp); k · ceil(n / 16) · 16 floats. Made by `pack_b<C>`.
+/// b(k, n) rounded once to a compute type C and packed in panels of 16 columns
+/// (kernels/detail/gemm_pack.hpp), k · ceil(n / 16) · 16 elements: bfloat16 patterns for bfloat16 and
+/// the float8/6/4 compute types (all exact in bfloat16), float16 patterns for float16, floats for
+/// float — so the packed copy of 16-bit weights is half the size of float ones, and a decode step
+/// streams half the bytes. Made by `pack_b<C>`.
 class packed_b {
  public:
   /// An empty operand (k = n = 0).
@@ -34,17 +38,27 @@ class packed_b {
   [[nodiscard]] std::size_t n() const noexcept { return n_; }
   /// The compute type the values were rounded to.
   [[nodiscard]] dtype compute() const noexcept { return compute_; }
-  /// The packed floats (panels, zero padded past column n).
-  [[nodiscard]] std::span<const float> panels() const noexcept { return data_; }
+  /// Bytes held by the packed panels (zero padded past column n).
+  [[nodiscard]] std::size_t bytes() const noexcept {
+    return floats_.size() * sizeof(float) + halves_.size() * sizeof(std::uint16_t);
+  }
+  /// The panels as the engine reads them.
+  [[nodiscard]] detail::packed_b_view view() const noexcept {
+    const void* data = format_ == detail::panel_format::f32 ? static_cast<const void*>(floats_.data())
+                                                            : static_cast<const void*>(halves_.data());
+    return {data, k_, n_, format_};
+  }
 
  private:
   template <class C, class RB>
   friend packed_b pack_b(const RB& b, std::size_t k, std::size_t n, b_layout layout);
 
-  std::vector<float> data_;
+  std::vector<float> floats_;          // f32 panels
+  std::vector<std::uint16_t> halves_;  // bf16 / f16 panels
   std::size_t k_ = 0;
   std::size_t n_ = 0;
   dtype compute_ = dtype::float32;
+  detail::panel_format format_ = detail::panel_format::f32;
 };
 
 /// Packs b(k, n), stored [k, n] (`b_layout::k_n`, Flax kernels) or [n, k] (`b_layout::n_k`, PyTorch
@@ -68,9 +82,19 @@ template <class Compute, class RB>
   out.k_ = k;
   out.n_ = n;
   out.compute_ = dtype_of_v<Compute>;
-  out.data_.resize(detail::gemm_panels(n) * detail::gemm_nr * k);
+  constexpr detail::panel_format format = detail::kept_panel_format<Compute>();
+  out.format_ = format;
+  const std::size_t count = detail::gemm_panels(n) * detail::gemm_nr * k;
   std::vector<float> row(std::max(k, n));
-  detail::pack_b<Compute>(std::ranges::data(b), k, n, layout == b_layout::n_k, 0, n, out.data_.data(), row.data());
+  if constexpr (format == detail::panel_format::f32) {
+    out.floats_.resize(count);
+    detail::pack_b<Compute, format>(std::ranges::data(b), k, n, layout == b_layout::n_k, 0, n, out.floats_.data(),
+                                    row.data());
+  } else {
+    out.halves_.resize(count);
+    detail::pack_b<Compute, format>(std::ranges::data(b), k, n, layout == b_layout::n_k, 0, n, out.halves_.data(),
+                                    row.data());
+  }
   return out;
 }
 
@@ -101,8 +125,8 @@ void matmul(const RA& a, const packed_b& b, RY&& y, std::size_t m) {
   using Y = detail::matmul_element_t<RY>;
   detail::check_compute_type<Compute, A>();
   detail::check_packed_product<Compute, A, Y>(b, std::ranges::size(a), std::ranges::size(y), m);
-  detail::blocked_gemm<Compute>(std::ranges::data(a), false, detail::packed_b_view{b.panels().data(), b.k(), b.n()},
-                                nullptr, std::ranges::data(y), m, b.k(), b.n(), false);
+  detail::blocked_gemm<Compute>(std::ranges::data(a), false, b.view(), nullptr, std::ranges::data(y), m, b.k(), b.n(),
+                                false);
 }
 
 /// y[m, n] = a[m, k] · b(k, n) + bias[n] with b packed by `pack_b<Compute>`; bias rounded to Compute
@@ -121,8 +145,8 @@ void matmul(const RA& a, const packed_b& b, const RBias& bias, RY&& y, std::size
   }
   std::vector<float> bias_acc(b.n());
   detail::round_widen_n<Compute>(std::ranges::data(bias), b.n(), bias_acc.data());
-  detail::blocked_gemm<Compute>(std::ranges::data(a), false, detail::packed_b_view{b.panels().data(), b.k(), b.n()},
-                                bias_acc.data(), std::ranges::data(y), m, b.k(), b.n(), false);
+  detail::blocked_gemm<Compute>(std::ranges::data(a), false, b.view(), bias_acc.data(), std::ranges::data(y), m, b.k(),
+                                b.n(), false);
 }
 
 /// y[m, n] += a[m, k] · b(k, n) with b packed by `pack_b<Compute>` and y in float32 (the accumulator),
@@ -136,8 +160,8 @@ void matmul_accumulate(const RA& a, const packed_b& b, RY&& y, std::size_t m) {
   detail::check_compute_type<Compute, A>();
   static_assert(std::same_as<Y, float>, "kernels::matmul_accumulate: y must hold float32 accumulator values.");
   detail::check_packed_product<Compute, A, Y>(b, std::ranges::size(a), std::ranges::size(y), m);
-  detail::blocked_gemm<Compute>(std::ranges::data(a), false, detail::packed_b_view{b.panels().data(), b.k(), b.n()},
-                                nullptr, std::ranges::data(y), m, b.k(), b.n(), true);
+  detail::blocked_gemm<Compute>(std::ranges::data(a), false, b.view(), nullptr, std::ranges::data(y), m, b.k(), b.n(),
+                                true);
 }
 
 }  // namespace mixprec::kernels

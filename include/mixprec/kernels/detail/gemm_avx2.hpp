@@ -28,11 +28,32 @@ namespace gemm_avx2 {
 
 using kernels::detail::gemm_mr;
 using kernels::detail::gemm_nr;
+using kernels::detail::panel_element_t;
+using kernels::detail::panel_format;
+
+/// Row p of a b panel (16 columns) widened exactly to two vectors of 8 floats: columns 0-7 and 8-15.
+template <panel_format F>
+MIXPREC_TARGET_AVX2 inline void load_b_row(const panel_element_t<F>* b, __m256& lo, __m256& hi) noexcept {
+  if constexpr (F == panel_format::f32) {
+    lo = _mm256_loadu_ps(b);
+    hi = _mm256_loadu_ps(b + 8);
+  } else if constexpr (F == panel_format::bf16) {
+    // Stored order 0-3, 8-11 | 4-7, 12-15 (gemm_pack.hpp): the in-lane interleaves with zero put each
+    // pattern in the high half of a 32-bit lane, which is its float value.
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i zero = _mm256_setzero_si256();
+    lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
+    hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
+  } else {
+    lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 8)));
+  }
+}
 
 /// c[R, 16] (row stride ldc) = (accumulate ? c : 0) + a_panel · b_panel over kc steps.
-template <int R>
-MIXPREC_TARGET_AVX2 inline void micro_tile(std::size_t kc, const float* a, const float* b, float* c, std::size_t ldc,
-                                           bool accumulate) noexcept {
+template <int R, panel_format F>
+MIXPREC_TARGET_AVX2 inline void micro_tile(std::size_t kc, const float* a, const panel_element_t<F>* b, float* c,
+                                           std::size_t ldc, bool accumulate) noexcept {
   __m256 acc0[R];
   __m256 acc1[R];
 #pragma GCC unroll 6
@@ -41,8 +62,9 @@ MIXPREC_TARGET_AVX2 inline void micro_tile(std::size_t kc, const float* a, const
     acc1[r] = _mm256_setzero_ps();
   }
   for (std::size_t p = 0; p < kc; ++p) {
-    const __m256 b0 = _mm256_loadu_ps(b);
-    const __m256 b1 = _mm256_loadu_ps(b + 8);
+    __m256 b0;
+    __m256 b1;
+    load_b_row<F>(b, b0, b1);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const __m256 ar = _mm256_broadcast_ss(a + r);
@@ -66,8 +88,9 @@ MIXPREC_TARGET_AVX2 inline void micro_tile(std::size_t kc, const float* a, const
 
 /// One row against four consecutive b panels (64 columns): c[0, 64) = (accumulate ? c : 0) + a · b.
 /// `panel_stride` is the distance between panels (nr · k floats). Same per-element order as micro_tile.
-MIXPREC_TARGET_AVX2 inline void micro_row4(std::size_t kc, const float* a, const float* b, std::size_t panel_stride,
-                                           float* c, bool accumulate) noexcept {
+template <panel_format F>
+MIXPREC_TARGET_AVX2 inline void micro_row4(std::size_t kc, const float* a, const panel_element_t<F>* b,
+                                           std::size_t panel_stride, float* c, bool accumulate) noexcept {
   __m256 acc[8];
 #pragma GCC unroll 8
   for (std::size_t v = 0; v < 8; ++v) acc[v] = _mm256_setzero_ps();
@@ -75,9 +98,11 @@ MIXPREC_TARGET_AVX2 inline void micro_row4(std::size_t kc, const float* a, const
     const __m256 ar = _mm256_broadcast_ss(a);
 #pragma GCC unroll 4
     for (std::size_t q = 0; q < 4; ++q) {
-      const float* bq = b + q * panel_stride;
-      acc[2 * q] = _mm256_fmadd_ps(ar, _mm256_loadu_ps(bq), acc[2 * q]);
-      acc[2 * q + 1] = _mm256_fmadd_ps(ar, _mm256_loadu_ps(bq + 8), acc[2 * q + 1]);
+      __m256 lo;
+      __m256 hi;
+      load_b_row<F>(b + q * panel_stride, lo, hi);
+      acc[2 * q] = _mm256_fmadd_ps(ar, lo, acc[2 * q]);
+      acc[2 * q + 1] = _mm256_fmadd_ps(ar, hi, acc[2 * q + 1]);
     }
     a += gemm_mr;
     b += gemm_nr;
@@ -92,25 +117,27 @@ MIXPREC_TARGET_AVX2 inline void micro_row4(std::size_t kc, const float* a, const
 /// The macro-kernel: c[rows, panels·16] (row stride ldc) (+)= a_block · b over one k-slice of kc.
 /// `a` holds ceil(rows / 6) a panels of kc × 6; `b` points at the slice's first row in the first
 /// panel, panels `panel_stride` floats apart.
+template <panel_format F>
 MIXPREC_TARGET_AVX2 inline void block(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
-                                      const float* b, std::size_t panel_stride, float* c, std::size_t ldc,
+                                      const panel_element_t<F>* b, std::size_t panel_stride, float* c, std::size_t ldc,
                                       bool accumulate) noexcept {
   std::size_t q = 0;
   if (rows == 1) {
-    for (; q + 4 <= panels; q += 4) micro_row4(kc, a, b + q * panel_stride, panel_stride, c + q * gemm_nr, accumulate);
+    for (; q + 4 <= panels; q += 4)
+      micro_row4<F>(kc, a, b + q * panel_stride, panel_stride, c + q * gemm_nr, accumulate);
   }
   for (; q < panels; ++q) {
-    const float* bq = b + q * panel_stride;
+    const panel_element_t<F>* bq = b + q * panel_stride;
     for (std::size_t i = 0; i < rows; i += gemm_mr) {
       const float* ai = a + (i / gemm_mr) * gemm_mr * kc;
       float* ci = c + i * ldc + q * gemm_nr;
       switch (rows - i >= gemm_mr ? gemm_mr : rows - i) {
-        case 1: micro_tile<1>(kc, ai, bq, ci, ldc, accumulate); break;
-        case 2: micro_tile<2>(kc, ai, bq, ci, ldc, accumulate); break;
-        case 3: micro_tile<3>(kc, ai, bq, ci, ldc, accumulate); break;
-        case 4: micro_tile<4>(kc, ai, bq, ci, ldc, accumulate); break;
-        case 5: micro_tile<5>(kc, ai, bq, ci, ldc, accumulate); break;
-        default: micro_tile<6>(kc, ai, bq, ci, ldc, accumulate); break;
+        case 1: micro_tile<1, F>(kc, ai, bq, ci, ldc, accumulate); break;
+        case 2: micro_tile<2, F>(kc, ai, bq, ci, ldc, accumulate); break;
+        case 3: micro_tile<3, F>(kc, ai, bq, ci, ldc, accumulate); break;
+        case 4: micro_tile<4, F>(kc, ai, bq, ci, ldc, accumulate); break;
+        case 5: micro_tile<5, F>(kc, ai, bq, ci, ldc, accumulate); break;
+        default: micro_tile<6, F>(kc, ai, bq, ci, ldc, accumulate); break;
       }
     }
   }

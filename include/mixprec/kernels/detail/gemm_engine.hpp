@@ -13,7 +13,7 @@
 ///         epilogue                    y[ic, jc] = round_to<Y>(c_tile + bias')   or   y += c_tile
 ///
 /// Blocks are cut along the output; the block sizes (gemm_pack.hpp) fit the packed a block in L2 and
-/// a b panel slice in L1. Work is split over `kernels::gemm_threads()` threads by (jc, ic) blocks,
+/// a b panel slice in L1. Work is split over `mixprec::num_threads()` threads by (jc, ic) blocks,
 /// which changes no result: see gemm_avx2.hpp for the summation order. Scratch buffers are per thread
 /// and kept, so a steady state (the same shapes again) allocates nothing.
 #pragma once
@@ -27,7 +27,7 @@
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/gemm_avx2.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
-#include "mixprec/kernels/gemm_threads.hpp"
+#include "mixprec/kernels/threads.hpp"
 
 namespace mixprec::kernels::detail {
 
@@ -48,10 +48,11 @@ template <class C>
 /// The portable macro-kernel: the same contract and per-element order as gemm_avx2::block (one
 /// multiply-add per term into an accumulator that starts at 0 per k-slice), in plain C++ that the
 /// compiler vectorises for its baseline. Runs packed products when the level in use is portable.
-inline void portable_block(std::size_t rows, std::size_t panels, std::size_t kc, const float* a, const float* b,
-                           std::size_t panel_stride, float* c, std::size_t ldc, bool accumulate) noexcept {
+template <panel_format F>
+void portable_block(std::size_t rows, std::size_t panels, std::size_t kc, const float* a, const panel_element_t<F>* b,
+                    std::size_t panel_stride, float* c, std::size_t ldc, bool accumulate) noexcept {
   for (std::size_t q = 0; q < panels; ++q) {
-    const float* bq = b + q * panel_stride;
+    const panel_element_t<F>* bq = b + q * panel_stride;
     for (std::size_t i = 0; i < rows; i += gemm_mr) {
       const float* ai = a + (i / gemm_mr) * gemm_mr * kc;
       const std::size_t height = std::min(gemm_mr, rows - i);
@@ -59,8 +60,8 @@ inline void portable_block(std::size_t rows, std::size_t panels, std::size_t kc,
         float acc[gemm_nr] = {};  // one row at a time: 16 accumulators stay in registers
         for (std::size_t p = 0; p < kc; ++p) {
           const float ar = ai[p * gemm_mr + r];
-          const float* bp = bq + p * gemm_nr;
-          for (std::size_t j = 0; j < gemm_nr; ++j) acc[j] += ar * bp[j];
+          const panel_element_t<F>* bp = bq + p * gemm_nr;
+          for (std::size_t j = 0; j < gemm_nr; ++j) acc[j] += ar * from_panel<F>(bp[panel_position<F>(j)]);
         }
         float* row = c + (i + r) * ldc + q * gemm_nr;
         for (std::size_t j = 0; j < gemm_nr; ++j) row[j] = accumulate ? row[j] + acc[j] : acc[j];
@@ -69,11 +70,12 @@ inline void portable_block(std::size_t rows, std::size_t panels, std::size_t kc,
   }
 }
 
-/// A fully packed b(k, n): gemm_panels(n) panels of k × gemm_nr floats (gemm_pack.hpp).
+/// A fully packed b(k, n): gemm_panels(n) panels of k × gemm_nr elements of `format` (gemm_pack.hpp).
 struct packed_b_view {
-  const float* data = nullptr;
+  const void* data = nullptr;
   std::size_t k = 0;
   std::size_t n = 0;
+  panel_format format = panel_format::f32;
 };
 
 /// b(k, n) as stored by the caller ([k, n] or [n, k]), packed block by block as the engine needs it.
@@ -102,23 +104,26 @@ struct gemm_scratch {
   return std::clamp<std::size_t>(budget / gemm_nr * gemm_nr, gemm_nr, gemm_nc);
 }
 
-/// The packed b panels for columns [j0, j0 + cols) (j0 a multiple of the block width).
-template <class C, class S>
-const float* b_block(const b_source<C, S>& src, std::size_t k, std::size_t n, std::size_t j0, std::size_t cols,
-                     gemm_scratch& scratch) {
+/// The packed b panels for columns [j0, j0 + cols) (j0 a multiple of the block width): packed now
+/// (as floats) from the caller's b, or found in a kept packing.
+template <class C, panel_format F, class S>
+const panel_element_t<F>* b_block(const b_source<C, S>& src, std::size_t k, std::size_t n, std::size_t j0,
+                                  std::size_t cols, gemm_scratch& scratch) {
+  static_assert(F == panel_format::f32, "b packed per call is packed as floats");
   float* dst = gemm_scratch::sized(scratch.b_pack, gemm_panels(cols) * gemm_nr * k);
   float* row = gemm_scratch::sized(scratch.row, std::max({k, cols, gemm_kc, gemm_mc}));
   pack_b<C>(src.b, k, n, src.n_major, j0, cols, dst, row);
   return dst;
 }
-template <class C>
-const float* b_block(const packed_b_view& src, std::size_t k, std::size_t, std::size_t j0, std::size_t, gemm_scratch&) {
-  return src.data + (j0 / gemm_nr) * gemm_nr * k;
+template <class C, panel_format F>
+const panel_element_t<F>* b_block(const packed_b_view& src, std::size_t k, std::size_t, std::size_t j0, std::size_t,
+                                  gemm_scratch&) {
+  return static_cast<const panel_element_t<F>*>(src.data) + (j0 / gemm_nr) * gemm_nr * k;
 }
 
 /// One (jc, ic) block: rows [i0, i0 + rows) × columns [j0, j0 + cols) of y, all of k.
-template <class C, class A, class Y>
-void gemm_block(const A* a, bool a_k_major, const float* b_panels, const float* bias, Y* y, std::size_t m,
+template <class C, panel_format F, class A, class Y>
+void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, const float* bias, Y* y, std::size_t m,
                 std::size_t k, std::size_t n, std::size_t i0, std::size_t rows, std::size_t j0, std::size_t cols,
                 bool accumulate, isa level, gemm_scratch& scratch) {
   const std::size_t panels = gemm_panels(cols);
@@ -132,12 +137,12 @@ void gemm_block(const A* a, bool a_k_major, const float* b_panels, const float* 
     pack_a<C>(a, m, k, a_k_major, i0, rows, p0, kc, a_pack, row);
 #if MIXPREC_X86_DISPATCH
     if (level >= isa::avx2) {
-      ::mixprec::detail::gemm_avx2::block(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, gemm_nr * k, tile, ldc,
-                                          p0 != 0);
+      ::mixprec::detail::gemm_avx2::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, gemm_nr * k, tile, ldc,
+                                             p0 != 0);
       continue;
     }
 #endif
-    portable_block(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, gemm_nr * k, tile, ldc, p0 != 0);
+    portable_block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, gemm_nr * k, tile, ldc, p0 != 0);
   }
   for (std::size_t ii = 0; ii < rows; ++ii) {
     float* src = tile + ii * ldc;
@@ -155,26 +160,23 @@ void gemm_block(const A* a, bool a_k_major, const float* b_panels, const float* 
   }
 }
 
-/// y[m, n] = op(a) · b (+ bias), or y += op(a) · b when `accumulate` (then Y is float and bias null).
-/// `a` is [m, k] (or [k, m] when a_k_major); `bias` is `n` floats already rounded to C and widened.
-/// Only called when use_blocked_gemm<C>() is true.
-template <class C, class A, class BSrc, class Y>
-void blocked_gemm(const A* a, bool a_k_major, const BSrc& b, const float* bias, Y* y, std::size_t m, std::size_t k,
-                  std::size_t n, bool accumulate) {
-  if (m == 0 || n == 0) return;
+/// `blocked_gemm` for b panels of format F.
+template <class C, panel_format F, class A, class BSrc, class Y>
+void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float* bias, Y* y, std::size_t m,
+                         std::size_t k, std::size_t n, bool accumulate) {
   const isa level = active_isa();  // read once: every block of this product runs the same kernel
   const std::size_t nc = gemm_block_columns(k);
   const std::size_t col_blocks = (n + nc - 1) / nc;
   const std::size_t row_blocks = (m + gemm_mc - 1) / gemm_mc;
-  const std::size_t threads = std::min(gemm_threads(), (2 * m * n * std::max<std::size_t>(k, 1)) >> 23);
+  const std::size_t threads = std::min(num_threads(), (2 * m * n * std::max<std::size_t>(k, 1)) >> 23);
   if (threads <= 1 || col_blocks * row_blocks < 2) {
     gemm_scratch& scratch = gemm_scratch::local();
     for (std::size_t j0 = 0; j0 < n; j0 += nc) {
       const std::size_t cols = std::min(nc, n - j0);
-      const float* panels = b_block<C>(b, k, n, j0, cols, scratch);
+      const panel_element_t<F>* panels = b_block<C, F>(b, k, n, j0, cols, scratch);
       for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
-        gemm_block<C>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
-                      level, scratch);
+        gemm_block<C, F>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
+                         level, scratch);
       }
     }
     return;
@@ -186,10 +188,10 @@ void blocked_gemm(const A* a, bool a_k_major, const BSrc& b, const float* bias, 
       gemm_scratch& scratch = gemm_scratch::local();
       const std::size_t j0 = task * nc;
       const std::size_t cols = std::min(nc, n - j0);
-      const float* panels = b_block<C>(b, k, n, j0, cols, scratch);
+      const panel_element_t<F>* panels = b_block<C, F>(b, k, n, j0, cols, scratch);
       for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
-        gemm_block<C>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
-                      level, scratch);
+        gemm_block<C, F>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
+                         level, scratch);
       }
     });
     return;
@@ -197,9 +199,9 @@ void blocked_gemm(const A* a, bool a_k_major, const BSrc& b, const float* bias, 
   for (std::size_t j0 = 0; j0 < n; j0 += nc) {
     const std::size_t cols = std::min(nc, n - j0);
     std::vector<float> shared;  // the b block, packed once for every thread
-    const float* panels = nullptr;
+    const panel_element_t<F>* panels = nullptr;
     if constexpr (std::same_as<BSrc, packed_b_view>) {
-      panels = b.data + (j0 / gemm_nr) * gemm_nr * k;
+      panels = static_cast<const panel_element_t<F>*>(b.data) + (j0 / gemm_nr) * gemm_nr * k;
     } else {
       shared.resize(gemm_panels(cols) * gemm_nr * k);
       std::vector<float> row(std::max({k, cols, gemm_kc, gemm_mc}));
@@ -208,10 +210,31 @@ void blocked_gemm(const A* a, bool a_k_major, const BSrc& b, const float* bias, 
     }
     parallel_for(row_blocks, threads, [&](std::size_t task) {
       const std::size_t i0 = task * gemm_mc;
-      gemm_block<C>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate, level,
-                    gemm_scratch::local());
+      gemm_block<C, F>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
+                       level, gemm_scratch::local());
     });
   }
+}
+
+/// y[m, n] = op(a) · b (+ bias), or y += op(a) · b when `accumulate` (then Y is float and bias null).
+/// `a` is [m, k] (or [k, m] when a_k_major); `bias` is `n` floats already rounded to C and widened.
+/// Only called when use_blocked_gemm<C>() is true, or with a kept packing (any level).
+template <class C, class A, class BSrc, class Y>
+void blocked_gemm(const A* a, bool a_k_major, const BSrc& b, const float* bias, Y* y, std::size_t m, std::size_t k,
+                  std::size_t n, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  if constexpr (std::same_as<BSrc, packed_b_view>) {
+    switch (b.format) {
+      case panel_format::bf16:
+        blocked_gemm_panels<C, panel_format::bf16>(a, a_k_major, b, bias, y, m, k, n, accumulate);
+        return;
+      case panel_format::f16:
+        blocked_gemm_panels<C, panel_format::f16>(a, a_k_major, b, bias, y, m, k, n, accumulate);
+        return;
+      case panel_format::f32: break;
+    }
+  }
+  blocked_gemm_panels<C, panel_format::f32>(a, a_k_major, b, bias, y, m, k, n, accumulate);
 }
 
 }  // namespace mixprec::kernels::detail

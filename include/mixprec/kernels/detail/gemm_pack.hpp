@@ -9,16 +9,28 @@
 ///  - **a panels**: rows [i0, i0 + mc) of one k-slice [p0, p0 + kc) are cut into panels of `gemm_mr`
 ///    rows; each panel holds kc columns of `mr` consecutive floats (zero past the last row).
 ///
-/// Every value is rounded once to the compute type C and widened exactly to float while it is packed,
-/// so a packed operand holds exactly what a float32-accumulating C kernel multiplies; the micro-kernel
-/// never converts. A packed b can be kept across calls (a layer's weights: `kernels::packed_b`).
+/// Every value is rounded once to the compute type C while it is packed, so a packed operand holds
+/// exactly what a float32-accumulating C kernel multiplies. a panels hold floats. b panels hold
+/// floats, or — for b kept across calls (a layer's weights: `kernels::packed_b`) — the compute type's
+/// own 16-bit patterns (`panel_format`), half the memory and half the bytes a decode step streams;
+/// the micro-kernel widens them exactly as it loads them (bfloat16: a 16-bit shift, done by
+/// interleaving with zeros; float16: F16C's VCVTPH2PS).
+///
+/// bfloat16 panel rows are stored in the order columns 0-3, 8-11, 4-7, 12-15, so that the two
+/// in-lane interleaves of one 256-bit load (VPUNPCKLWD / VPUNPCKHWD with zero) give columns 0-7 and
+/// 8-15 as floats.
 #pragma once
 
 #include <algorithm>
+#include <bit>
+#include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
+#include "mixprec/formats/float16.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 
 namespace mixprec::kernels::detail {
@@ -37,15 +49,83 @@ inline constexpr std::size_t gemm_nc = 1024;
 
 static_assert(gemm_mc % gemm_mr == 0 && gemm_nc % gemm_nr == 0, "the blocks must hold whole register blocks");
 
+/// The element format of b panels.
+enum class panel_format : std::uint8_t {
+  f32,   ///< float
+  bf16,  ///< bfloat16 bit patterns (std::uint16_t), rows in the interleave order above
+  f16,   ///< IEEE binary16 bit patterns (std::uint16_t)
+};
+
+/// Whether every value of the small float C is exactly a bfloat16 (at most 8 significant bits and an
+/// exponent range inside bfloat16's, subnormals included): bfloat16 and the float8/6/4 formats.
+template <class C>
+inline constexpr bool exact_in_bfloat16 =
+    std::numeric_limits<C>::digits <= std::numeric_limits<bfloat16>::digits&& std::numeric_limits<C>::max_exponent <=
+    std::numeric_limits<bfloat16>::max_exponent&& std::numeric_limits<C>::min_exponent -
+        std::numeric_limits<C>::digits >=
+    std::numeric_limits<bfloat16>::min_exponent - std::numeric_limits<bfloat16>::digits;
+
+/// The 16-bit panel format that holds every value of compute type C exactly, or f32.
+template <class C>
+[[nodiscard]] constexpr panel_format kept_panel_format() noexcept {
+  if constexpr (std::same_as<C, float16>) {
+    return panel_format::f16;
+  } else if constexpr (small_float<C>) {
+    if constexpr (exact_in_bfloat16<C>) return panel_format::bf16;
+    return panel_format::f32;
+  } else {
+    return panel_format::f32;
+  }
+}
+
+/// Element type of a panel format.
+template <panel_format F>
+using panel_element_t = std::conditional_t<F == panel_format::f32, float, std::uint16_t>;
+
+/// Storage position of column jj (0..15) in a panel row.
+template <panel_format F>
+[[nodiscard]] constexpr std::size_t panel_position(std::size_t jj) noexcept {
+  if constexpr (F == panel_format::bf16) {
+    // 0-3 -> 0-3, 4-7 -> 8-11, 8-11 -> 4-7, 12-15 -> 12-15
+    return (jj & ~std::size_t{12}) | ((jj & 4) << 1) | ((jj & 8) >> 1);
+  } else {
+    return jj;
+  }
+}
+
+/// A float that is exactly a value of the panel format, as a panel element.
+template <panel_format F>
+[[nodiscard]] inline panel_element_t<F> to_panel(float x) noexcept {
+  if constexpr (F == panel_format::f32) {
+    return x;
+  } else if constexpr (F == panel_format::bf16) {
+    return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(x) >> 16);  // exact: low half is zero
+  } else {
+    return std::bit_cast<std::uint16_t>(float16(x));  // exact: x is a float16 value
+  }
+}
+
+/// A panel element widened exactly to float.
+template <panel_format F>
+[[nodiscard]] inline float from_panel(panel_element_t<F> e) noexcept {
+  if constexpr (F == panel_format::f32) {
+    return e;
+  } else if constexpr (F == panel_format::bf16) {
+    return std::bit_cast<float>(static_cast<std::uint32_t>(e) << 16);
+  } else {
+    return static_cast<float>(std::bit_cast<float16>(e));
+  }
+}
+
 /// Number of b panels for n columns.
 [[nodiscard]] constexpr std::size_t gemm_panels(std::size_t n) noexcept { return (n + gemm_nr - 1) / gemm_nr; }
 
 /// Packs columns [j0, j0 + cols) of b(k, n) — stored [k, n] when `n_major` is false, [n, k] when it
 /// is true — into `cols`-worth of b panels at `dst` (j0 a multiple of gemm_nr; the last panel is zero
 /// padded). `row` is scratch of at least max(k, cols) floats.
-template <class C, class S>
-void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t j0, std::size_t cols, float* dst,
-            float* row) {
+template <class C, panel_format F = panel_format::f32, class S>
+void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t j0, std::size_t cols,
+            panel_element_t<F>* dst, float* row) {
   const std::size_t panels = gemm_panels(cols);
   if (n_major) {
     // Column j of b(k, n) is row j of the [n, k] array. Per panel, a chunk of 64 k-steps of its 16
@@ -53,7 +133,7 @@ void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t 
     constexpr std::size_t chunk = 64;
     float tile[gemm_nr * chunk];
     for (std::size_t q = 0; q < panels; ++q) {
-      float* panel = dst + q * gemm_nr * k;
+      panel_element_t<F>* panel = dst + q * gemm_nr * k;
       const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
       for (std::size_t p0 = 0; p0 < k; p0 += chunk) {
         const std::size_t depth = std::min(chunk, k - p0);
@@ -67,8 +147,8 @@ void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t 
         }
         for (std::size_t jj = width; jj < gemm_nr; ++jj) std::fill(tile + jj * chunk, tile + jj * chunk + depth, 0.0f);
         for (std::size_t p = 0; p < depth; ++p) {
-          float* out = panel + (p0 + p) * gemm_nr;
-          for (std::size_t jj = 0; jj < gemm_nr; ++jj) out[jj] = tile[jj * chunk + p];
+          panel_element_t<F>* out = panel + (p0 + p) * gemm_nr;
+          for (std::size_t jj = 0; jj < gemm_nr; ++jj) out[panel_position<F>(jj)] = to_panel<F>(tile[jj * chunk + p]);
         }
       }
     }
@@ -82,10 +162,16 @@ void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t 
         round_widen_n<C>(b + p * n + j0, cols, row);
       }
       for (std::size_t q = 0; q < panels; ++q) {
-        float* out = dst + q * gemm_nr * k + p * gemm_nr;
+        panel_element_t<F>* out = dst + q * gemm_nr * k + p * gemm_nr;
         const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
-        std::memcpy(out, src + q * gemm_nr, width * sizeof(float));
-        std::fill(out + width, out + gemm_nr, 0.0f);
+        if constexpr (F == panel_format::f32) {
+          std::memcpy(out, src + q * gemm_nr, width * sizeof(float));
+          std::fill(out + width, out + gemm_nr, 0.0f);
+        } else {
+          for (std::size_t jj = 0; jj < gemm_nr; ++jj) {
+            out[panel_position<F>(jj)] = jj < width ? to_panel<F>(src[q * gemm_nr + jj]) : panel_element_t<F>{0};
+          }
+        }
       }
     }
   }

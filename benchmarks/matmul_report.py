@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Turns one run of mixprec_matmul_benchmark into the matrix-product tables of docs/performance.md.
+
+Usage (from the repository root, with a Release build of the benchmarks in build-bench/):
+
+    build-bench/benchmarks/mixprec_matmul_benchmark --benchmark_repetitions=3 \
+        --benchmark_report_aggregates_only=true --benchmark_format=json > matmul.json
+    python3 benchmarks/matmul_report.py matmul.json docs/performance.md
+
+The tables replace the text between the markers <!-- matmul-benchmark:begin --> and
+<!-- matmul-benchmark:end --> of the markdown file (printed to stdout when no file is given). Every
+ratio is between two figures of the same run. Standard library only.
+"""
+import json
+import platform
+import re
+import subprocess
+import sys
+
+BEGIN = "<!-- matmul-benchmark:begin -->"
+END = "<!-- matmul-benchmark:end -->"
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        run = json.load(f)
+    results = {}
+    for b in run["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        m = re.match(r"(.+?)/m:(\d+)/k:(\d+)/n:(\d+)/threads:(\d+)", b["name"])
+        if not m or b.get("error_occurred"):
+            continue
+        name, shape = m.group(1), tuple(int(m.group(i)) for i in range(2, 6))
+        results[(name, shape)] = {
+            "gflops": b.get("FLOP/s", 0.0) / 1e9,
+            "gbs": b.get("W_bytes/s", 0.0) / 1e9,
+            "label": b.get("label", ""),
+        }
+    return run["context"], results
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = line.split(":", 1)[1].split()
+                    keep = [x for x in flags if x.startswith(("avx", "fma", "f16c", "amx"))]
+                    return " ".join(sorted(keep))
+    except OSError:
+        pass
+    return "unknown"
+
+
+def package_version(name):
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", name], capture_output=True, text=True, check=False)
+        return out.stdout.strip() or "not installed"
+    except OSError:
+        return "unknown"
+
+
+def fmt(x):
+    return f"{x:.1f}" if x else "—"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}×" if a and b else "—"
+
+
+def tables(context, r):
+    def g(name, shape, key="gflops"):
+        return r.get((name, shape), {}).get(key, 0.0)
+
+    shapes = [s for s in sorted({k[1] for k in r}, key=lambda s: (s[3], -s[0] * s[1] * s[2])) if s[0] > 3]
+    lines = []
+    lines.append(
+        f"Machine: {context.get('num_cpus')} CPUs at {context.get('mhz_per_cpu')} MHz, flags `{cpu_flags()}`; "
+        f"{platform.python_implementation()} report of a Google Benchmark run on {context.get('date')}; "
+        f"oneDNN {package_version('libdnnl2.6')}, Eigen {package_version('libeigen3-dev')}, "
+        f"build {context.get('library_build_type')} (benchmark library). GFLOP/s, medians.")
+    lines.append("")
+    lines.append("| shape m·k·n | threads | dense p=f32 | oneDNN f32 | ratio | dense c=bf16 | oneDNN bf16 | ratio to best peer "
+                 "| dense p=f16 / our f32 | dense p=e4m3,c=bf16 / our bf16 | Eigen f32 | matmul p=f32 (unpacked) |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for s in shapes:
+        f32, bf16 = g("dense/p=f32", s), g("dense/p=f32,c=bf16", s)
+        f16, f8 = g("dense/p=f16", s), g("dense/p=e4m3,c=bf16", s)
+        d32, dbf = g("onednn_f32", s), g("onednn_bf16", s)
+        best_bf16_peer = max(d32, dbf)
+        lines.append(
+            f"| {s[0]}·{s[1]}·{s[2]} | {s[3]} | {fmt(f32)} | {fmt(d32)} | {ratio(f32, d32)} | {fmt(bf16)} | "
+            f"{fmt(dbf)} | {ratio(bf16, best_bf16_peer)} | {ratio(f16, f32)} | {ratio(f8, bf16)} | "
+            f"{fmt(g('eigen_f32', s))} | {fmt(g('matmul/p=f32', s))} |")
+    lines.append("")
+    lines.append("Decode product (m = 1): weights streamed per second (GB/s) and the ratio of token rates to "
+                 "float32 weights.")
+    lines.append("")
+    lines.append("| shape | threads | dense p=f32 GB/s | dense c=bf16 GB/s | bf16 / f32 | dense p=e4m3,c=bf16 / f32 "
+                 "| oneDNN f32 GB/s |")
+    lines.append("|---|---|---|---|---|---|---|")
+    for s in [s for s in shapes if s[0] == 1]:
+        f32, bf16, f8 = g("dense/p=f32", s), g("dense/p=f32,c=bf16", s), g("dense/p=e4m3,c=bf16", s)
+        lines.append(f"| {s[0]}·{s[1]}·{s[2]} | {s[3]} | {fmt(g('dense/p=f32', s, 'gbs'))} | "
+                     f"{fmt(g('dense/p=f32,c=bf16', s, 'gbs'))} | {ratio(bf16, f32)} | {ratio(f8, f32)} | "
+                     f"{fmt(g('onednn_f32', s, 'gbs'))} |")
+    lines.append("")
+    lines.append("Two threads against one (same shape, same run):")
+    lines.append("")
+    lines.append("| shape | dense p=f32 | dense c=bf16 | oneDNN f32 |")
+    lines.append("|---|---|---|---|")
+    for s in [s for s in shapes if s[3] == 1]:
+        t2 = (s[0], s[1], s[2], 2)
+        lines.append(f"| {s[0]}·{s[1]}·{s[2]} | {ratio(g('dense/p=f32', t2), g('dense/p=f32', s))} | "
+                     f"{ratio(g('dense/p=f32,c=bf16', t2), g('dense/p=f32,c=bf16', s))} | "
+                     f"{ratio(g('onednn_f32', t2), g('onednn_f32', s))} |")
+    return "\n".join(lines)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    context, results = load(sys.argv[1])
+    text = tables(context, results)
+    if len(sys.argv) < 3:
+        print(text)
+        return
+    with open(sys.argv[2], encoding="utf-8") as f:
+        doc = f.read()
+    if BEGIN not in doc or END not in doc:
+        sys.exit(f"{sys.argv[2]} has no {BEGIN} ... {END} markers")
+    head, rest = doc.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    with open(sys.argv[2], "w", encoding="utf-8") as f:
+        f.write(head + BEGIN + "\n" + text + "\n" + END + tail)
+
+
+if __name__ == "__main__":
+    main()
