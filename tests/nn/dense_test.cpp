@@ -14,6 +14,7 @@
 
 #include "mixprec/core.hpp"
 #include "mixprec/nn/dense.hpp"
+#include "mixprec/nn/weight_cache.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
 
@@ -328,4 +329,21 @@ TEST_CASE("dense forward passes on several threads at once share one packed kern
     for (std::size_t t = 0; t < results.size(); ++t) threads.emplace_back([&, t] { results[t] = layer(x); });
   }
   for (const auto& r : results) CHECK(bool(r == expected));
+}
+
+TEST_CASE("with the weight cache off, dense gives the same bits and follows every change", "[nn][dense][packed]") {
+  using P = policy<float, bfloat16, float>;
+  std::mt19937 rng(9);
+  auto layer = nn::dense<P>::lecun_normal(40, 24, rng);
+  const auto x = random_input<float>(2, 3, 40, 10);
+  const auto cached = layer(x);
+  const bool previous = nn::set_weight_cache(false);
+  CHECK_FALSE(nn::weight_cache_enabled());
+  CHECK(bool(layer(x) == cached));  // the same engine and order, packed per call
+  auto& kept = layer.kernel();
+  const auto before = layer(x);
+  kept(0, 0) += 1.0f;  // no parameters_changed(): nothing is kept while the cache is off
+  CHECK_FALSE(bool(layer(x) == before));
+  nn::set_weight_cache(previous);
+  CHECK(nn::weight_cache_enabled());
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mixprec/kernels/packed_b.hpp"
+#include "mixprec/nn/weight_cache.hpp"
 
 namespace mixprec::nn::detail {
 
@@ -23,13 +24,13 @@ namespace mixprec::nn::detail {
 template <class C>
 inline constexpr bool packable_compute = std::same_as<accumulator_t<C>, float> && !kernels::detail::is_complex_v<C>;
 
-/// Whether a layer multiplies through its packed weights now: a packable C and the blocked engine
-/// active (AVX2 level and above). At the portable level layers keep Eigen's products, which are faster
-/// there than the engine's portable kernel.
+/// Whether a layer multiplies through its packed weights now: a packable C, the cache on
+/// (`nn::set_weight_cache`) and the blocked engine active (AVX2 level and above). At the portable
+/// level layers keep Eigen's products, which are faster there than the engine's portable kernel.
 template <class C>
 [[nodiscard]] inline bool use_packed() noexcept {
   if constexpr (packable_compute<C>) {
-    return kernels::detail::use_blocked_gemm<C>();
+    return weight_cache_enabled() && kernels::detail::use_blocked_gemm<C>();
   } else {
     return false;
   }
