@@ -93,6 +93,26 @@ TEST_CASE("round_through_bfloat16 equals bfloat16(x) widened, bit for bit", "[ke
   CHECK(std::isinf(kd::round_through_bfloat16(std::numeric_limits<float>::max())));
 }
 
+TEST_CASE("round_to<bfloat16> of a float equals bfloat16(x) for every pattern and every kind of low half",
+          "[kernels][convert]") {
+  // Round to nearest even on the top 16 bits depends only on the low half against 0x8000 and on bit
+  // 16: every top half with low halves 0, 1, 0x7FFF (below), 0x8000 (tie), 0x8001 (above), 0xFFFF
+  // covers every case of the carry, the carry into the exponent and into Inf, and every NaN pattern.
+  std::size_t mismatches = 0;
+  for (std::uint32_t top = 0; top < 0x10000U; ++top) {
+    for (const std::uint32_t low : {0x0U, 0x1U, 0x7FFFU, 0x8000U, 0x8001U, 0xFFFFU}) {
+      const float x = std::bit_cast<float>((top << 16) | low);
+      const auto fast = kd::round_to<bfloat16>(x).bits();
+      const auto codec = bfloat16(x).bits();
+      if (fast != codec && ++mismatches <= 5) {
+        CAPTURE(top, low);
+        CHECK(fast == codec);
+      }
+    }
+  }
+  CHECK(mismatches == 0);
+}
+
 TEST_CASE("round_widen_n gives the scalar conversion's bits for float sources", "[kernels][convert]") {
   const auto in = probe_floats();
   check_bulk_matches_scalar<bfloat16>(in);
