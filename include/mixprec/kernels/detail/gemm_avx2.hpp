@@ -15,6 +15,7 @@
 /// row of y does not depend on how many other rows are computed with it (batch invariance).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 #include "mixprec/arch/detail/target.hpp"
@@ -139,6 +140,28 @@ MIXPREC_TARGET_AVX2 inline void block(std::size_t rows, std::size_t panels, std:
         case 5: micro_tile<5, F>(kc, ai, bq, ci, ldc, accumulate); break;
         default: micro_tile<6, F>(kc, ai, bq, ci, ldc, accumulate); break;
       }
+    }
+  }
+}
+
+/// One row against `panels` b panels over all of k: c[0, panels·16) = a · b, in k-slices of `kc`
+/// with the per-element order of `block` (a fresh accumulator per slice, added to the running sum),
+/// but with the panel loop outside the slice loop, so that each group of four panels is streamed
+/// from start to end: the decode product reads the weights once, sequentially.
+template <panel_format F>
+MIXPREC_TARGET_AVX2 inline void row_block(std::size_t panels, std::size_t k, std::size_t kc, const float* a,
+                                          const panel_element_t<F>* b, std::size_t panel_stride, float* c) noexcept {
+  std::size_t q = 0;
+  for (; q + 4 <= panels; q += 4) {
+    for (std::size_t p0 = 0; p0 < k; p0 += kc) {
+      micro_row4<F>(std::min(kc, k - p0), a + p0 * gemm_mr, b + q * panel_stride + p0 * gemm_nr, panel_stride,
+                    c + q * gemm_nr, p0 != 0);
+    }
+  }
+  for (; q < panels; ++q) {
+    for (std::size_t p0 = 0; p0 < k; p0 += kc) {
+      micro_tile<1, F>(std::min(kc, k - p0), a + p0 * gemm_mr, b + q * panel_stride + p0 * gemm_nr, c + q * gemm_nr, 0,
+                       p0 != 0);
     }
   }
 }

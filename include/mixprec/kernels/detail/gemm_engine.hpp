@@ -87,7 +87,7 @@ struct b_source {
 
 /// Per-thread scratch of the engine, grown on demand and kept.
 struct gemm_scratch {
-  std::vector<float> a_pack, b_pack, c_tile, row;
+  std::vector<float> a_pack, a_row, b_pack, c_tile, row;
   static gemm_scratch& local() {
     static thread_local gemm_scratch scratch;
     return scratch;
@@ -132,6 +132,15 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
   float* a_pack = gemm_scratch::sized(scratch.a_pack, gemm_mc * gemm_kc);
   float* row = gemm_scratch::sized(scratch.row, std::max({k, cols, gemm_kc, gemm_mc}));
   if (k == 0) std::fill(tile, tile + rows * ldc, 0.0f);
+#if MIXPREC_X86_DISPATCH
+  if (rows == 1 && level >= isa::avx2 && k != 0) {
+    // Decode: the one row packed for all of k, then each group of b panels streamed start to end
+    // (the same k-slices and order as below, so the same bits).
+    float* a_row = gemm_scratch::sized(scratch.a_row, k * gemm_mr);
+    pack_a<C>(a, m, k, a_k_major, i0, 1, 0, k, a_row, row);
+    ::mixprec::detail::gemm_avx2::row_block<F>(panels, k, gemm_kc, a_row, b_panels, gemm_nr * k, tile);
+  } else
+#endif
   for (std::size_t p0 = 0; p0 < k; p0 += gemm_kc) {
     const std::size_t kc = std::min(gemm_kc, k - p0);
     pack_a<C>(a, m, k, a_k_major, i0, rows, p0, kc, a_pack, row);
@@ -165,7 +174,8 @@ template <class C, panel_format F, class A, class BSrc, class Y>
 void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float* bias, Y* y, std::size_t m,
                          std::size_t k, std::size_t n, bool accumulate) {
   const isa level = active_isa();  // read once: every block of this product runs the same kernel
-  const std::size_t nc = gemm_block_columns(k);
+  // A kept packing needs no b scratch: its blocks can be as wide as the accumulator tile allows.
+  const std::size_t nc = std::same_as<BSrc, packed_b_view> ? gemm_nc : gemm_block_columns(k);
   const std::size_t col_blocks = (n + nc - 1) / nc;
   const std::size_t row_blocks = (m + gemm_mc - 1) / gemm_mc;
   const std::size_t threads = std::min(num_threads(), (2 * m * n * std::max<std::size_t>(k, 1)) >> 23);
