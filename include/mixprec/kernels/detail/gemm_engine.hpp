@@ -132,6 +132,7 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
   float* a_pack = gemm_scratch::sized(scratch.a_pack, gemm_mc * gemm_kc);
   float* row = gemm_scratch::sized(scratch.row, std::max({k, cols, gemm_kc, gemm_mc}));
   if (k == 0) std::fill(tile, tile + rows * ldc, 0.0f);
+  bool decoded = false;
 #if MIXPREC_X86_DISPATCH
   if (rows == 1 && level >= isa::avx2 && k != 0) {
     // Decode: the one row packed for all of k, then each group of b panels streamed start to end
@@ -139,9 +140,10 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
     float* a_row = gemm_scratch::sized(scratch.a_row, k * gemm_mr);
     pack_a<C>(a, m, k, a_k_major, i0, 1, 0, k, a_row, row);
     ::mixprec::detail::gemm_avx2::row_block<F>(panels, k, gemm_kc, a_row, b_panels, gemm_nr * k, tile);
-  } else
+    decoded = true;
+  }
 #endif
-  for (std::size_t p0 = 0; p0 < k; p0 += gemm_kc) {
+  for (std::size_t p0 = 0; !decoded && p0 < k; p0 += gemm_kc) {
     const std::size_t kc = std::min(gemm_kc, k - p0);
     pack_a<C>(a, m, k, a_k_major, i0, rows, p0, kc, a_pack, row);
 #if MIXPREC_X86_DISPATCH
