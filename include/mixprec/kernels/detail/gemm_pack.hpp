@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "mixprec/formats/float16.hpp"
+#include "mixprec/formats/numeric_limits.hpp"  // std::numeric_limits of the small floats, before any use
 #include "mixprec/kernels/detail/convert.hpp"
 
 namespace mixprec::kernels::detail {
