@@ -181,31 +181,24 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
   const std::size_t col_blocks = (n + nc - 1) / nc;
   const std::size_t row_blocks = (m + gemm_mc - 1) / gemm_mc;
   const std::size_t threads = std::min(num_threads(), (2 * m * n * std::max<std::size_t>(k, 1)) >> 23);
-  if (threads <= 1 || col_blocks * row_blocks < 2) {
+  // One column block [j0, j0 + nc) and all its row blocks, on the calling thread's scratch.
+  auto column_block = [&](std::size_t j0) {
     gemm_scratch& scratch = gemm_scratch::local();
-    for (std::size_t j0 = 0; j0 < n; j0 += nc) {
-      const std::size_t cols = std::min(nc, n - j0);
-      const panel_element_t<F>* panels = b_block<C, F>(b, k, n, j0, cols, scratch);
-      for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
-        gemm_block<C, F>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
-                         level, scratch);
-      }
+    const std::size_t cols = std::min(nc, n - j0);
+    const panel_element_t<F>* panels = b_block<C, F>(b, k, n, j0, cols, scratch);
+    for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
+      gemm_block<C, F>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
+                       level, scratch);
     }
+  };
+  if (threads <= 1 || col_blocks * row_blocks < 2) {
+    for (std::size_t j0 = 0; j0 < n; j0 += nc) column_block(j0);
     return;
   }
   // Parallel: each task is one column block (its b block packed by the thread that runs it) and all
   // row blocks of it; with one column block, tasks are row blocks sharing the b block.
   if (col_blocks >= threads || row_blocks == 1) {
-    parallel_for(col_blocks, threads, [&](std::size_t task) {
-      gemm_scratch& scratch = gemm_scratch::local();
-      const std::size_t j0 = task * nc;
-      const std::size_t cols = std::min(nc, n - j0);
-      const panel_element_t<F>* panels = b_block<C, F>(b, k, n, j0, cols, scratch);
-      for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
-        gemm_block<C, F>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
-                         level, scratch);
-      }
-    });
+    parallel_for(col_blocks, threads, [&](std::size_t task) { column_block(task * nc); });
     return;
   }
   for (std::size_t j0 = 0; j0 < n; j0 += nc) {
