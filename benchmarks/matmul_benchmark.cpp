@@ -35,12 +35,10 @@
 #include <xtensor/xadapt.hpp>
 #include "mixprec/core.hpp"
 #include "mixprec/nn/dense.hpp"
+#include "peer_threads.hpp"
 
 #if MIXPREC_HAVE_ONEDNN
 #include <dnnl.hpp>
-#endif
-#if MIXPREC_HAVE_OPENMP
-#include <omp.h>
 #endif
 
 namespace {
@@ -73,23 +71,6 @@ problem make_problem(const benchmark::State& state) {
   for (auto& v : p.w) v = normal(rng) * 0.05f;  // in range for float8_e4m3fn too
   return p;
 }
-
-/// Sets the thread count of every library for one benchmark and restores mixprec's afterwards.
-class threads_for {
- public:
-  explicit threads_for(std::size_t threads) : previous_(mixprec::set_num_threads(threads)) {
-#if MIXPREC_HAVE_OPENMP
-    omp_set_num_threads(static_cast<int>(threads));
-#endif
-    Eigen::setNbThreads(static_cast<int>(threads));
-  }
-  threads_for(const threads_for&) = delete;
-  threads_for& operator=(const threads_for&) = delete;
-  ~threads_for() { mixprec::set_num_threads(previous_); }
-
- private:
-  std::size_t previous_;
-};
 
 void set_counters(benchmark::State& state, const problem& p, double weight_bytes) {
   const double flops = 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);

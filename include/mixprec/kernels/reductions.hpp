@@ -17,6 +17,7 @@
 #include <bit>
 #include <cmath>
 #include <complex>
+#include <concepts>
 #include <cstddef>
 #include <limits>
 #include <ranges>
@@ -117,6 +118,18 @@ inline void require_non_empty(std::size_t n, const char* what) {
         concat("kernels::", what,
                ": the range is empty; the statistic of zero values is undefined (pass at least one value)."));
   }
+}
+
+/// `rescaling_exponent` of n finite values whose largest magnitude is `m` (the rule is stated there).
+template <std::floating_point Real>
+[[nodiscard]] int rescaling_exponent_of_max(Real m, std::size_t n) noexcept {
+  using limits = std::numeric_limits<Real>;
+  if (m == Real{0}) return 0;
+  int e = 0;
+  static_cast<void>(std::frexp(m, &e));  // m = f 2^e, f in [0.5, 1)
+  const int hi = (limits::max_exponent - static_cast<int>(std::bit_width(n))) / 2 - 1;
+  const int lo = (limits::min_exponent - 1 + limits::digits) / 2 + 1;
+  return (e - 1 >= lo && e <= hi) ? 0 : e;
 }
 
 }  // namespace detail
@@ -225,13 +238,7 @@ template <detail::reducible_range R>
     if (!(a <= limits::max())) return 0;  // Inf or NaN
     if (a > m) m = a;
   }
-  if (m == Real{0}) return 0;
-  int e = 0;
-  static_cast<void>(std::frexp(m, &e));  // m = f 2^e, f in [0.5, 1)
-  const auto n = static_cast<std::size_t>(std::ranges::size(x));
-  const int hi = (limits::max_exponent - static_cast<int>(std::bit_width(n))) / 2 - 1;
-  const int lo = (limits::min_exponent - 1 + limits::digits) / 2 + 1;
-  return (e - 1 >= lo && e <= hi) ? 0 : e;
+  return detail::rescaling_exponent_of_max(m, static_cast<std::size_t>(std::ranges::size(x)));
 }
 
 /// Mean of |x|^2 with a power-of-two rescaling: mean(|x_i|^2) = value * 2^(2 exponent), where `value`

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/kernels/detail/norm_rows.hpp"
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/validate.hpp"
@@ -119,6 +121,21 @@ class layer_norm {
   template <detail::layer_array X>
   [[nodiscard]] auto operator()(const X& x) const {
     return run(x, nullptr);
+  }
+
+  /// `operator()(x)` written into `out`, which must have x's shape and element type `output_t<P, T>`
+  /// (a caller's buffer, reused across calls: no allocation for the result). Same bits as `operator()`.
+  /// \throws std::invalid_argument if the last axis of x is not `features()` or out's shape is not x's.
+  template <detail::layer_array X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x) const {
+    using T = detail::value_t<X>;
+    static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, T>>,
+                  "layer_norm::forward_into(out, x): out's element type must be output_t<P, T> of the layer's "
+                  "policy P for x's element type T; make out with that type, or use the value-returning call.");
+    detail::check_features("layer_norm", x, features_,
+                           kernels::detail::concat("scale and bias shape [", features_, "]"));
+    detail::check_output_shape("layer_norm::forward_into", "out", out, x);
+    normalise(x.data(), features_ == 0 ? 0 : x.size() / features_, out.data(), nullptr);
   }
 
   /// The scale and bias, writable (an optimiser step, a checkpoint load). Their shapes must not change.
@@ -238,61 +255,96 @@ class layer_norm {
   template <class X, class Ctx>
   auto run(const X& x, Ctx ctx) const {
     using T = detail::value_t<X>;
-    using C = compute_t<P, T>;
-    using O = output_t<P, T>;
-    using S = accumulator_t<C>;
-    using R = kernels::detail::real_of_t<S>;
     detail::check_features("layer_norm", x, features_,
                            kernels::detail::concat("scale and bias shape [", features_, "]"));
-    auto y = detail::make_like<O>(x, features_);
+    auto y = detail::make_like<output_t<P, T>>(x, features_);
+    normalise(x.data(), features_ == 0 ? 0 : x.size() / features_, y.data(), ctx);
+    return y;
+  }
+
+  /// Normalises `rows` rows of `in` into `out`; rows are split over the kernels' threads, and each
+  /// takes the AVX2 row (kernels/detail/norm_avx2.hpp) when the CPU has it and the types are float,
+  /// bfloat16 or float16, else (and for rows that are not finite or need rescaling) `portable_row`.
+  template <class T, class O, class Ctx>
+  void normalise(const T* in, std::size_t rows, O* out, Ctx ctx) const {
+    using C = compute_t<P, T>;
+    using S = accumulator_t<C>;
+    constexpr bool saves = !std::is_same_v<Ctx, std::nullptr_t> && !kernels::detail::is_complex_v<S>;
+    constexpr bool simd_types = kernels::detail::simd_norm_types<T, C, O> && std::is_same_v<S, float>;
     const std::size_t f = features_;
     // Parameters rounded to the compute type, in the statistics type (1 and 0 when absent).
     std::vector<S> scale(f, S(1)), bias(f, S(0));
     if (scale_) kernels::detail::round_widen_n<C>(scale_->data(), f, scale.data());
     if (bias_) kernels::detail::round_widen_n<C>(bias_->data(), f, bias.data());
-    std::vector<S> row(f);
-    const R eps = static_cast<R>(epsilon_);
-    const T* in = x.data();
-    O* out = y.data();
-    const std::size_t rows = f == 0 ? 0 : x.size() / f;
-    if constexpr (!std::is_same_v<Ctx, std::nullptr_t>) {
+    if constexpr (saves) {
       if (ctx != nullptr) {
         ctx->xhat.resize(rows * f);
         ctx->rstd.resize(rows);
       }
     }
-    for (std::size_t r = 0; r < rows; ++r) {
-      kernels::detail::round_widen_n<C>(in + r * f, f, row.data());
-      // Rows whose sums or squares would overflow or underflow S are divided by 2^k (exact); then
-      // (x - mean) / sqrt(var + eps) = (z - mean_z) / sqrt(var_z + eps 2^-2k) with z = x 2^-k.
-      const int k = kernels::rescaling_exponent(row);
-      R eps_row = eps;
-      int unscale = 0;  // exponent to multiply deviations by when eps 2^-2k is beyond R's range
-      if (k != 0) {
-        for (S& v : row) v = kernels::detail::scale_pow2(v, -k);
-        eps_row = static_cast<R>(std::ldexp(epsilon_, -2 * k));  // scaled in double: exact
-        if (!std::isfinite(eps_row)) {
-          // A tiny row with eps dominating: var < eps 2^-R::max_exponent is negligible beside eps.
-          eps_row = eps;
-          unscale = k;
+    [[maybe_unused]] const bool simd = simd_types && kernels::detail::simd_norms_active();
+    [[maybe_unused]] const bool streaming = simd && kernels::detail::streaming_output(rows * f * sizeof(O));
+    kernels::detail::for_row_blocks(rows, f, [&](std::size_t begin, std::size_t end) {
+      std::vector<S> row(f);  // the portable path's row
+      for (std::size_t r = begin; r < end; ++r) {
+        S* xhat = nullptr;
+        S* rstd = nullptr;
+        if constexpr (saves) {
+          if (ctx != nullptr) {
+            xhat = ctx->xhat.data() + r * f;
+            rstd = ctx->rstd.data() + r;
+          }
         }
-      }
-      const auto stats = kernels::mean_variance(row);
-      const R inv = unscale != 0 ? R(1) / std::sqrt(eps) : R(1) / std::sqrt(stats.variance + eps_row);
-      for (std::size_t j = 0; j < f; ++j) {
-        S deviation = (row[j] - stats.mean) - stats.mean_correction;
-        if (unscale != 0) deviation = kernels::detail::scale_pow2(deviation, unscale);
-        out[r * f + j] = kernels::detail::round_out<O>(deviation * (inv * scale[j]) + bias[j]);
-        if constexpr (!std::is_same_v<Ctx, std::nullptr_t> && !kernels::detail::is_complex_v<S>) {
-          if (ctx != nullptr) ctx->xhat[r * f + j] = deviation * inv;
+        if constexpr (simd_types) {
+          if (simd && kernels::detail::layer_norm_row_simd<T, C, O>(
+                          in + r * f, f, static_cast<float>(epsilon_), scale.data(), bias.data(), out + r * f, xhat,
+                          rstd, r + 1 < end ? in + (r + 1) * f : nullptr, streaming)) {
+            continue;
+          }
         }
+        portable_row<C>(in + r * f, std::span<S>(row), scale, bias, out + r * f, xhat, rstd);
       }
-      if constexpr (!std::is_same_v<Ctx, std::nullptr_t> && !kernels::detail::is_complex_v<S>) {
-        // r in x's units: the rescaled row's r_z = 2^k r_x (unless eps dominated, where inv already is r_x).
-        if (ctx != nullptr) ctx->rstd[r] = (k != 0 && unscale == 0) ? std::ldexp(inv, -k) : inv;
+      if (streaming) kernels::detail::store_fence();
+    });
+  }
+
+  /// One row on the portable path: x rounded to C into `row` (S), corrected two-pass statistics with
+  /// the power-of-two rescaling of extreme rows, y = (x - mean) * (r * scale) + bias rounded to O.
+  template <class C, class T, class S, class O>
+  void portable_row(const T* in, std::span<S> row, const std::vector<S>& scale, const std::vector<S>& bias, O* out,
+                    S* xhat, S* rstd) const {
+    using R = kernels::detail::real_of_t<S>;
+    const std::size_t f = row.size();
+    const R eps = static_cast<R>(epsilon_);
+    kernels::detail::round_widen_n<C>(in, f, row.data());
+    // Rows whose sums or squares would overflow or underflow S are divided by 2^k (exact); then
+    // (x - mean) / sqrt(var + eps) = (z - mean_z) / sqrt(var_z + eps 2^-2k) with z = x 2^-k.
+    const int k = kernels::rescaling_exponent(row);
+    R eps_row = eps;
+    int unscale = 0;  // exponent to multiply deviations by when eps 2^-2k is beyond R's range
+    if (k != 0) {
+      for (S& v : row) v = kernels::detail::scale_pow2(v, -k);
+      eps_row = static_cast<R>(std::ldexp(epsilon_, -2 * k));  // scaled in double: exact
+      if (!std::isfinite(eps_row)) {
+        // A tiny row with eps dominating: var < eps 2^-R::max_exponent is negligible beside eps.
+        eps_row = eps;
+        unscale = k;
       }
     }
-    return y;
+    const auto stats = kernels::mean_variance(row);
+    const R inv = unscale != 0 ? R(1) / std::sqrt(eps) : R(1) / std::sqrt(stats.variance + eps_row);
+    for (std::size_t j = 0; j < f; ++j) {
+      S deviation = (row[j] - stats.mean) - stats.mean_correction;
+      if (unscale != 0) deviation = kernels::detail::scale_pow2(deviation, unscale);
+      out[j] = kernels::detail::round_out<O>(deviation * (inv * scale[j]) + bias[j]);
+      if constexpr (!kernels::detail::is_complex_v<S>) {
+        if (xhat != nullptr) xhat[j] = deviation * inv;
+      }
+    }
+    if constexpr (!kernels::detail::is_complex_v<S>) {
+      // r in x's units: the rescaled row's r_z = 2^k r_x (unless eps dominated, where inv already is r_x).
+      if (rstd != nullptr) *rstd = (k != 0 && unscale == 0) ? std::ldexp(inv, -k) : inv;
+    }
   }
 
   void check_param(const char* name, const std::optional<vector_type>& p) const {

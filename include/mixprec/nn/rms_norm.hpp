@@ -45,6 +45,7 @@
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/kernels/detail/norm_rows.hpp"
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/validate.hpp"
@@ -185,19 +186,9 @@ class rms_norm {
   template <detail::layer_array X>
   [[nodiscard]] auto operator()(const X& x) const {
     using T = detail::value_t<X>;
-    using C = compute_t<P, T>;
-    using O = output_t<P, T>;
-    using S = accumulator_t<C>;
     detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
-    auto y = detail::make_like<O>(x, features_);
-    const std::vector<S> scale = scale_in<C, S>();
-    std::vector<S> row(features_);
-    const T* in = x.data();
-    O* out = y.data();
-    for (std::size_t r = 0; r < rows_of(x); ++r) {
-      kernels::detail::round_widen_n<C>(in + r * features_, features_, row.data());
-      normalise_row<S>(row.data(), scale, out + r * features_);
-    }
+    auto y = detail::make_like<output_t<P, T>>(x, features_);
+    normalise_plain(x.data(), rows_of(x), y.data(), static_cast<saved<T>*>(nullptr));
     return y;
   }
 
@@ -217,6 +208,51 @@ class rms_norm {
     using T = detail::value_t<X>;
     detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
     return fused(x, static_cast<const residual_t<P, T>*>(nullptr));
+  }
+
+  /// Plain `operator()(x)` written into `out` (x's shape, element type `output_t<P, T>`; a caller's
+  /// buffer, reused across calls). Same bits as `operator()(x)`.
+  /// \throws std::invalid_argument if the last axis of x is not `features()` or out's shape is not x's.
+  template <detail::layer_array X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x) const {
+    using T = detail::value_t<X>;
+    check_out_type<T, Y>();
+    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    detail::check_output_shape("rms_norm::forward_into", "out", out, x);
+    normalise_plain(x.data(), rows_of(x), out.data(), static_cast<saved<T>*>(nullptr));
+  }
+
+  /// Fused `operator()(x, residual)` written into `out` (the normalised sum, `output_t<P, T>`) and
+  /// `new_residual` (the stream, `residual_t<P, T>`), both of x's shape. `new_residual` may be
+  /// `residual` itself: the stream is then updated in place, as a decode loop wants. Same bits as
+  /// `operator()(x, residual)`.
+  /// \throws std::invalid_argument if the last axis is not `features()` or a shape is not x's.
+  template <detail::layer_array X, detail::layer_array Residual, detail::layer_array Y>
+  void forward_into(Y& out, Residual& new_residual, const X& x, const Residual& residual) const {
+    using T = detail::value_t<X>;
+    check_out_type<T, Y>();
+    check_fused(x, residual);
+    detail::check_output_shape("rms_norm::forward_into", "out", out, x);
+    detail::check_output_shape("rms_norm::forward_into", "new_residual", new_residual, x);
+    normalise_fused(x.data(), residual.data(), rows_of(x), out.data(), new_residual.data(),
+                    static_cast<saved<T>*>(nullptr));
+  }
+
+  /// Fused `operator()(x, no_residual)` written into `out` and `new_residual` (x's shape).
+  /// \throws std::invalid_argument if the last axis is not `features()` or a shape is not x's.
+  template <detail::layer_array X, detail::layer_array Residual, detail::layer_array Y>
+  void forward_into(Y& out, Residual& new_residual, const X& x, no_residual_t) const {
+    using T = detail::value_t<X>;
+    check_out_type<T, Y>();
+    static_assert(std::is_same_v<Residual, detail::rebind_t<X, residual_t<P, T>>>,
+                  "rms_norm::forward_into(out, new_residual, x, no_residual): new_residual must be the same kind "
+                  "of container as x with element type nn::residual_t<P, T> (float32, or float64 under float64 "
+                  "compute).");
+    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    detail::check_output_shape("rms_norm::forward_into", "out", out, x);
+    detail::check_output_shape("rms_norm::forward_into", "new_residual", new_residual, x);
+    normalise_fused(x.data(), static_cast<const residual_t<P, T>*>(nullptr), rows_of(x), out.data(),
+                    new_residual.data(), static_cast<saved<T>*>(nullptr));
   }
 
   // ---- training (docs/training.md; TRAINING.md §1 "rms_norm") ----
@@ -274,23 +310,10 @@ class rms_norm {
   template <detail::layer_array X>
   [[nodiscard]] auto forward(const X& x, saved<detail::value_t<X>>& ctx) const {
     using T = detail::value_t<X>;
-    using C = compute_t<P, T>;
-    using O = output_t<P, T>;
-    using S = accumulator_t<C>;
     detail::check_real<T>("rms_norm");
     detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
-    auto y = detail::make_like<O>(x, features_);
-    const std::vector<S> scale = scale_in<C, S>();
-    std::vector<S> row(features_);
-    const std::size_t rows = rows_of(x);
-    ctx.fused = false;
-    ctx.xhat.resize(rows * features_);
-    ctx.rstd.resize(rows);
-    for (std::size_t r = 0; r < rows; ++r) {
-      kernels::detail::round_widen_n<C>(x.data() + r * features_, features_, row.data());
-      normalise_row<S>(row.data(), scale, y.data() + r * features_, ctx.xhat.data() + r * features_,
-                       ctx.rstd.data() + r);
-    }
+    auto y = detail::make_like<output_t<P, T>>(x, features_);
+    normalise_plain(x.data(), rows_of(x), y.data(), &ctx);
     return y;
   }
 
@@ -359,6 +382,13 @@ class rms_norm {
 
  private:
   /// The checks of the fused form: features, the residual's container and element type, equal shapes.
+  template <class T, class Y>
+  static constexpr void check_out_type() {
+    static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, T>>,
+                  "rms_norm::forward_into: out's element type must be output_t<P, T> of the layer's policy P for "
+                  "x's element type T; make out with that type, or use the value-returning call.");
+  }
+
   template <class X, class Residual>
   void check_fused(const X& x, const Residual& residual) const {
     using T = detail::value_t<X>;
@@ -484,43 +514,106 @@ class rms_norm {
     }
   }
 
+  /// The plain form over `rows` rows of `in` into `out` (x̂ and r saved in `ctx` when non-null). Rows
+  /// are split over the kernels' threads; each takes the AVX2 row (kernels/detail/norm_avx2.hpp) when
+  /// the CPU has it and the types are float, bfloat16 or float16, else (and for rows that are not
+  /// finite or need rescaling) the portable `normalise_row`.
+  template <class T, class O>
+  void normalise_plain(const T* in, std::size_t rows, O* out, saved<T>* ctx) const {
+    using C = compute_t<P, T>;
+    using S = accumulator_t<C>;
+    constexpr bool simd_types = kernels::detail::simd_norm_types<T, C, O> && std::is_same_v<S, float>;
+    const std::size_t f = features_;
+    const std::vector<S> scale = scale_in<C, S>();
+    if (ctx != nullptr) {
+      ctx->fused = false;
+      ctx->xhat.resize(rows * f);
+      ctx->rstd.resize(rows);
+    }
+    [[maybe_unused]] const bool simd = simd_types && kernels::detail::simd_norms_active();
+    [[maybe_unused]] const bool streaming = simd && kernels::detail::streaming_output(rows * f * sizeof(O));
+    kernels::detail::for_row_blocks(rows, f, [&](std::size_t begin, std::size_t end) {
+      std::vector<S> row(f);  // the portable path's row
+      for (std::size_t r = begin; r < end; ++r) {
+        S* xhat = ctx != nullptr ? ctx->xhat.data() + r * f : nullptr;
+        S* rstd = ctx != nullptr ? ctx->rstd.data() + r : nullptr;
+        if constexpr (simd_types) {
+          if (simd && kernels::detail::rms_norm_row_simd<T, C, O>(
+                          in + r * f, f, static_cast<float>(epsilon_), scale.data(), out + r * f, xhat, rstd,
+                          r + 1 < end ? in + (r + 1) * f : nullptr, streaming)) {
+            continue;
+          }
+        }
+        kernels::detail::round_widen_n<C>(in + r * f, f, row.data());
+        normalise_row<S>(row.data(), scale, out + r * f, xhat, rstd);
+      }
+      if (streaming) kernels::detail::store_fence();
+    });
+  }
+
+  /// The fused form over `rows` rows: stream = residual + x (x alone when `residual` is null; `stream`
+  /// may be `residual` itself), out = rmsnorm(stream), then stream *= the residual scale. Rows as in
+  /// `normalise_plain`.
+  template <class T, class O, class R>
+  void normalise_fused(const T* in, const R* residual, std::size_t rows, O* out, R* stream, saved<T>* ctx) const {
+    using C = compute_t<P, T>;
+    constexpr bool simd_types = kernels::detail::simd_norm_types<T, float, O> && std::is_same_v<R, float>;
+    const std::size_t f = features_;
+    const std::vector<R> scale = scale_in<C, R>();
+    if (ctx != nullptr) {
+      ctx->fused = true;
+      ctx->xhat.resize(rows * f);
+      ctx->rstd.resize(rows);
+    }
+    const std::optional<R> factor =
+        residual_scale_ ? std::optional<R>(kernels::detail::round_to<R>(*residual_scale_)) : std::nullopt;
+    [[maybe_unused]] const bool simd = simd_types && kernels::detail::simd_norms_active();
+    [[maybe_unused]] const bool streaming = simd && kernels::detail::streaming_output(rows * f * sizeof(O));
+    kernels::detail::for_row_blocks(rows, f, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t r = begin; r < end; ++r) {
+        R* s = stream + r * f;
+        R* xhat = ctx != nullptr ? ctx->xhat.data() + r * f : nullptr;
+        R* rstd = ctx != nullptr ? ctx->rstd.data() + r : nullptr;
+        bool summed = false;  // s holds residual + x already (the AVX2 row declined after the sum)
+        if constexpr (simd_types) {
+          if (simd) {
+            const R* res = residual != nullptr ? residual + r * f : nullptr;
+            if (kernels::detail::rms_norm_fused_row_simd<T, O>(
+                    in + r * f, res, f, static_cast<float>(epsilon_), scale.data(), out + r * f, s, xhat, rstd,
+                    factor ? &*factor : nullptr, r + 1 < end ? in + (r + 1) * f : nullptr,
+                    r + 1 < end && residual != nullptr ? res + f : nullptr, streaming)) {
+              continue;
+            }
+            summed = true;
+          }
+        }
+        // s = residual + x, element by element in R (one addition each, nothing else).
+        if (!summed) {
+          if (residual == nullptr) {
+            for (std::size_t j = 0; j < f; ++j) s[j] = kernels::detail::round_to<R>(in[r * f + j]);
+          } else {
+            for (std::size_t j = 0; j < f; ++j)
+              s[j] = residual[r * f + j] + kernels::detail::round_to<R>(in[r * f + j]);
+          }
+        }
+        normalise_row<R>(s, scale, out + r * f, xhat, rstd);
+        if (factor) {
+          for (std::size_t j = 0; j < f; ++j) s[j] = s[j] * *factor;
+        }
+      }
+      if (streaming) kernels::detail::store_fence();
+    });
+  }
+
   /// The fused form; `residual` is null for `no_residual`.
   template <class X, class R>
   auto fused(const X& x, const R* residual, saved<detail::value_t<X>>* ctx = nullptr) const {
     using T = detail::value_t<X>;
-    using C = compute_t<P, T>;
     using O = output_t<P, T>;
     static_assert(std::is_same_v<R, residual_t<P, T>>);
     act_and_residual<detail::rebind_t<X, O>, detail::rebind_t<X, R>> result{detail::make_like<O>(x, features_),
                                                                             detail::make_like<R>(x, features_)};
-    const std::vector<R> scale = scale_in<C, R>();
-    const T* in = x.data();
-    R* stream = result.residual.data();
-    O* out = result.x.data();
-    const std::size_t n = x.size();
-    // s = residual + x, element by element in R (one addition each, nothing else).
-    if (residual == nullptr) {
-      for (std::size_t i = 0; i < n; ++i) stream[i] = kernels::detail::round_to<R>(in[i]);
-    } else {
-      for (std::size_t i = 0; i < n; ++i) stream[i] = residual[i] + kernels::detail::round_to<R>(in[i]);
-    }
-    if (ctx != nullptr) {
-      ctx->fused = true;
-      ctx->xhat.resize(n);
-      ctx->rstd.resize(rows_of(x));
-    }
-    for (std::size_t r = 0; r < rows_of(x); ++r) {
-      if (ctx != nullptr) {
-        normalise_row<R>(stream + r * features_, scale, out + r * features_, ctx->xhat.data() + r * features_,
-                         ctx->rstd.data() + r);
-      } else {
-        normalise_row<R>(stream + r * features_, scale, out + r * features_);
-      }
-    }
-    if (residual_scale_) {
-      const R factor = kernels::detail::round_to<R>(*residual_scale_);
-      for (std::size_t i = 0; i < n; ++i) stream[i] = stream[i] * factor;
-    }
+    normalise_fused(x.data(), residual, rows_of(x), result.x.data(), result.residual.data(), ctx);
     return result;
   }
 

@@ -4,6 +4,7 @@
 /// conversion to the policy's param type.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <span>
@@ -94,6 +95,16 @@ void check_features(const char* layer, const X& x, std::size_t expected, const s
     throw std::invalid_argument(kernels::detail::concat(layer, ": input has ", got, " features (shape ",
                                                         shape_string(x.shape()), ") but the layer expects ", expected,
                                                         " (", what, ")"));
+  }
+}
+
+/// \throws std::invalid_argument unless `out` (a caller's output array, named `what`) has x's shape.
+template <class Out, class X>
+void check_output_shape(const char* layer, const char* what, const Out& out, const X& x) {
+  if (!std::equal(x.shape().begin(), x.shape().end(), out.shape().begin(), out.shape().end())) {
+    throw std::invalid_argument(kernels::detail::concat(layer, ": ", what, " has shape ", shape_string(out.shape()),
+                                                        " but x has shape ", shape_string(x.shape()),
+                                                        "; make it with x's shape (it is written, not resized)"));
   }
 }
 

@@ -1,0 +1,146 @@
+/// \file
+/// \brief Private: how `nn::layer_norm` and `nn::rms_norm` reach their row kernels — the run-time
+/// choice between the AVX2 rows of norm_avx2.hpp and the layers' portable rows, and the split of the
+/// rows over the kernels' threads (`mixprec::num_threads`). Rows are independent, so neither the
+/// split nor the thread count changes a bit of a result.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <type_traits>
+
+#if __has_include(<unistd.h>)
+#include <unistd.h>  // sysconf
+#endif
+
+#include "mixprec/arch/isa.hpp"
+#include "mixprec/kernels/detail/norm_avx2.hpp"
+#include "mixprec/kernels/threads.hpp"
+
+namespace mixprec::kernels::detail {
+
+/// True when the AVX2 norm rows take input T, compute C and output O (each float, bfloat16 or float16;
+/// the statistics are then float32).
+template <class T, class C, class O>
+inline constexpr bool simd_norm_types =
+#if MIXPREC_X86_DISPATCH
+    mixprec::detail::norm_avx2::supported<T>&& mixprec::detail::norm_avx2::supported<C>&&
+        mixprec::detail::norm_avx2::supported<O>;
+#else
+    false;
+#endif
+
+/// Whether this CPU (under `MIXPREC_ISA` / `isa_limit_scope`) runs the AVX2 norm rows. Read once per call.
+[[nodiscard]] inline bool simd_norms_active() noexcept {
+#if MIXPREC_X86_DISPATCH
+  return active_isa() >= isa::avx2;
+#else
+  return false;
+#endif
+}
+
+/// The last-level cache one core can fill, in bytes: `sysconf(_SC_LEVEL3_CACHE_SIZE)` where the C
+/// library reports it, capped at 32 MiB (a Zen 4 CCD's L3; virtual machines often report the host's
+/// total, 320 MiB on the Zen 4 VM this was measured on); 32 MiB when unknown. Read once.
+[[nodiscard]] inline std::size_t last_level_cache_bytes() noexcept {
+  static const std::size_t bytes = [] {
+    constexpr std::size_t cap = std::size_t{32} << 20;
+    long reported = 0;
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+    reported = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    return reported > 0 ? std::min(static_cast<std::size_t>(reported), cap) : cap;
+  }();
+  return bytes;
+}
+
+/// Whether a kernel writes an output of `bytes` with non-temporal stores: when it is larger than the
+/// last-level cache, which it would only flush (glibc's memcpy makes the same choice above 3/4 of it).
+[[nodiscard]] inline bool streaming_output(std::size_t bytes) noexcept { return bytes > last_level_cache_bytes(); }
+
+/// Orders the calling thread's non-temporal stores before its later stores (the end of a row block).
+inline void store_fence() noexcept {
+#if MIXPREC_X86_DISPATCH
+  mixprec::detail::norm_avx2::store_fence();
+#endif
+}
+
+/// Calls `f(begin, end)` on contiguous blocks of [0, rows) on up to `mixprec::num_threads()` threads;
+/// work below about 64 Ki elements stays on the calling thread (a thread start costs more).
+template <class F>
+void for_row_blocks(std::size_t rows, std::size_t features, const F& f) {
+  constexpr std::size_t min_elements_per_thread = std::size_t{1} << 16;
+  const std::size_t by_size = std::max<std::size_t>(rows * features / min_elements_per_thread, 1);
+  const std::size_t threads = std::min({mixprec::num_threads(), by_size, std::max<std::size_t>(rows, 1)});
+  if (threads <= 1) {
+    f(std::size_t{0}, rows);
+    return;
+  }
+  const std::size_t per_task = (rows + threads - 1) / threads;
+  parallel_for(threads, threads, [&](std::size_t task) {
+    const std::size_t begin = std::min(rows, task * per_task);
+    f(begin, std::min(rows, begin + per_task));
+  });
+}
+
+/// One `nn::layer_norm` row through the AVX2 kernel (norm_avx2::layer_norm_row); false when the kernel
+/// declines the row (not finite, or needs rescaling) or is not compiled: the caller takes its portable row.
+/// `next` (the following row, or null) is prefetched; `streaming`: non-temporal stores of y
+/// (`streaming_output`; the caller then calls `store_fence` after its last row).
+template <class T, class C, class O>
+bool layer_norm_row_simd(const T* x, std::size_t n, float eps, const float* scale, const float* bias, O* y, float* xhat,
+                         float* rstd, const T* next, bool streaming) noexcept {
+#if MIXPREC_X86_DISPATCH
+  if constexpr (simd_norm_types<T, C, O>) {
+    namespace na = mixprec::detail::norm_avx2;
+    return streaming
+               ? na::layer_norm_row<T, C, O, na::store_kind::streaming>(x, n, eps, scale, bias, y, xhat, rstd, next)
+               : na::layer_norm_row<T, C, O, na::store_kind::cached>(x, n, eps, scale, bias, y, xhat, rstd, next);
+  }
+#endif
+  static_cast<void>(x), static_cast<void>(n), static_cast<void>(eps), static_cast<void>(scale);
+  static_cast<void>(bias), static_cast<void>(y), static_cast<void>(xhat), static_cast<void>(rstd);
+  static_cast<void>(next), static_cast<void>(streaming);
+  return false;
+}
+
+/// One plain `nn::rms_norm` row through the AVX2 kernel; false as `layer_norm_row_simd`.
+template <class T, class C, class O>
+bool rms_norm_row_simd(const T* x, std::size_t n, float eps, const float* scale, O* y, float* xhat, float* rstd,
+                       const T* next, bool streaming) noexcept {
+#if MIXPREC_X86_DISPATCH
+  if constexpr (simd_norm_types<T, C, O>) {
+    namespace na = mixprec::detail::norm_avx2;
+    return streaming ? na::rms_norm_row<T, C, O, na::store_kind::streaming>(x, n, eps, scale, y, xhat, rstd, next)
+                     : na::rms_norm_row<T, C, O, na::store_kind::cached>(x, n, eps, scale, y, xhat, rstd, next);
+  }
+#endif
+  static_cast<void>(x), static_cast<void>(n), static_cast<void>(eps), static_cast<void>(scale);
+  static_cast<void>(y), static_cast<void>(xhat), static_cast<void>(rstd);
+  static_cast<void>(next), static_cast<void>(streaming);
+  return false;
+}
+
+/// One fused `nn::rms_norm` row through the AVX2 kernel; false (with the unscaled stream written) as
+/// `layer_norm_row_simd`.
+template <class T, class O>
+bool rms_norm_fused_row_simd(const T* x, const float* residual, std::size_t n, float eps, const float* scale, O* y,
+                             float* stream, float* xhat, float* rstd, const float* stream_factor, const T* next_x,
+                             const float* next_residual, bool streaming) noexcept {
+#if MIXPREC_X86_DISPATCH
+  if constexpr (simd_norm_types<T, float, O>) {
+    namespace na = mixprec::detail::norm_avx2;
+    return streaming ? na::rms_norm_fused_row<T, O, na::store_kind::streaming>(
+                           x, residual, n, eps, scale, y, stream, xhat, rstd, stream_factor, next_x, next_residual)
+                     : na::rms_norm_fused_row<T, O, na::store_kind::cached>(x, residual, n, eps, scale, y, stream, xhat,
+                                                                            rstd, stream_factor, next_x, next_residual);
+  }
+#endif
+  static_cast<void>(x), static_cast<void>(residual), static_cast<void>(n), static_cast<void>(eps);
+  static_cast<void>(scale), static_cast<void>(y), static_cast<void>(stream), static_cast<void>(xhat);
+  static_cast<void>(rstd), static_cast<void>(stream_factor), static_cast<void>(streaming);
+  static_cast<void>(next_x), static_cast<void>(next_residual);
+  return false;
+}
+
+}  // namespace mixprec::kernels::detail
