@@ -21,23 +21,32 @@ BEGIN = "<!-- matmul-benchmark:begin -->"
 END = "<!-- matmul-benchmark:end -->"
 
 
-def load(path):
+def medians(path, pattern):
+    """The context of a Google Benchmark JSON run and, for each benchmark whose name matches the regular
+    expression `pattern` (the medians of repeated runs, or single runs), its JSON record keyed by the
+    tuple of the pattern's groups."""
     with open(path, encoding="utf-8") as f:
         run = json.load(f)
     results = {}
     for b in run["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
             continue
-        m = re.match(r"(.+?)/m:(\d+)/k:(\d+)/n:(\d+)/threads:(\d+)", b["name"])
-        if not m or b.get("error_occurred"):
-            continue
-        name, shape = m.group(1), tuple(int(m.group(i)) for i in range(2, 6))
-        results[(name, shape)] = {
+        m = re.match(pattern, b["name"])
+        if m and not b.get("error_occurred"):
+            results[m.groups()] = b
+    return run["context"], results
+
+
+def load(path):
+    context, found = medians(path, r"(.+?)/m:(\d+)/k:(\d+)/n:(\d+)/threads:(\d+)")
+    results = {}
+    for groups, b in found.items():
+        results[(groups[0], tuple(int(g) for g in groups[1:]))] = {
             "gflops": b.get("FLOP/s", 0.0) / 1e9,
             "gbs": b.get("W_bytes/s", 0.0) / 1e9,
             "label": b.get("label", ""),
         }
-    return run["context"], results
+    return context, results
 
 
 def cpu_flags():
@@ -127,14 +136,19 @@ def main():
     if len(sys.argv) < 3:
         print(text)
         return
-    with open(sys.argv[2], encoding="utf-8") as f:
+    replace_between(sys.argv[2], BEGIN, END, text)
+
+
+def replace_between(path, begin, end, text):
+    """Replaces the text between the markers `begin` and `end` of the file at `path` by `text`."""
+    with open(path, encoding="utf-8") as f:
         doc = f.read()
-    if BEGIN not in doc or END not in doc:
-        sys.exit(f"{sys.argv[2]} has no {BEGIN} ... {END} markers")
-    head, rest = doc.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    with open(sys.argv[2], "w", encoding="utf-8") as f:
-        f.write(head + BEGIN + "\n" + text + "\n" + END + tail)
+    if begin not in doc or end not in doc:
+        sys.exit(f"{path} has no {begin} ... {end} markers")
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(head + begin + "\n" + text + "\n" + end + tail)
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ using norm_cases =
                std::tuple<bfloat16, mixprec::policy<bfloat16>>, std::tuple<float16, mixprec::policy<float16>>,
                std::tuple<bfloat16, mixprec::policy<float, float, float16>>>;
 
-constexpr std::size_t lengths[] = {1, 3, 8, 9, 31, 64, 333, 1027};
+constexpr std::size_t lengths[] = {1, 3, 8, 9, 15, 16, 17, 31, 64, 333, 1027};
 
 }  // namespace
 
@@ -216,6 +216,58 @@ TEST_CASE("rows the SIMD kernels decline (Inf, NaN, rescaled extremes) give the 
   REQUIRE(std::isfinite(static_cast<float>(rms_here(4, 0))));
   REQUIRE(std::isnan(static_cast<float>(ln_here(1, 0))));
   same_bits(ln(x), ln_here);
+
+  // The fused form with those rows, out of place and with the stream updated in place: the same
+  // output and stream bits as the portable path (a declined row's stream is not added to twice).
+  const nn::rms_norm<P> fused(f, nn::rms_norm_options{.residual_scale = 0.5});
+  const auto residual = random_rows<float>(8, f, 0.0, 1.0, 4);
+  xt::xtensor<bfloat16, 2> out_portable;
+  xt::xtensor<float, 2> stream_portable;
+  {
+    const mixprec::isa_limit_scope portable(mixprec::isa::portable);
+    auto r = fused(x, residual);
+    out_portable = r.x;
+    stream_portable = r.residual;
+  }
+  auto out = xt::xtensor<bfloat16, 2>::from_shape({8, f});
+  auto stream = residual;
+  fused.forward_into(out, stream, x, stream);
+  same_bits(out, out_portable);
+  same_bits(stream, stream_portable);
+
+  // A signalling NaN of a bfloat16 input is quieted in the stream, as round_to<float> quiets it.
+  using Pb = mixprec::policy<bfloat16>;
+  auto xb = xt::xtensor<bfloat16, 2>::from_shape({1, 9});
+  xb.fill(bfloat16(1.0F));
+  xb(0, 2) = bfloat16::from_bits(0x7F81);
+  const nn::rms_norm<Pb> first(9);
+  const auto started = first(xb, nn::no_residual);
+  REQUIRE(std::bit_cast<std::uint32_t>(started.residual(0, 2)) == 0x7FC10000U);
+}
+
+TEST_CASE("outputs larger than the last-level cache (non-temporal stores) have the bits of small calls",
+          "[kernels][norm_rows]") {
+  // 2100 rows of 4099 floats: 34 MB of output, above the 32 MiB at which the rows stream their
+  // stores; odd rows start unaligned, so the aligned-store head is taken too.
+  using P = mixprec::policy<float>;
+  const std::size_t rows = 2100;
+  const std::size_t f = 4099;
+  const auto x = random_rows<float>(rows, f, 0.5, 1.5, 17);
+  const auto ln = nn::layer_norm<P>::from_params(random_vector(f, 1.0, 0.2, 18), random_vector(f, 0.0, 0.2, 19));
+  const nn::rms_norm<P> rms = nn::rms_norm<P>::from_scale(random_vector(f, 1.0, 0.2, 20));
+  const auto big_ln = ln(x);
+  const auto big_rms = rms(x);
+  for (const std::size_t r : {std::size_t{0}, std::size_t{1}, std::size_t{777}, rows - 1}) {
+    auto row = xt::xtensor<float, 2>::from_shape({1, f});
+    std::copy_n(x.data() + r * f, f, row.data());
+    const auto small_ln = ln(row);
+    const auto small_rms = rms(row);
+    for (std::size_t j = 0; j < f; ++j) {
+      INFO("row " << r << ", feature " << j);
+      REQUIRE(bits_of(big_ln(r, j)) == bits_of(small_ln(0, j)));
+      REQUIRE(bits_of(big_rms(r, j)) == bits_of(small_rms(0, j)));
+    }
+  }
 }
 
 TEST_CASE("threads and forward_into change no bit of a norm, and the fused stream may be updated in place",

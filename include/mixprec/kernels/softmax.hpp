@@ -39,9 +39,12 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/detail/norm_rows.hpp"
+#include "mixprec/kernels/detail/softmax_avx2.hpp"
 #include "mixprec/kernels/reductions.hpp"
 
 namespace mixprec::kernels {
@@ -95,9 +98,21 @@ class online_softmax {
     constexpr A neg_inf = -std::numeric_limits<A>::infinity();
     A block_max = neg_inf;
     bool has_nan = std::isnan(max_);
-    for (const A s : scores) {
-      if (std::isnan(s)) has_nan = true;
-      if (s > block_max) block_max = s;
+    [[maybe_unused]] const bool simd = std::is_same_v<A, float> && detail::simd_rows_active();
+#if MIXPREC_X86_DISPATCH
+    if constexpr (std::is_same_v<A, float>) {
+      if (simd) {
+        const auto block = mixprec::detail::softmax_avx2::max_of<float>(scores.data(), scores.size());
+        block_max = block.max;
+        has_nan = has_nan || block.nan;
+      }
+    }
+#endif
+    if (!simd) {
+      for (const A s : scores) {
+        if (std::isnan(s)) has_nan = true;
+        if (s > block_max) block_max = s;
+      }
     }
     if (has_nan) {
       max_ = sum_ = std::numeric_limits<A>::quiet_NaN();
@@ -112,9 +127,19 @@ class online_softmax {
     // max_ == -Inf: the sum so far is 0 and nothing was accumulated; exp(-Inf) = 0 says so.
     const A alpha = std::exp(max_ - new_max);
     A block_sum{0};
-    for (A& s : scores) {
-      s = std::exp(s - new_max);  // exp(-Inf - m) = 0 for masked positions
-      block_sum += s;
+#if MIXPREC_X86_DISPATCH
+    if constexpr (std::is_same_v<A, float>) {
+      if (simd) {
+        block_sum =
+            static_cast<A>(mixprec::detail::softmax_avx2::exp_shift_in_place(scores.data(), scores.size(), new_max));
+      }
+    }
+#endif
+    if (!simd) {
+      for (A& s : scores) {
+        s = std::exp(s - new_max);  // exp(-Inf - m) = 0 for masked positions
+        block_sum += s;
+      }
     }
     sum_ = sum_ * alpha + block_sum;
     max_ = new_max;
@@ -149,9 +174,25 @@ concept softmax_output =
     !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
 /// The direct softmax of n values at `src` into `dst`, in opmath `A` (two passes over the input, the
-/// sum compensated).
+/// sum compensated). Float opmath with float/bfloat16/float16 ends takes the AVX2 row of
+/// detail/softmax_avx2.hpp when the CPU has it (exp within 1 ulp, the sum in float64, a product by
+/// 1/sum: within 2 ulp of float of this path).
 template <class A, class I, class O>
 void softmax_row(const I* src, O* dst, std::size_t n) {
+#if MIXPREC_X86_DISPATCH
+  if constexpr (std::is_same_v<A, float> && simd_norm_types<I, float, O>) {
+    if (simd_rows_active()) {
+      float* scratch = nullptr;
+      if constexpr (!std::is_same_v<O, float>) {
+        thread_local std::vector<float> row;  // grows to the longest row, then is reused
+        if (row.size() < n) row.resize(n);
+        scratch = row.data();
+      }
+      mixprec::detail::softmax_avx2::softmax_row<I, O>(src, dst, n, scratch);
+      return;
+    }
+  }
+#endif
   constexpr A neg_inf = -std::numeric_limits<A>::infinity();
   A m = neg_inf;
   bool has_nan = false;
@@ -201,7 +242,8 @@ void softmax(const In& x, Out&& y) {
 }
 
 /// Softmax of each row of a row-major [rows, row_length] range `x` into `y` (same size): `softmax`
-/// applied to every consecutive run of `row_length` values (the last axis of an attention score matrix).
+/// applied to every consecutive run of `row_length` values (the last axis of an attention score matrix),
+/// rows split over `mixprec::num_threads()` threads (no bit depends on them).
 /// \throws std::invalid_argument if the sizes differ, or if `row_length` is 0 or does not divide the size.
 template <detail::softmax_input In, detail::softmax_output Out>
 void softmax_rows(const In& x, Out&& y, std::size_t row_length) {
@@ -215,7 +257,12 @@ void softmax_rows(const In& x, Out&& y, std::size_t row_length) {
   }
   const auto* src = std::ranges::data(x);
   auto* dst = std::ranges::data(y);
-  for (std::size_t i = 0; i < n; i += row_length) detail::softmax_row<A>(src + i, dst + i, row_length);
+  // Rows over the kernels' threads (mixprec::num_threads); each row is computed alike on any thread.
+  detail::for_row_blocks(n / row_length, row_length, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t r = begin; r < end; ++r) {
+      detail::softmax_row<A>(src + r * row_length, dst + r * row_length, row_length);
+    }
+  });
 }
 
 }  // namespace mixprec::kernels

@@ -51,6 +51,12 @@ struct layer_norm_options {
 ///   normalises correctly; ordinary rows are not rescaled. The
 ///   normalisation `(x - mean) * (rsqrt(var + eps) * scale) + bias` runs in S with the parameters
 ///   rounded to C; each result is rounded once to `O = output_t<P, T>`.
+/// - **Fast path**: on a CPU with AVX2 (`mixprec::active_isa()`), with T, C and O each float, bfloat16
+///   or float16, ordinary rows take kernels/detail/norm_avx2.hpp instead: the same formula with the
+///   statistics summed in float64 in one pass (d = x - x[0]; mean and variance from Σd and Σd²) and
+///   the last step as one FMA — within a few float32 roundings of the path above; rows that are not
+///   finite or need rescaling still take it. Rows are split over `mixprec::num_threads()` threads;
+///   no bit depends on the thread count.
 /// - **Complex** inputs (Flax's rule): mean of x (complex), variance = mean(|x - mean|^2) (real);
 ///   scale and bias multiply and add as complex numbers.
 /// - **Errors**: `std::invalid_argument` when the last axis is not `features` or parameter shapes differ,
@@ -282,8 +288,7 @@ class layer_norm {
         ctx->rstd.resize(rows);
       }
     }
-    [[maybe_unused]] const bool simd = simd_types && kernels::detail::simd_norms_active();
-    [[maybe_unused]] const bool streaming = simd && kernels::detail::streaming_output(rows * f * sizeof(O));
+    const kernels::detail::row_path path = kernels::detail::choose_row_path<simd_types>(rows * f * sizeof(O));
     kernels::detail::for_row_blocks(rows, f, [&](std::size_t begin, std::size_t end) {
       std::vector<S> row(f);  // the portable path's row
       for (std::size_t r = begin; r < end; ++r) {
@@ -296,15 +301,15 @@ class layer_norm {
           }
         }
         if constexpr (simd_types) {
-          if (simd && kernels::detail::layer_norm_row_simd<T, C, O>(
-                          in + r * f, f, static_cast<float>(epsilon_), scale.data(), bias.data(), out + r * f, xhat,
-                          rstd, r + 1 < end ? in + (r + 1) * f : nullptr, streaming)) {
+          if (path.simd && kernels::detail::layer_norm_row_simd<T, C, O>(
+                               in + r * f, f, static_cast<float>(epsilon_), scale.data(), bias.data(), out + r * f,
+                               xhat, rstd, r + 1 < end ? in + (r + 1) * f : nullptr, path.streaming)) {
             continue;
           }
         }
         portable_row<C>(in + r * f, std::span<S>(row), scale, bias, out + r * f, xhat, rstd);
       }
-      if (streaming) kernels::detail::store_fence();
+      if (path.streaming) kernels::detail::store_fence();
     });
   }
 

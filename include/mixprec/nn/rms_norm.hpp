@@ -116,7 +116,10 @@ struct rms_norm_options {
 ///   float32 row of 3e19, are divided by a power of two first, so every finite row normalises
 ///   correctly); x is normalised in S and the scale applied after normalising, still in S, as
 ///   llama2.c does (`weight[j] * (ss * x[j])`): the scale as stored by default, or rounded to C with
-///   `scale_precision = norm_scale_precision::compute`; one rounding to `O = output_t<P, T>`.
+///   `scale_precision = norm_scale_precision::compute`; one rounding to `O = output_t<P, T>`. On a
+///   CPU with AVX2 and float/bfloat16/float16 types, ordinary rows sum their squares in float64
+///   instead (kernels/detail/norm_avx2.hpp; the fused stream is the same bits), split over
+///   `mixprec::num_threads()` threads.
 ///   An all-zero row gives zeros when epsilon > 0 (0/0 = NaN with epsilon 0, as IEEE says).
 /// - **Fused form** `norm(x, residual)` / `norm(x, no_residual)`: see the file comment. The residual
 ///   must be the same kind of container as x, same shape, element type `residual_t<P, T>`.
@@ -530,24 +533,23 @@ class rms_norm {
       ctx->xhat.resize(rows * f);
       ctx->rstd.resize(rows);
     }
-    [[maybe_unused]] const bool simd = simd_types && kernels::detail::simd_norms_active();
-    [[maybe_unused]] const bool streaming = simd && kernels::detail::streaming_output(rows * f * sizeof(O));
+    const kernels::detail::row_path path = kernels::detail::choose_row_path<simd_types>(rows * f * sizeof(O));
     kernels::detail::for_row_blocks(rows, f, [&](std::size_t begin, std::size_t end) {
       std::vector<S> row(f);  // the portable path's row
       for (std::size_t r = begin; r < end; ++r) {
         S* xhat = ctx != nullptr ? ctx->xhat.data() + r * f : nullptr;
         S* rstd = ctx != nullptr ? ctx->rstd.data() + r : nullptr;
         if constexpr (simd_types) {
-          if (simd && kernels::detail::rms_norm_row_simd<T, C, O>(
-                          in + r * f, f, static_cast<float>(epsilon_), scale.data(), out + r * f, xhat, rstd,
-                          r + 1 < end ? in + (r + 1) * f : nullptr, streaming)) {
+          if (path.simd && kernels::detail::rms_norm_row_simd<T, C, O>(
+                               in + r * f, f, static_cast<float>(epsilon_), scale.data(), out + r * f, xhat, rstd,
+                               r + 1 < end ? in + (r + 1) * f : nullptr, path.streaming)) {
             continue;
           }
         }
         kernels::detail::round_widen_n<C>(in + r * f, f, row.data());
         normalise_row<S>(row.data(), scale, out + r * f, xhat, rstd);
       }
-      if (streaming) kernels::detail::store_fence();
+      if (path.streaming) kernels::detail::store_fence();
     });
   }
 
@@ -567,8 +569,7 @@ class rms_norm {
     }
     const std::optional<R> factor =
         residual_scale_ ? std::optional<R>(kernels::detail::round_to<R>(*residual_scale_)) : std::nullopt;
-    [[maybe_unused]] const bool simd = simd_types && kernels::detail::simd_norms_active();
-    [[maybe_unused]] const bool streaming = simd && kernels::detail::streaming_output(rows * f * sizeof(O));
+    const kernels::detail::row_path path = kernels::detail::choose_row_path<simd_types>(rows * f * sizeof(O));
     kernels::detail::for_row_blocks(rows, f, [&](std::size_t begin, std::size_t end) {
       for (std::size_t r = begin; r < end; ++r) {
         R* s = stream + r * f;
@@ -576,15 +577,17 @@ class rms_norm {
         R* rstd = ctx != nullptr ? ctx->rstd.data() + r : nullptr;
         bool summed = false;  // s holds residual + x already (the AVX2 row declined after the sum)
         if constexpr (simd_types) {
-          if (simd) {
+          if (path.simd) {
             const R* res = residual != nullptr ? residual + r * f : nullptr;
             if (kernels::detail::rms_norm_fused_row_simd<T, O>(
                     in + r * f, res, f, static_cast<float>(epsilon_), scale.data(), out + r * f, s, xhat, rstd,
                     factor ? &*factor : nullptr, r + 1 < end ? in + (r + 1) * f : nullptr,
-                    r + 1 < end && residual != nullptr ? res + f : nullptr, streaming)) {
+                    r + 1 < end && residual != nullptr ? res + f : nullptr, path.streaming)) {
               continue;
             }
-            summed = true;
+            // The declined row's stream holds residual + x; without a residual it is rebuilt below,
+            // so that a signalling NaN of x is quieted exactly as round_to<R> quiets it.
+            summed = residual != nullptr;
           }
         }
         // s = residual + x, element by element in R (one addition each, nothing else).
@@ -601,7 +604,7 @@ class rms_norm {
           for (std::size_t j = 0; j < f; ++j) s[j] = s[j] * *factor;
         }
       }
-      if (streaming) kernels::detail::store_fence();
+      if (path.streaming) kernels::detail::store_fence();
     });
   }
 

@@ -21,6 +21,10 @@
 /// the portable code.
 #define MIXPREC_X86_DISPATCH 1
 #define MIXPREC_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+/// MIXPREC_TARGET_AVX2 for the small vector helpers of the kernels' inner loops (a load, a rounding, an
+/// exp of 8 lanes), always inlined into their AVX2 callers: GCC's inliner otherwise keeps some as
+/// calls, which costs a call and a reload of every constant per vector.
+#define MIXPREC_TARGET_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline))
 #define MIXPREC_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define MIXPREC_TARGET_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
 #else

@@ -38,7 +38,7 @@ inline constexpr bool supported = std::is_same_v<T, float> || std::is_same_v<T, 
 
 /// 8 elements widened exactly to float.
 template <class T>
-MIXPREC_TARGET_AVX2 inline __m256 load8(const T* p) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline __m256 load8(const T* p) noexcept {
   if constexpr (std::is_same_v<T, float>) {
     return _mm256_loadu_ps(p);
   } else if constexpr (std::is_same_v<T, bfloat16>) {
@@ -51,7 +51,7 @@ MIXPREC_TARGET_AVX2 inline __m256 load8(const T* p) noexcept {
 
 /// The first `n` (< 8) elements widened to float, the other lanes 0.
 template <class T>
-MIXPREC_TARGET_AVX2 inline __m256 load_tail(const T* p, std::size_t n) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline __m256 load_tail(const T* p, std::size_t n) noexcept {
   alignas(32) T buffer[8] = {};
   for (std::size_t i = 0; i < n; ++i) buffer[i] = p[i];
   return load8<T>(buffer);
@@ -59,7 +59,7 @@ MIXPREC_TARGET_AVX2 inline __m256 load_tail(const T* p, std::size_t n) noexcept 
 
 /// bfloat16 patterns (in the high halves of the 32-bit lanes, low halves zero) of 8 floats, rounded to
 /// nearest-even; NaN becomes bfloat16's quiet NaN with the sign kept (kernels/detail/convert.hpp).
-MIXPREC_TARGET_AVX2 inline __m256i round_bf16_bits(__m256 v) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline __m256i round_bf16_bits(__m256 v) noexcept {
   const __m256i u = _mm256_castps_si256(v);
   const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   const __m256i rounded = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), odd),
@@ -72,7 +72,7 @@ MIXPREC_TARGET_AVX2 inline __m256i round_bf16_bits(__m256 v) noexcept {
 
 /// 8 floats rounded to C and widened back (`round_to<C>` then `widen`); identity for float.
 template <class C>
-MIXPREC_TARGET_AVX2 inline __m256 round8(__m256 v) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline __m256 round8(__m256 v) noexcept {
   if constexpr (std::is_same_v<C, float>) {
     return v;
   } else if constexpr (std::is_same_v<C, bfloat16>) {
@@ -84,7 +84,7 @@ MIXPREC_TARGET_AVX2 inline __m256 round8(__m256 v) noexcept {
 
 /// 8 floats rounded to O (`round_to<O>`) and stored.
 template <class O>
-MIXPREC_TARGET_AVX2 inline void store8(O* p, __m256 v) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline void store8(O* p, __m256 v) noexcept {
   if constexpr (std::is_same_v<O, float>) {
     _mm256_storeu_ps(p, v);
   } else if constexpr (std::is_same_v<O, bfloat16>) {
@@ -98,7 +98,7 @@ MIXPREC_TARGET_AVX2 inline void store8(O* p, __m256 v) noexcept {
 
 /// The first `n` (< 8) lanes of v rounded to O and stored.
 template <class O>
-MIXPREC_TARGET_AVX2 inline void store_tail(O* p, __m256 v, std::size_t n) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline void store_tail(O* p, __m256 v, std::size_t n) noexcept {
   alignas(32) O buffer[8];
   store8<O>(buffer, v);
   for (std::size_t i = 0; i < n; ++i) p[i] = buffer[i];
@@ -108,7 +108,7 @@ MIXPREC_TARGET_AVX2 inline void store_tail(O* p, __m256 v, std::size_t n) noexce
 MIXPREC_TARGET_AVX2 inline void store_fence() noexcept { _mm_sfence(); }
 
 /// Lanes [0, n) all ones, the others zero (n < 8).
-MIXPREC_TARGET_AVX2 inline __m256 tail_mask(std::size_t n) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline __m256 tail_mask(std::size_t n) noexcept {
   const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), index));
 }
@@ -124,10 +124,11 @@ MIXPREC_TARGET_AVX2 inline moments8 zero_moments() noexcept {
   return {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_ps()};
 }
 
-/// Adds 8 values: d = widen(v) - pivot in float64 (exact: both are floats), Σd (when `Sums`) and Σd²
-/// by FMA (exact products, one rounding per addition).
+/// Adds 8 values: d = widen(v) - pivot in float64 (exact when the exponents of v and the pivot are
+/// within 29 of each other, else one float64 rounding), Σd (when `Sums`) and Σd² by FMA (one rounding
+/// per addition).
 template <bool Sums>
-MIXPREC_TARGET_AVX2 inline void add8(moments8& m, __m256 v, __m256d pivot) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline void add8(moments8& m, __m256 v, __m256d pivot) noexcept {
   const __m256d lo = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), pivot);
   const __m256d hi = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), pivot);
   if constexpr (Sums) {
@@ -139,13 +140,13 @@ MIXPREC_TARGET_AVX2 inline void add8(moments8& m, __m256 v, __m256d pivot) noexc
   m.amax = _mm256_max_ps(_mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF))), m.amax);
 }
 
-MIXPREC_TARGET_AVX2 inline double horizontal_sum(__m256d a, __m256d b) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline double horizontal_sum(__m256d a, __m256d b) noexcept {
   const __m256d s = _mm256_add_pd(a, b);
   const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
   return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
 }
 
-MIXPREC_TARGET_AVX2 inline float horizontal_max(__m256 v) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline float horizontal_max(__m256 v) noexcept {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
@@ -162,7 +163,7 @@ struct row_stats {
 };
 
 /// The sums of two accumulator sets (two sets: independent chains, so the FP adds' latency is hidden).
-MIXPREC_TARGET_AVX2 inline row_stats finish(double pivot, const moments8& a, const moments8& b) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline row_stats finish(double pivot, const moments8& a, const moments8& b) noexcept {
   return {pivot, horizontal_sum(_mm256_add_pd(a.sum_lo, a.sum_hi), _mm256_add_pd(b.sum_lo, b.sum_hi)),
           horizontal_sum(_mm256_add_pd(a.squares_lo, a.squares_hi), _mm256_add_pd(b.squares_lo, b.squares_hi)),
           horizontal_max(_mm256_max_ps(a.amax, b.amax))};
@@ -174,7 +175,7 @@ inline constexpr bool rounds = !std::is_same_v<C, float> && !std::is_same_v<C, T
 
 /// 8 elements of x widened to float and rounded to C (`round_to<C>`, skipped where exact).
 template <class T, class C>
-MIXPREC_TARGET_AVX2 inline __m256 load_c(const T* x) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline __m256 load_c(const T* x) noexcept {
   if constexpr (rounds<T, C>) {
     return round8<C>(load8<T>(x));
   } else {
@@ -184,7 +185,7 @@ MIXPREC_TARGET_AVX2 inline __m256 load_c(const T* x) noexcept {
 
 /// 8 elements of x (or the first `t` < 8, the other lanes 0) rounded to C and widened to float.
 template <class T, class C>
-MIXPREC_TARGET_AVX2 inline __m256 load_rounded(const T* x, std::size_t t) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline __m256 load_rounded(const T* x, std::size_t t) noexcept {
   return round8<C>(t >= 8 ? load8<T>(x) : load_tail<T>(x, t));
 }
 
@@ -251,7 +252,7 @@ MIXPREC_TARGET_AVX2 inline row_stats add_residual_row(const T* x, const float* r
 /// 8 values rounded to O and stored with a non-temporal store (past the caches: for outputs too large
 /// to stay in them, so that no line is read for ownership first); `p` aligned to the store's width.
 template <class O>
-MIXPREC_TARGET_AVX2 inline void stream8(O* p, __m256 v) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline void stream8(O* p, __m256 v) noexcept {
   if constexpr (std::is_same_v<O, float>) {
     _mm256_stream_ps(p, v);
   } else {
@@ -270,10 +271,12 @@ template <class O>
 }
 
 /// Prefetches the cache line holding element j of the next row (null: none) while this row is
-/// normalised, so that the next row's first pass does not wait for memory (one line per 64 bytes).
+/// normalised, so that the next row's first pass does not wait for memory (one line per 64 bytes of
+/// row; T of at most 8 bytes).
 template <class T>
-MIXPREC_TARGET_AVX2 inline void prefetch_next(const void* next, std::size_t j) noexcept {
-  if (next != nullptr && (j * sizeof(T)) % 64 == 0) {
+MIXPREC_TARGET_AVX2_INLINE inline void prefetch_next(const void* next, std::size_t j) noexcept {
+  // j steps by 8 from any start: exactly one j per 64-byte block of the row passes this test.
+  if (next != nullptr && j % (64 / sizeof(T)) < 8) {
     _mm_prefetch(static_cast<const char*>(next) + j * sizeof(T), _MM_HINT_T0);
   }
 }
@@ -284,10 +287,21 @@ enum class store_kind : std::uint8_t {
   streaming,  ///< non-temporal stores, for outputs larger than the last-level cache
 };
 
+/// 8 values rounded to O and stored the `Store` way (`stream8` needs y aligned).
+template <class O, store_kind Store>
+MIXPREC_TARGET_AVX2_INLINE inline void put8(O* y, __m256 v) noexcept {
+  if constexpr (Store == store_kind::streaming) {
+    stream8<O>(y, v);
+  } else {
+    store8<O>(y, v);
+  }
+}
+
 /// Layer normalisation of t ≤ 8 elements (a row's head or tail).
 template <class T, class C, class O>
-MIXPREC_TARGET_AVX2 inline void layer_norm_part(const T* x, std::size_t t, __m256 m, __m256 c, __m256 r,
-                                                const float* scale, const float* bias, O* y, float* xhat) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline void layer_norm_part(const T* x, std::size_t t, __m256 m, __m256 c, __m256 r,
+                                                       const float* scale, const float* bias, O* y,
+                                                       float* xhat) noexcept {
   const __m256 d = _mm256_sub_ps(_mm256_sub_ps(load_rounded<T, C>(x, t), m), c);
   store_tail<O>(y, _mm256_fmadd_ps(d, _mm256_mul_ps(r, load_tail<float>(scale, t)), load_tail<float>(bias, t)), t);
   if (xhat != nullptr) store_tail<float>(xhat, _mm256_mul_ps(d, r), t);
@@ -313,11 +327,7 @@ MIXPREC_TARGET_AVX2 inline void layer_norm_apply(const T* x, std::size_t n, floa
       prefetch_next<T>(next, j);
       const __m256 d = _mm256_sub_ps(_mm256_sub_ps(load_c<T, C>(x + j), m), c);
       const __m256 v = _mm256_fmadd_ps(d, _mm256_mul_ps(r, _mm256_loadu_ps(scale + j)), _mm256_loadu_ps(bias + j));
-      if constexpr (Store == store_kind::streaming) {
-        stream8<O>(y + j, v);
-      } else {
-        store8<O>(y + j, v);
-      }
+      put8<O, Store>(y + j, v);
     }
   } else {
     for (; n - j >= 8; j += 8) {
@@ -333,8 +343,8 @@ MIXPREC_TARGET_AVX2 inline void layer_norm_apply(const T* x, std::size_t n, floa
 
 /// RMS normalisation of t ≤ 8 elements (a row's head or tail).
 template <class T, class C, class O>
-MIXPREC_TARGET_AVX2 inline void rms_norm_part(const T* x, std::size_t t, __m256 r, const float* scale, O* y,
-                                              float* xhat) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline void rms_norm_part(const T* x, std::size_t t, __m256 r, const float* scale, O* y,
+                                                     float* xhat) noexcept {
   const __m256 xh = _mm256_mul_ps(load_rounded<T, C>(x, t), r);
   store_tail<O>(y, _mm256_mul_ps(xh, load_tail<float>(scale, t)), t);
   if (xhat != nullptr) store_tail<float>(xhat, xh, t);
@@ -357,11 +367,7 @@ MIXPREC_TARGET_AVX2 inline void rms_norm_apply(const T* x, std::size_t n, float 
       prefetch_next<Next>(next, j);
       prefetch_next<float>(next2, j);
       const __m256 v = _mm256_mul_ps(_mm256_mul_ps(load_c<T, C>(x + j), r), _mm256_loadu_ps(scale + j));
-      if constexpr (Store == store_kind::streaming) {
-        stream8<O>(y + j, v);
-      } else {
-        store8<O>(y + j, v);
-      }
+      put8<O, Store>(y + j, v);
     }
   } else {
     for (; n - j >= 8; j += 8) {
@@ -389,8 +395,8 @@ inline bool plain_row(const row_stats& stats, std::size_t n) noexcept {
   return std::isfinite(stats.squares) && kernels::detail::rescaling_exponent_of_max(stats.amax, n) == 0;
 }
 
-/// One row of `nn::layer_norm`: x [n] in T, rounded to C; y [n] in O; x̂ and r saved when `xhat` is
-/// non-null. Two passes over x (the second from L1): statistics in float64 — with d = x - x[0], mean
+/// One row of `nn::layer_norm`: x [n] (n >= 1) in T, rounded to C; y [n] in O; x̂ and r saved when
+/// `xhat` is non-null. Two passes over x (the second from L1): statistics in float64 — with d = x - x[0], mean
 /// = x[0] + Σd/n and var = Σd²/n - (Σd/n)², each rounded once to float (epsilon is then added in
 /// float, as on the portable path) — and the normalisation. Returns false, having written nothing,
 /// when the row is not finite or needs rescaling (the caller takes the portable path).

@@ -31,7 +31,7 @@ inline constexpr bool simd_norm_types =
 #endif
 
 /// Whether this CPU (under `MIXPREC_ISA` / `isa_limit_scope`) runs the AVX2 norm rows. Read once per call.
-[[nodiscard]] inline bool simd_norms_active() noexcept {
+[[nodiscard]] inline bool simd_rows_active() noexcept {
 #if MIXPREC_X86_DISPATCH
   return active_isa() >= isa::avx2;
 #else
@@ -57,6 +57,19 @@ inline constexpr bool simd_norm_types =
 /// Whether a kernel writes an output of `bytes` with non-temporal stores: when it is larger than the
 /// last-level cache, which it would only flush (glibc's memcpy makes the same choice above 3/4 of it).
 [[nodiscard]] inline bool streaming_output(std::size_t bytes) noexcept { return bytes > last_level_cache_bytes(); }
+
+/// How a norm call runs its rows: the AVX2 rows or not, and with non-temporal stores or not.
+struct row_path {
+  bool simd;       ///< `simd_rows_active()` and the types take the AVX2 rows
+  bool streaming;  ///< `streaming_output` of the whole output (AVX2 rows only)
+};
+
+/// The `row_path` of a call writing `output_bytes` with types that take the AVX2 rows when `SimdTypes`.
+template <bool SimdTypes>
+[[nodiscard]] row_path choose_row_path(std::size_t output_bytes) noexcept {
+  const bool simd = SimdTypes && simd_rows_active();
+  return {simd, simd && streaming_output(output_bytes)};
+}
 
 /// Orders the calling thread's non-temporal stores before its later stores (the end of a row block).
 inline void store_fence() noexcept {

@@ -1,6 +1,7 @@
-// Google Benchmark: mixprec's normalisation layers against a memcpy of the same bytes and oneDNN's
-// layer normalisation primitive, in the same run (issue 9). benchmarks/norm_report.py turns one JSON
-// run into the table of docs/performance.md.
+// Google Benchmark: mixprec's row-wise memory-bound kernels — the normalisation layers and the
+// softmax — against a memcpy of the same bytes and oneDNN's layer normalisation primitive, in the
+// same run (issue 9). benchmarks/rows_report.py turns one JSON run into the table of
+// docs/performance.md.
 //
 // Arguments {rows, features, threads}: 2048×1024 (in the last-level cache) and 8192×4096 (out of it),
 // each with 1 and 2 threads. Every case writes into buffers made before the timing (forward_into).
@@ -9,6 +10,7 @@
 //  - layer_norm/bf16:        nn::layer_norm<p=f32,c=bf16,o=bf16>, bfloat16 in, bfloat16 out
 //  - rms_norm_residual/f32:  the fused nn::rms_norm<policy<float>>: float x and residual stream in,
 //                            float out, stream updated in place (llama's pre-norm)
+//  - softmax/f32, /bf16:     kernels::softmax_rows, float in and out / bfloat16 in and out
 //  - memcpy/<bytes>:         std::memcpy of <bytes> per element of the problem, split over the threads
 //                            (4: what layer_norm/f32 reads and writes, 2: bf16, 8: rms_norm_residual)
 //  - onednn_f32/_bf16:       oneDNN's layer_normalization_forward (inference, scale and shift)
@@ -26,6 +28,7 @@
 
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/kernels/softmax.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/rms_norm.hpp"
 #include "peer_threads.hpp"
@@ -100,6 +103,20 @@ void rms_norm_residual(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   set_bytes(state, static_cast<double>(s.size() * 4 * sizeof(float)));
+}
+
+template <class T>
+void softmax(benchmark::State& state) {
+  const shape s = shape_of(state);
+  const threads_for threads(s.threads);
+  const auto x = random_rows<T>(s, 7);
+  auto y = xt::xtensor<T, 2>::from_shape({s.rows, s.features});
+  for (auto _ : state) {
+    mixprec::kernels::softmax_rows(x, y, s.features);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, static_cast<double>(s.size() * 2 * sizeof(T)));
 }
 
 /// memcpy of bytes_per_element × rows × features bytes, in as many contiguous parts as threads.
@@ -186,6 +203,8 @@ void shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK_TEMPLATE(layer_norm, float, policy<float>)->Name("layer_norm/f32")->Apply(shapes);
 BENCHMARK_TEMPLATE(layer_norm, bfloat16, policy<float, bfloat16, bfloat16>)->Name("layer_norm/bf16")->Apply(shapes);
 BENCHMARK(rms_norm_residual)->Name("rms_norm_residual/f32")->Apply(shapes);
+BENCHMARK_TEMPLATE(softmax, float)->Name("softmax/f32")->Apply(shapes);
+BENCHMARK_TEMPLATE(softmax, bfloat16)->Name("softmax/bf16")->Apply(shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 4, 4)->Name("memcpy/4B")->Apply(shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 2, 2)->Name("memcpy/2B")->Apply(shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 8, 8)->Name("memcpy/8B")->Apply(shapes);
