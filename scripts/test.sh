@@ -3,11 +3,11 @@
 # tests, the no-Eigen/xtensor check, the package consumers and the examples), on a Debian machine.
 # Installs missing Debian packages first.
 #
-#   ./scripts/test.sh                  GCC, Debug, AddressSanitizer + UndefinedBehaviorSanitizer (also
-#                                      builds the benchmarks, checks every header)
-#   ./scripts/test.sh gcc clang release
+#   ./scripts/test.sh                  GCC, Debug (also builds the benchmarks, checks every header)
+#   ./scripts/test.sh gcc clang asan release
 #                                      each configure preset of CMakePresets.json in turn
-#                                      (tsan: GCC with ThreadSanitizer, the areas with shared state;
+#                                      (asan: GCC with AddressSanitizer + UndefinedBehaviorSanitizer;
+#                                      tsan: GCC with ThreadSanitizer, the areas with shared state;
 #                                      release: GCC -O2, tests and examples, warnings as errors;
 #                                      fuzz: Clang libFuzzer targets, a bounded number of inputs each)
 #
