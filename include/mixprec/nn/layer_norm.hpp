@@ -290,7 +290,7 @@ class layer_norm {
     }
     const kernels::detail::row_path path = kernels::detail::choose_row_path<simd_types>(rows * f * sizeof(O));
     kernels::detail::for_row_blocks(rows, f, [&](std::size_t begin, std::size_t end) {
-      std::vector<S> row(f);  // the portable path's row
+      std::vector<S> row;  // the portable path's row, made when a row takes that path
       for (std::size_t r = begin; r < end; ++r) {
         S* xhat = nullptr;
         S* rstd = nullptr;
@@ -307,6 +307,7 @@ class layer_norm {
             continue;
           }
         }
+        row.resize(f);
         portable_row<C>(in + r * f, std::span<S>(row), scale, bias, out + r * f, xhat, rstd);
       }
       if (path.streaming) kernels::detail::store_fence();

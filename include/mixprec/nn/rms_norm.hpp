@@ -535,7 +535,7 @@ class rms_norm {
     }
     const kernels::detail::row_path path = kernels::detail::choose_row_path<simd_types>(rows * f * sizeof(O));
     kernels::detail::for_row_blocks(rows, f, [&](std::size_t begin, std::size_t end) {
-      std::vector<S> row(f);  // the portable path's row
+      std::vector<S> row;  // the portable path's row, made when a row takes that path
       for (std::size_t r = begin; r < end; ++r) {
         S* xhat = ctx != nullptr ? ctx->xhat.data() + r * f : nullptr;
         S* rstd = ctx != nullptr ? ctx->rstd.data() + r : nullptr;
@@ -546,6 +546,7 @@ class rms_norm {
             continue;
           }
         }
+        row.resize(f);
         kernels::detail::round_widen_n<C>(in + r * f, f, row.data());
         normalise_row<S>(row.data(), scale, out + r * f, xhat, rstd);
       }

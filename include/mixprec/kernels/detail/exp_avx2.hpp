@@ -38,10 +38,13 @@ constexpr float inverse_factorial(int k) {
   return static_cast<float>(1.0 / f);
 }
 
-/// Below this, exp(x) is less than half the smallest subnormal float and rounds to +0.
-inline constexpr float underflow_below = -103.972084F;  // ln(2^-150), rounded toward 0
-/// Above this, exp(x) overflows float (ln of float's max, rounded down).
-inline constexpr float overflow_above = 88.7228394F;
+/// Below ln(2^-150) (about -103.97), exp(x) is at most half float's smallest subnormal and rounds to
+/// +0; above 128 ln 2 (about 88.72), beyond ln(float max), it overflows. Between ln(float max) and
+/// 128 ln 2 the scaling itself overflows to +Inf. Both bounds keep k in [-150, 128].
+inline constexpr float underflow_below = static_cast<float>(
+    (std::numeric_limits<float>::min_exponent - std::numeric_limits<float>::digits - 1) * std::numbers::ln2);
+inline constexpr float overflow_above =
+    static_cast<float>(std::numeric_limits<float>::max_exponent * std::numbers::ln2);
 
 /// 2^e as floats, for e in [-126, 127] (the exponent field set directly).
 MIXPREC_TARGET_AVX2_INLINE inline __m256 power_of_two(__m256i e) noexcept {

@@ -58,9 +58,7 @@ MIXPREC_TARGET_AVX2 inline row_max max_of(const I* x, std::size_t n) noexcept {
     if (t < 8) a = _mm256_blendv_ps(neg_inf, a, tail_mask(t));
     m0 = _mm256_max_ps(m0, a);
   }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_max_ps(m0, m1));
-  return {*std::max_element(lanes, lanes + 8), _mm256_movemask_ps(nan) != 0};
+  return {norm_avx2::horizontal_max(_mm256_max_ps(m0, m1)), _mm256_movemask_ps(nan) != 0};
 }
 
 /// e_j = exp(x_j - m) for x [n]; stored to `e` when it is non-null (may be x itself when I is float);
