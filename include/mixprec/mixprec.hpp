@@ -1,7 +1,7 @@
 /// \file
 /// \brief The full umbrella: everything in `<mixprec/core.hpp>` (formats, dtypes, promotion,
 /// policies, casting, loss scaling) plus the Eigen and xtensor adapters, the kernels, the layers
-/// (`nn::`) and the diagnostics. Needs Eigen 3.4 and
+/// (`nn::`), the scaled tensors (`scaled::` ops) and the diagnostics. Needs Eigen 3.4 and
 /// xtensor 0.24 on the include path (the CMake target `mixprec::mixprec` puts them there). Code that
 /// needs neither should include `<mixprec/core.hpp>` instead.
 #pragma once
@@ -27,6 +27,13 @@
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/rms_norm.hpp"
 #include "mixprec/nn/rotary.hpp"
+
+#include "mixprec/scaled/block_scaling.hpp"
+#include "mixprec/scaled/delayed_scaling.hpp"
+#include "mixprec/scaled/ops.hpp"
+#include "mixprec/scaled/scale_estimate.hpp"
+#include "mixprec/scaled/scaled_format.hpp"
+#include "mixprec/scaled/scaled_tensor.hpp"
 
 #include "mixprec/diagnostics/parity.hpp"
 #include "mixprec/diagnostics/probe.hpp"
