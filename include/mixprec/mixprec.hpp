@@ -20,6 +20,7 @@
 #include "mixprec/nn/attention.hpp"
 #include "mixprec/nn/cross_entropy.hpp"
 #include "mixprec/nn/dense.hpp"
+#include "mixprec/nn/dot_product.hpp"
 #include "mixprec/nn/embedding.hpp"
 #include "mixprec/nn/feed_forward.hpp"
 #include "mixprec/nn/kv_cache.hpp"
@@ -30,6 +31,7 @@
 
 #include "mixprec/scaled/block_scaling.hpp"
 #include "mixprec/scaled/delayed_scaling.hpp"
+#include "mixprec/scaled/float8_dot.hpp"
 #include "mixprec/scaled/ops.hpp"
 #include "mixprec/scaled/scale_estimate.hpp"
 #include "mixprec/scaled/scaled_format.hpp"

@@ -8,6 +8,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <numbers>
 #include <optional>
 #include <random>
@@ -27,6 +28,7 @@
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/packed_weights.hpp"
 #include "mixprec/nn/detail/validate.hpp"
+#include "mixprec/nn/dot_product.hpp"
 #include "mixprec/nn/layer_types.hpp"
 
 namespace mixprec::nn {
@@ -86,6 +88,9 @@ template <class Rng>
 ///   rounded to C, summed in float32, rounded once to the input type T) and adds kernel += xᵀ · dy and
 ///   bias += Σrows dy into `grads` (`grad_t<P>`: float32, float64 under float64). `for_each_parameter`
 ///   and `gradients::for_each` walk the same names in the same order: "kernel", "bias".
+/// - **Dot injection** (`set_dot`, nn/dot_product.hpp): an injected `dot_product` computes both
+///   products of the forward and backward passes instead of kernels::matmul (a float8 product with
+///   delayed scaling, say); the policy's roundings of x, dy, the bias and y stay the layer's.
 ///
 /// **Example**:
 ///
@@ -214,6 +219,14 @@ class dense {
   /// non-const access (`kernel()`, `for_each_parameter`, assignment); only a write through a reference
   /// kept across a call needs this.
   void parameters_changed() noexcept { packed_.invalidate(); }
+
+  /// Injects `dot` as this layer's matrix products (nn/dot_product.hpp: Flax's `dot_general`, Haliax's
+  /// dot injection), in `operator()`, `forward`, `project` and both backward passes; nullptr restores
+  /// the plain product. Copies of the layer share the injected object (and its state, such as
+  /// delayed-scaling histories); inject a fresh one per layer. Real compute types only.
+  void set_dot(std::shared_ptr<dot_product> dot) noexcept { dot_ = std::move(dot); }
+  /// The injected product, or nullptr for the plain one.
+  [[nodiscard]] const std::shared_ptr<dot_product>& dot() const noexcept { return dot_; }
   /// The bias, writable. Its shape must not change.
   [[nodiscard]] std::optional<bias_type>& bias() noexcept { return bias_; }
 
@@ -292,6 +305,11 @@ class dense {
     std::vector<C> dy_c(dy.size());
     kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
     auto dx = detail::make_like<T>(dy, in_features());
+    if (dot_) {
+      const std::vector<float> dx_f = injected_backward(ctx, dy_c, grads);
+      kernels::detail::round_n<T>(dx_f.data(), dx_f.size(), dx.data());
+      return dx;
+    }
     // dx [rows, in] = dy [rows, out] · kernelᵀ: the [in, out] kernel read as b(k = out, n = in), n_k.
     bool packed_done = false;
     if constexpr (detail::packable_compute<C>) {
@@ -326,6 +344,11 @@ class dense {
     check_gradients(grads);
     std::vector<C> dy_c(dy.size());
     kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
+    if (dot_) {
+      const std::vector<float> dx_f = injected_backward(ctx, dy_c, grads);
+      for (std::size_t i = 0; i < dx_f.size(); ++i) dx_acc[i] += static_cast<accumulator_t<C>>(dx_f[i]);
+      return;
+    }
     bool packed_done = false;
     if constexpr (detail::packable_compute<C>) {
       if (detail::use_packed<C>()) {
@@ -345,6 +368,10 @@ class dense {
   /// for float32-accumulating C, else kernels::matmul on the kernel as stored.
   template <class C, class XR, class YR>
   void multiply(const XR& x, YR&& y, std::size_t rows) const {
+    if (dot_) {
+      injected_multiply<C>(x, y, rows);
+      return;
+    }
     bool packed_done = false;
     if constexpr (detail::packable_compute<C>) {
       if (detail::use_packed<C>()) {
@@ -369,6 +396,78 @@ class dense {
   }
 
   /// The kernel [in, out] read as b(k = out, n = in) (its transpose), packed for C and kept.
+  template <class C>
+  static constexpr void check_injectable() {
+    static_assert(!kernels::detail::is_complex_v<C>,
+                  "nn::dense: an injected dot_product works on real values; use a real compute type or the plain "
+                  "product (set_dot(nullptr)).");
+  }
+
+  /// The kernel as float32 values (a copy unless the parameters are float).
+  [[nodiscard]] std::vector<float> kernel_as_float() const {
+    std::vector<float> k(kernel_.size());
+    kernels::detail::round_n<float>(kernel_.data(), kernel_.size(), k.data());
+    return k;
+  }
+
+  /// y = x · kernel (+ bias) through the injected product (nn/dot_product.hpp): x rounded to C and
+  /// widened to float, the bias rounded to C and added in float32, y rounded once to its type.
+  template <class C, class XR, class YR>
+  void injected_multiply(const XR& x, YR&& y, std::size_t rows) const {
+    check_injectable<C>();
+    const dot_shape s{rows, in_features(), out_features()};
+    std::vector<float> x_f(rows * s.in);
+    const auto* xp = std::ranges::data(x);
+    for (std::size_t i = 0; i < x_f.size(); ++i) x_f[i] = static_cast<float>(kernels::detail::round_to<C>(xp[i]));
+    std::vector<float> y_f(rows * s.out);
+    if constexpr (std::is_same_v<param_type, float>) {
+      dot_->forward(x_f, std::span<const float>(kernel_.data(), kernel_.size()), y_f, s);
+    } else {
+      dot_->forward(x_f, kernel_as_float(), y_f, s);
+    }
+    if (bias_) {
+      for (std::size_t o = 0; o < s.out; ++o) {
+        const auto b = static_cast<float>(kernels::detail::round_to<C>(bias_->data()[o]));
+        for (std::size_t r = 0; r < rows; ++r) y_f[r * s.out + o] += b;
+      }
+    }
+    auto* yp = std::ranges::data(y);
+    using Y = std::remove_cvref_t<decltype(*yp)>;
+    kernels::detail::round_n<Y>(y_f.data(), y_f.size(), yp);
+  }
+
+  /// The backward pass through the injected product: returns dx as float32 and adds the kernel and
+  /// bias gradients to `grads`.
+  template <class T, class C>
+  std::vector<float> injected_backward(const saved<T>& ctx, const std::vector<C>& dy_c, gradients& grads) const {
+    check_injectable<C>();
+    const dot_shape s{ctx.rows, in_features(), out_features()};
+    std::vector<float> x_f(ctx.x.size()), dy_f(dy_c.size());
+    kernels::detail::round_n<float>(ctx.x.data(), ctx.x.size(), x_f.data());
+    kernels::detail::round_n<float>(dy_c.data(), dy_c.size(), dy_f.data());
+    std::vector<float> dx_f(s.rows * s.in), dkernel(s.in * s.out);
+    if constexpr (std::is_same_v<param_type, float>) {
+      dot_->backward(x_f, dy_f, std::span<const float>(kernel_.data(), kernel_.size()), dx_f, dkernel, s);
+    } else {
+      dot_->backward(x_f, dy_f, kernel_as_float(), dx_f, dkernel, s);
+    }
+    grad_type* g = grads.kernel.data();
+    for (std::size_t i = 0; i < dkernel.size(); ++i) g[i] += static_cast<grad_type>(dkernel[i]);
+    add_bias_gradient(dy_c, grads, s.rows);
+    return dx_f;
+  }
+
+  template <class C>
+  void add_bias_gradient(const std::vector<C>& dy_c, gradients& grads, std::size_t rows) const {
+    if (!bias_) return;
+    grad_type* db = grads.bias->data();
+    const std::size_t out = out_features();
+    for (std::size_t r = 0; r < rows; ++r) {
+      const C* row = dy_c.data() + r * out;
+      for (std::size_t o = 0; o < out; ++o) db[o] += static_cast<grad_type>(row[o]);
+    }
+  }
+
   template <class C>
   std::shared_ptr<const kernels::packed_b> transposed_kernel() const {
     return packed_.template get<C>(detail::flat(kernel_), out_features(), in_features(), kernels::b_layout::n_k);
@@ -399,14 +498,7 @@ class dense {
                                     {in_features(), rows, out_features()});
       for (std::size_t i = 0; i < tmp.size(); ++i) grads.kernel.data()[i] += static_cast<G>(tmp[i]);
     }
-    if (bias_) {
-      G* db = grads.bias->data();
-      const std::size_t out = out_features();
-      for (std::size_t r = 0; r < rows; ++r) {
-        const C* row = dy_c.data() + r * out;
-        for (std::size_t o = 0; o < out; ++o) db[o] += static_cast<G>(row[o]);
-      }
-    }
+    add_bias_gradient(dy_c, grads, rows);
   }
 
   template <class W>
@@ -426,6 +518,7 @@ class dense {
   kernel_type kernel_;
   std::optional<bias_type> bias_;
   detail::packed_weight_cache packed_;  ///< kernel_ packed per compute type and orientation
+  std::shared_ptr<dot_product> dot_;    ///< the injected product, or nullptr (set_dot)
 };
 
 }  // namespace mixprec::nn

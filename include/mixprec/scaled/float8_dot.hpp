@@ -1,0 +1,271 @@
+/// \file
+/// \brief Quantised products to inject into dense layers (nn/dot_product.hpp, "dot injection"):
+/// `scaled::float8_dot`, the float8 product of NVIDIA TransformerEngine's delayed-scaling recipe
+/// (forward E4M3, backward E5M2 under the hybrid format), and `scaled::float8_weight_dot`, weight-only
+/// float8 with per-output-channel scales.
+///
+/// **float8_dot** (per layer: three `delayed_scaling` tensors, x, kernel and dy). Each call quantises
+/// its operands by their delayed scales (data = v * M / scale, rounded to nearest even, saturated to
+/// +-M and counted when they saturate), multiplies the float8 data through kernels::matmul (converted
+/// exactly to bfloat16, products exact and summed in float32) and multiplies the sums by the two
+/// steps (scale / M):
+///
+///     forward   y      = Q_fwd(x) · Q_fwd(kernel)                      (e4m3fn x e4m3fn)
+///     backward  dx     = Q_bwd(dy) · Q_fwd(kernel)ᵀ                    (e5m2 x e4m3fn under hybrid)
+///               dkernel = Q_fwd(x)ᵀ · Q_bwd(dy)                        (e4m3fn x e5m2)
+///
+/// The backward pass quantises x and the kernel with the scales of the forward pass of the same step,
+/// so it sees the operands the forward saw (TransformerEngine keeps them; we quantise again, bit for
+/// bit the same). Each call records the amaxes of its operands; `update_scales()`, called once per
+/// training step after the optimiser (TE's amax reduction at the end of an iteration), moves the
+/// step's largest amax of each tensor into its history, so the scales used at step t come from the
+/// amaxes of steps before t. Before any history, a call measures its operands (current scaling) so the
+/// first step is not quantised by an arbitrary scale (TE starts from scale 1). Thread-safe: the
+/// training loop's workers call one layer at once; the scales change only in `update_scales`.
+///
+/// **float8_weight_dot** (weight-only float8, for inference): each call quantises the kernel to
+/// e4m3fn with one scale per output column (its amax, current scaling) and multiplies it with x
+/// rounded to bfloat16, y[:, j] = (x · Q(kernel)[:, j]) * step_j. Its backward pass is the
+/// straight-through estimator: dx uses the quantised kernel, dkernel = xᵀ · dy in float32 (the master
+/// weights are updated as if the quantisation were the identity).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/formats/float8.hpp"
+#include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/gemm.hpp"
+#include "mixprec/kernels/matmul_accumulate.hpp"
+#include "mixprec/nn/dot_product.hpp"
+#include "mixprec/scaled/delayed_scaling.hpp"
+#include "mixprec/scaled/scaled_format.hpp"
+
+namespace mixprec::scaled {
+
+namespace detail {
+
+/// float8 data of `x` at `multiplier` (= M / scale): x * multiplier in float, clamped to +-M (the
+/// clamped count added to `clipped`), then rounded to F in bulk. Returns amax(x) (NaN if x holds one).
+template <class F>
+float quantise_by_multiplier(std::span<const float> x, double multiplier, std::vector<F>& out, std::size_t& clipped) {
+  constexpr float m = static_cast<float>(format_max<F>());
+  const auto mult = static_cast<float>(multiplier);
+  std::vector<float> scaled(x.size());
+  float amax = 0.0f;
+  std::size_t clips = 0;
+  bool nan = false;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float a = std::fabs(x[i]);
+    nan |= a != a;
+    amax = std::max(amax, a);
+    const float v = x[i] * mult;
+    clips += std::fabs(v) > m ? 1U : 0U;
+    scaled[i] = std::clamp(v, -m, m);  // NaN stays NaN
+  }
+  out.resize(x.size());
+  kernels::detail::round_n<F>(scaled.data(), scaled.size(), out.data());
+  clipped += clips;
+  return nan ? std::numeric_limits<float>::quiet_NaN() : amax;
+}
+
+/// amax of x (NaN when x holds one), for a first call with no history.
+inline float amax_of(std::span<const float> x) {
+  float amax = 0.0f;
+  for (const float v : x) {
+    const float a = std::fabs(v);
+    if (a != a) return a;
+    amax = std::max(amax, a);
+  }
+  return amax;
+}
+
+}  // namespace detail
+
+/// Counters of a float8 product: saturated operand elements since construction, per tensor.
+struct float8_clip_counts {
+  std::size_t x = 0;       ///< inputs beyond the delayed scale of x
+  std::size_t kernel = 0;  ///< weights beyond theirs
+  std::size_t dy = 0;      ///< output gradients beyond theirs
+};
+
+/// The float8 product with delayed scaling (file comment), for `nn::dense::set_dot`. `Format` is the
+/// recipe (TE's `Format`): hybrid (e4m3fn forward, e5m2 backward, TE's default) or e4m3.
+template <float8_recipe_format Format = float8_recipe_format::hybrid>
+class float8_dot final : public nn::dot_product {
+ public:
+  using forward_format = typename float8_recipe_formats<Format>::forward_format;
+  using backward_format = typename float8_recipe_formats<Format>::backward_format;
+
+  /// A product whose three tensors use `options` (history length, max/most_recent, margin, power of
+  /// two). \throws std::invalid_argument for invalid options (delayed_scaling's checks).
+  explicit float8_dot(const delayed_scaling_options& options = {}) : x_(options), kernel_(options), dy_(options) {}
+
+  void forward(std::span<const float> x, std::span<const float> kernel, std::span<float> y, nn::dot_shape s) override {
+    const operand_scales sc = scales_for(x, kernel, {});
+    std::vector<forward_format> xq, kq;
+    std::size_t x_clips = 0, k_clips = 0;
+    const float x_amax = detail::quantise_by_multiplier(x, format_max<forward_format>() / sc.x, xq, x_clips);
+    const float k_amax = detail::quantise_by_multiplier(kernel, format_max<forward_format>() / sc.kernel, kq, k_clips);
+    kernels::matmul<bfloat16>(xq, kq, y, {.m = s.rows, .k = s.in, .n = s.out}, kernels::b_layout::k_n);
+    const auto step =
+        static_cast<float>(sc.x / format_max<forward_format>() * sc.kernel / format_max<forward_format>());
+    for (float& v : y) v *= step;
+    const std::lock_guard lock(mutex_);
+    pending_.x = nan_max(pending_.x, x_amax);
+    pending_.kernel = nan_max(pending_.kernel, k_amax);
+    clips_.x += x_clips;
+    clips_.kernel += k_clips;
+  }
+
+  void backward(std::span<const float> x, std::span<const float> dy, std::span<const float> kernel, std::span<float> dx,
+                std::span<float> dkernel, nn::dot_shape s) override {
+    const operand_scales sc = scales_for(x, kernel, dy);
+    std::vector<forward_format> xq, kq;
+    std::vector<backward_format> gq;
+    std::size_t ignored = 0, g_clips = 0;  // x and the kernel were counted in the forward pass
+    (void)detail::quantise_by_multiplier(x, format_max<forward_format>() / sc.x, xq, ignored);
+    (void)detail::quantise_by_multiplier(kernel, format_max<forward_format>() / sc.kernel, kq, ignored);
+    const float g_amax = detail::quantise_by_multiplier(dy, format_max<backward_format>() / sc.dy, gq, g_clips);
+    const double kernel_step = sc.kernel / format_max<forward_format>();
+    const double x_step = sc.x / format_max<forward_format>();
+    const double dy_step = sc.dy / format_max<backward_format>();
+    // dx [rows, in] = dy [rows, out] · kernelᵀ: the [in, out] kernel read as b(k = out, n = in).
+    kernels::matmul<bfloat16>(gq, kq, dx, {.m = s.rows, .k = s.out, .n = s.in}, kernels::b_layout::n_k);
+    const auto dx_step = static_cast<float>(dy_step * kernel_step);
+    for (float& v : dx) v *= dx_step;
+    // dkernel [in, out] = xᵀ [in, rows] · dy [rows, out].
+    std::fill(dkernel.begin(), dkernel.end(), 0.0f);
+    kernels::matmul_accumulate<bfloat16>(xq, kernels::a_layout::k_m, gq, kernels::b_layout::k_n, dkernel,
+                                         {.m = s.in, .k = s.rows, .n = s.out});
+    const auto dk_step = static_cast<float>(x_step * dy_step);
+    for (float& v : dkernel) v *= dk_step;
+    const std::lock_guard lock(mutex_);
+    pending_.dy = nan_max(pending_.dy, g_amax);
+    clips_.dy += g_clips;
+  }
+
+  /// Ends a training step: the step's amax of each tensor (the largest over every call since the last
+  /// update) goes into its history (`delayed_scaling::update`), and the scales for the next step follow.
+  /// Tensors not used since the last update are left alone (TE skips a zero amax).
+  void update_scales() {
+    const std::lock_guard lock(mutex_);
+    if (pending_.x) x_.update(*pending_.x);
+    if (pending_.kernel) kernel_.update(*pending_.kernel);
+    if (pending_.dy) dy_.update(*pending_.dy);
+    pending_ = {};
+  }
+
+  /// The delayed scaling of the inputs, the weights and the output gradients (histories, scales, and
+  /// checkpoint state). Not to be read while another thread runs the layer.
+  [[nodiscard]] const delayed_scaling<forward_format>& x_scaling() const noexcept { return x_; }
+  [[nodiscard]] const delayed_scaling<forward_format>& kernel_scaling() const noexcept { return kernel_; }
+  [[nodiscard]] const delayed_scaling<backward_format>& dy_scaling() const noexcept { return dy_; }
+
+  /// Saturated operand elements since construction.
+  [[nodiscard]] float8_clip_counts clip_counts() const {
+    const std::lock_guard lock(mutex_);
+    return clips_;
+  }
+
+ private:
+  struct operand_scales {
+    double x, kernel, dy;
+  };
+  struct pending_amaxes {
+    std::optional<double> x, kernel, dy;
+  };
+
+  static std::optional<double> nan_max(std::optional<double> held, float amax) {
+    const auto a = static_cast<double>(amax);
+    if (!held || std::isnan(a) || *held < a) return a;
+    return held;
+  }
+
+  /// The scale of a tensor: its delayed scale, or, before any history, the rule applied to its own
+  /// amax (current scaling).
+  template <class F>
+  static double scale_of(const delayed_scaling<F>& d, std::span<const float> x) {
+    if (!d.amax_history().empty() || x.empty()) return d.scale();
+    delayed_scaling<F> first(d.options());
+    first.update(static_cast<double>(detail::amax_of(x)));
+    return first.scale();
+  }
+
+  operand_scales scales_for(std::span<const float> x, std::span<const float> kernel, std::span<const float> dy) const {
+    const std::lock_guard lock(mutex_);
+    return {scale_of(x_, x), scale_of(kernel_, kernel), scale_of(dy_, dy)};
+  }
+
+  mutable std::mutex mutex_;
+  delayed_scaling<forward_format> x_;
+  delayed_scaling<forward_format> kernel_;
+  delayed_scaling<backward_format> dy_;
+  pending_amaxes pending_;
+  float8_clip_counts clips_;
+};
+
+/// Weight-only float8 (file comment): the kernel quantised to e4m3fn per output column at each call,
+/// x rounded to bfloat16, float32 accumulation; straight-through backward. Stateless, thread-safe.
+class float8_weight_dot final : public nn::dot_product {
+ public:
+  void forward(std::span<const float> x, std::span<const float> kernel, std::span<float> y, nn::dot_shape s) override {
+    std::vector<float8_e4m3fn> kq;
+    const std::vector<float> steps = quantise_columns(kernel, s, kq);
+    kernels::matmul<bfloat16>(x, kq, y, {.m = s.rows, .k = s.in, .n = s.out}, kernels::b_layout::k_n);
+    for (std::size_t r = 0; r < s.rows; ++r) {
+      for (std::size_t j = 0; j < s.out; ++j) y[r * s.out + j] *= steps[j];
+    }
+  }
+
+  void backward(std::span<const float> x, std::span<const float> dy, std::span<const float> kernel, std::span<float> dx,
+                std::span<float> dkernel, nn::dot_shape s) override {
+    std::vector<float8_e4m3fn> kq;
+    const std::vector<float> steps = quantise_columns(kernel, s, kq);
+    // dx = dy · (Q(kernel) * step)ᵀ: the column steps move onto dy's columns.
+    std::vector<float> dy_scaled(dy.begin(), dy.end());
+    for (std::size_t r = 0; r < s.rows; ++r) {
+      for (std::size_t j = 0; j < s.out; ++j) dy_scaled[r * s.out + j] *= steps[j];
+    }
+    kernels::matmul<bfloat16>(dy_scaled, kq, dx, {.m = s.rows, .k = s.out, .n = s.in}, kernels::b_layout::n_k);
+    std::fill(dkernel.begin(), dkernel.end(), 0.0f);
+    kernels::matmul_accumulate<float>(x, kernels::a_layout::k_m, dy, kernels::b_layout::k_n, dkernel,
+                                      {.m = s.in, .k = s.rows, .n = s.out});
+  }
+
+ private:
+  /// kq = kernel / step_j rounded to e4m3fn, step_j = amax of column j / 448 (1 for a zero column).
+  static std::vector<float> quantise_columns(std::span<const float> kernel, nn::dot_shape s,
+                                             std::vector<float8_e4m3fn>& kq) {
+    constexpr double m = format_max<float8_e4m3fn>();
+    std::vector<float> amax(s.out, 0.0f);
+    for (std::size_t i = 0; i < s.in; ++i) {
+      for (std::size_t j = 0; j < s.out; ++j) amax[j] = std::max(amax[j], std::fabs(kernel[i * s.out + j]));
+    }
+    std::vector<float> steps(s.out), inverse(s.out);
+    for (std::size_t j = 0; j < s.out; ++j) {
+      const double step = amax[j] > 0.0f ? static_cast<double>(amax[j]) / m : 1.0;
+      steps[j] = static_cast<float>(step);
+      inverse[j] = static_cast<float>(1.0 / step);
+    }
+    std::vector<float> scaled(kernel.size());
+    for (std::size_t i = 0; i < s.in; ++i) {
+      for (std::size_t j = 0; j < s.out; ++j) {
+        const float v = kernel[i * s.out + j] * inverse[j];
+        scaled[i * s.out + j] = std::clamp(v, -static_cast<float>(m), static_cast<float>(m));
+      }
+    }
+    kq.resize(kernel.size());
+    kernels::detail::round_n<float8_e4m3fn>(scaled.data(), scaled.size(), kq.data());
+    return steps;
+  }
+};
+
+}  // namespace mixprec::scaled

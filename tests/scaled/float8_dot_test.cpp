@@ -1,0 +1,184 @@
+// Tests of mixprec/scaled/float8_dot.hpp: the float8 product with delayed scaling and the weight-only
+// float8 product, against float64 products written here, the delayed-scaling sequence by hand, clip
+// counts counted independently, and the products injected into nn::dense.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "mixprec/nn/dense.hpp"
+#include "mixprec/policies/policy.hpp"
+#include "mixprec/scaled/float8_dot.hpp"
+
+using namespace mixprec;
+
+namespace {
+
+std::vector<float> gaussian(std::size_t n, double sigma, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(normal(rng));
+  return v;
+}
+
+// c [m, n] = op(a) · op(b) in double; a is [m, k] (or [k, m] when a_t), b is [k, n] (or [n, k] when b_t).
+std::vector<double> product(const std::vector<float>& a, const std::vector<float>& b, std::size_t m, std::size_t k,
+                            std::size_t n, bool a_t, bool b_t) {
+  std::vector<double> c(m * n, 0.0);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t p = 0; p < k; ++p) {
+      const double av = a_t ? a[p * m + i] : a[i * k + p];
+      for (std::size_t j = 0; j < n; ++j) c[i * n + j] += av * (b_t ? b[j * k + p] : b[p * n + j]);
+    }
+  return c;
+}
+
+double relative_error(std::span<const float> y, const std::vector<double>& ref) {
+  double e = 0.0, r = 0.0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    e += (double(y[i]) - ref[i]) * (double(y[i]) - ref[i]);
+    r += ref[i] * ref[i];
+  }
+  return std::sqrt(e / r);
+}
+
+float amax(const std::vector<float>& v) {
+  float m = 0.0f;
+  for (const float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("float8_dot: forward and backward against float64, small activations", "[scaled][float8]") {
+  // Activations 1e-3 and weights 0.05: cast to e4m3fn without scales most activations would vanish.
+  const nn::dot_shape s{.rows = 64, .in = 128, .out = 96};
+  const auto x = gaussian(s.rows * s.in, 1e-3, 1), w = gaussian(s.in * s.out, 0.05, 2);
+  const auto dy = gaussian(s.rows * s.out, 1e-4, 3);
+  scaled::float8_dot<> dot;
+  std::vector<float> y(s.rows * s.out), dx(s.rows * s.in), dw(s.in * s.out);
+  dot.forward(x, w, y, s);
+  CHECK(relative_error(y, product(x, w, s.rows, s.in, s.out, false, false)) < 0.06);
+  dot.backward(x, dy, w, dx, dw, s);
+  CHECK(relative_error(dx, product(dy, w, s.rows, s.out, s.in, false, true)) < 0.1);  // e5m2 dy
+  CHECK(relative_error(dw, product(x, dy, s.in, s.rows, s.out, true, false)) < 0.1);
+  // First step, no history: each operand was measured, nothing saturated.
+  CHECK(dot.clip_counts().x == 0);
+  CHECK(dot.clip_counts().kernel == 0);
+  CHECK(dot.clip_counts().dy == 0);
+}
+
+TEST_CASE("float8_dot: the scales of step t come from the amaxes of earlier steps", "[scaled][float8]") {
+  const nn::dot_shape s{.rows = 8, .in = 16, .out = 4};
+  auto x = gaussian(s.rows * s.in, 1.0, 4);
+  const auto w = gaussian(s.in * s.out, 0.1, 5);
+  scaled::float8_dot<> dot;
+  std::vector<float> y(s.rows * s.out);
+  CHECK(dot.x_scaling().amax_history().empty());
+  dot.update_scales();  // nothing ran: nothing recorded
+  CHECK(dot.x_scaling().amax_history().empty());
+  dot.forward(x, w, y, s);
+  dot.update_scales();
+  REQUIRE(dot.x_scaling().amax_history().size() == 1);
+  CHECK(dot.x_scaling().scale() == double(amax(x)));  // margin 0: the bound is the amax
+  CHECK(dot.kernel_scaling().scale() == double(amax(w)));
+  CHECK(dot.dy_scaling().amax_history().empty());  // no backward ran
+  // Step 2 with inputs twice as large: quantised by step 1's scale, so every |x| > amax / 2 saturates.
+  const float a1 = amax(x);
+  std::size_t expected_clips = 0;
+  for (auto& v : x) {
+    expected_clips += std::fabs(v) > a1 / 2 ? 1U : 0U;
+    v *= 2.0f;
+  }
+  dot.forward(x, w, y, s);
+  CHECK(dot.clip_counts().x == expected_clips);
+  CHECK(dot.x_scaling().scale() == double(a1));  // unchanged until update_scales
+  dot.update_scales();
+  CHECK(dot.x_scaling().scale() == double(2.0f * a1));  // max of the history {2 a1, a1}
+  CHECK(dot.x_scaling().amax_history().size() == 2);
+}
+
+TEST_CASE("float8_dot: concurrent calls record the largest amax of the step", "[scaled][float8]") {
+  const nn::dot_shape s{.rows = 16, .in = 32, .out = 8};
+  const auto x1 = gaussian(s.rows * s.in, 1.0, 6), x2 = gaussian(s.rows * s.in, 3.0, 7);
+  const auto w = gaussian(s.in * s.out, 0.1, 8);
+  scaled::float8_dot<> dot;
+  std::vector<float> y1(s.rows * s.out), y2(s.rows * s.out);
+  std::thread t1([&] { dot.forward(x1, w, y1, s); });
+  std::thread t2([&] { dot.forward(x2, w, y2, s); });
+  t1.join();
+  t2.join();
+  dot.update_scales();
+  CHECK(dot.x_scaling().amax_history() == std::vector<double>{double(std::max(amax(x1), amax(x2)))});
+  CHECK(relative_error(y1, product(x1, w, s.rows, s.in, s.out, false, false)) < 0.06);
+}
+
+TEST_CASE("float8_dot: e4m3 recipe keeps gradients in e4m3fn", "[scaled][float8]") {
+  STATIC_REQUIRE(std::is_same_v<scaled::float8_dot<float8_recipe_format::e4m3>::backward_format, float8_e4m3fn>);
+  STATIC_REQUIRE(std::is_same_v<scaled::float8_dot<>::backward_format, float8_e5m2>);
+}
+
+TEST_CASE("float8_dot injected into dense: a float8 layer against float64", "[scaled][float8][nn]") {
+  using P = policy<float, bfloat16, float>;
+  const std::size_t in = 64, out = 32, rows = 24;
+  const auto w = gaussian(in * out, 0.1, 9), b = gaussian(out, 0.1, 10), x = gaussian(rows * in, 1.0, 11);
+  xt::xtensor<float, 2> kernel = xt::xtensor<float, 2>::from_shape({in, out});
+  std::copy(w.begin(), w.end(), kernel.begin());
+  xt::xtensor<float, 1> bias = xt::xtensor<float, 1>::from_shape({out});
+  std::copy(b.begin(), b.end(), bias.begin());
+  nn::dense<P> layer(kernel, bias);
+  auto dot = std::make_shared<scaled::float8_dot<>>();
+  layer.set_dot(dot);
+  xt::xtensor<float, 2> xt_x = xt::xtensor<float, 2>::from_shape({rows, in});
+  std::copy(x.begin(), x.end(), xt_x.begin());
+  const xt::xtensor<float, 2> y = layer(xt_x);
+  std::vector<double> ref = product(x, w, rows, in, out, false, false);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t o = 0; o < out; ++o) ref[r * out + o] += b[o];
+  CHECK(relative_error(std::span<const float>(y.data(), y.size()), ref) < 0.06);
+}
+
+TEST_CASE("float8_weight_dot: per-column scales keep small columns beside large ones", "[scaled][float8]") {
+  const nn::dot_shape s{.rows = 16, .in = 64, .out = 8};
+  auto w = gaussian(s.in * s.out, 0.02, 12);
+  for (std::size_t i = 0; i < s.in; ++i) w[i * s.out] *= 1.0e5f;  // column 0 is 10^5 times larger
+  const auto x = gaussian(s.rows * s.in, 1.0, 13), dy = gaussian(s.rows * s.out, 1.0, 14);
+  scaled::float8_weight_dot dot;
+  std::vector<float> y(s.rows * s.out), dx(s.rows * s.in), dw(s.in * s.out);
+  dot.forward(x, w, y, s);
+  const auto ref = product(x, w, s.rows, s.in, s.out, false, false);
+  for (std::size_t j = 0; j < s.out; ++j) {  // every column on its own: e4m3fn and bfloat16 precision
+    double e = 0.0, r = 0.0;
+    for (std::size_t i = 0; i < s.rows; ++i) {
+      e += std::pow(double(y[i * s.out + j]) - ref[i * s.out + j], 2);
+      r += std::pow(ref[i * s.out + j], 2);
+    }
+    CAPTURE(j);
+    CHECK(std::sqrt(e / r) < 0.06);
+  }
+  // One scale for the whole kernel would put the small columns below e4m3fn's subnormals (0.02 * 448 /
+  // 6000 < 2^-9): column 1 through a per-tensor scale, for contrast.
+  const double step = double(amax(w)) / 448.0;
+  double e1 = 0.0, r1 = 0.0;
+  for (std::size_t r = 0; r < s.rows; ++r) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < s.in; ++i) {
+      sum += double(x[r * s.in + i]) *
+             double(static_cast<float>(saturate_cast<float8_e4m3fn>(double(w[i * s.out + 1]) / step))) * step;
+    }
+    e1 += std::pow(sum - ref[r * s.out + 1], 2);
+    r1 += std::pow(ref[r * s.out + 1], 2);
+  }
+  CHECK(std::sqrt(e1 / r1) > 0.3);
+  dot.backward(x, dy, w, dx, dw, s);
+  CHECK(relative_error(dx, product(dy, w, s.rows, s.out, s.in, false, true)) < 0.06);
+  // Straight-through: dkernel is the float32 xᵀ · dy.
+  CHECK(relative_error(dw, product(x, dy, s.in, s.rows, s.out, true, false)) < 1e-6);
+}
