@@ -6,7 +6,7 @@
 #   ./scripts/test.sh                  GCC, Debug (also builds the benchmarks, checks every header)
 #   ./scripts/test.sh gcc clang asan release
 #                                      each configure preset of CMakePresets.json in turn
-#                                      (asan: GCC with AddressSanitizer + UndefinedBehaviorSanitizer;
+#                                      (asan: Clang with AddressSanitizer + UndefinedBehaviorSanitizer;
 #                                      tsan: GCC with ThreadSanitizer, the areas with shared state;
 #                                      release: GCC -O2, tests and examples, warnings as errors;
 #                                      fuzz: Clang libFuzzer targets, a bounded number of inputs each)

@@ -34,6 +34,7 @@ class usage_error : public std::invalid_argument {
 struct policy_arg {
   std::string text;                ///< as typed, e.g. "p=f32,c=bf16,o=f32" (the name in output and charts)
   mixprec::runtime_policy policy;  ///< parsed (jmp grammar)
+  bool float8 = false;             ///< "+fp8" after the policy: float8 products in the projections
 };
 
 /// The policies run when no --policy is given (issue 10): float32 throughout; float32 parameters and
@@ -76,7 +77,9 @@ struct cli_options {
   u += "Options:\n";
   u += "  --policy P       a policy to train with (repeatable), jmp grammar: f32, bf16, f16, f64, or p=..,c=..,o=..\n"
        "                   over those dtypes. Default: f32, p=f32,c=bf16,o=f32, p=f32,c=f16,o=f32, "
-       "p=bf16,c=bf16,o=f32\n";
+       "p=bf16,c=bf16,o=f32. A policy followed by +fp8 (p=f32,c=bf16,o=f32+fp8) runs the\n"
+       "                   projections' products in float8 with delayed scaling (e4m3fn forward, e5m2\n"
+       "                   backward) and writes their amax histories to float8_<policy>.svg\n";
   u += "  --iters N        last iteration, a positive integer: iterations 0..N run (default 2000)\n";
   u += "  --threads T      worker threads, a positive integer (default 2)\n";
   u += "  --seed S         seed of the initialisation and of the batches, an integer >= 0 (default 1337)\n";
@@ -116,7 +119,12 @@ template <class T>
 
 /// A policy string, parsed and checked to use only dtypes `mixprec::visit` dispatches (f32, f64, bf16, f16).
 [[nodiscard]] inline policy_arg parse_policy_arg(std::string_view flag, std::string_view text) {
-  policy_arg arg{std::string(text), {}};
+  policy_arg arg{std::string(text), {}, false};
+  constexpr std::string_view fp8_suffix = "+fp8";
+  if (text.ends_with(fp8_suffix)) {
+    arg.float8 = true;
+    text.remove_suffix(fp8_suffix.size());
+  }
   try {
     arg.policy = mixprec::parse_policy(text);
   } catch (const mixprec::policy_parse_error& e) {
@@ -167,7 +175,7 @@ template <class T>
     } else if (flag == "--policy") {
       policy_arg p = detail::parse_policy_arg(flag, value());
       for (const policy_arg& q : o.policies) {
-        if (q.policy == p.policy) {
+        if (q.policy == p.policy && q.float8 == p.float8) {
           throw usage_error("--policy '" + p.text + "' repeats '" + q.text + "' (the same policy): give each once");
         }
       }

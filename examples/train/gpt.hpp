@@ -124,6 +124,22 @@ class gpt {
   void for_each_parameter(F&& f) {
     walk_parameters(*this, f);
   }
+  /// Calls `f(dotted_name, layer)` on every dense layer of the blocks, the matrix products a float8 run
+  /// replaces (dot injection): "blocks.<l>.attn.wq", ".wk", ".wv", ".wo", "blocks.<l>.mlp.w1", ".w2". The
+  /// embeddings and the tied classifier keep the policy's product.
+  template <class F>
+  void for_each_projection(F&& f) {
+    for (std::size_t l = 0; l < blocks_.size(); ++l) {
+      const std::string p = "blocks." + std::to_string(l) + ".";
+      auto& b = blocks_[l];
+      f(p + "attn.wq", b.attn.wq());
+      f(p + "attn.wk", b.attn.wk());
+      f(p + "attn.wv", b.attn.wv());
+      f(p + "attn.wo", b.attn.wo());
+      f(p + "mlp.w1", b.mlp.w1());
+      f(p + "mlp.w2", b.mlp.w2());
+    }
+  }
   /// Const form of `for_each_parameter`.
   template <class F>
   void for_each_parameter(F&& f) const {

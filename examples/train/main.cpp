@@ -1,8 +1,11 @@
 // mixprec-train: trains nanoGPT's shakespeare_char GPT with mixprec's layers under each policy given on
 // the command line, and compares them (docs/example_train.md). See --help.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,8 +26,39 @@ using bf16_params = mixprec::policy<mixprec::bfloat16, mixprec::bfloat16, float>
 /// "p=f32,c=bf16,o=f32" -> "p-f32_c-bf16_o-f32": a file-name-safe form of a policy string.
 std::string file_safe(const std::string& text) {
   std::string s;
-  for (char c : text) s += (c == '=' ? '-' : c == ',' ? '_' : c);
+  for (char c : text) s += (c == '=' ? '-' : c == ',' ? '_' : c == '+' ? '_' : c);
   return s;
+}
+
+/// A float8 run's chart: per block, the amax of each projection's input and output gradient against
+/// the iteration (log scale; about 40 iterations shown).
+void write_float8_chart(const std::filesystem::path& file, const std::string& policy,
+                        const std::vector<float8_layer_report>& layers) {
+  if (layers.empty() || layers.front().x_amax.empty()) return;
+  const std::size_t steps = layers.front().x_amax.size();
+  const std::size_t every = std::max<std::size_t>(1, steps / 40);
+  std::vector<std::string> sites;
+  for (std::size_t t = 0; t < steps; t += every) sites.push_back(std::to_string(t));
+  std::vector<llama::svg::panel> panels;
+  for (const bool gradient : {false, true}) {
+    for (std::size_t l = 0; l < layers.size(); l += 6) {
+      const std::string block = layers[l].name.substr(0, layers[l].name.find(".attn"));
+      llama::svg::panel p{block + (gradient ? ": output-gradient amax" : ": input amax"), {}};
+      for (std::size_t j = l; j < std::min(layers.size(), l + 6); ++j) {
+        llama::svg::series s{layers[j].name.substr(block.size() + 1), {}};
+        const auto& v = gradient ? layers[j].dy_amax : layers[j].x_amax;
+        for (std::size_t t = 0; t < steps; t += every) s.values.push_back(v[t]);
+        p.lines.push_back(std::move(s));
+      }
+      panels.push_back(std::move(p));
+    }
+  }
+  const std::string svg = llama::svg::line_chart(
+      "mixprec-train " + policy + ": float8 amax histories",
+      "delayed scaling: the scale of step t is the largest amax of the steps before it", sites, panels, "iteration");
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << svg;
+  if (!out) throw std::runtime_error("cannot write the float8 chart '" + file.string() + "'");
 }
 
 }  // namespace
@@ -70,6 +104,7 @@ int main(int argc, char** argv) {
       run.val_windows = options.val_windows;
       run.grad_accum = options.grad_accum;
       run.loss_scaling = pa.policy.compute == mixprec::dtype::float16;
+      run.float8 = pa.float8;
       mixprec::train::checkpoint params, state;
       params.metadata["policy"] = pa.text;
       params.metadata["format"] = "mixprec-train GPT parameters, kernels [in, out]";
@@ -89,6 +124,14 @@ int main(int argc, char** argv) {
       for (const auto& e : r.curve) curve.points.push_back({e.iter, e.train_loss, e.val_loss});
       curves.push_back(curve);
       std::printf("sample policy=%s:\n%s\n", pa.text.c_str(), r.sample.c_str());
+      for (const auto& layer : r.float8) {
+        std::printf(
+            "float8 policy=%s layer=%s final_x_amax=%.4g final_dy_amax=%.4g clipped_x=%zu clipped_kernel=%zu "
+            "clipped_dy=%zu\n",
+            pa.text.c_str(), layer.name.c_str(), layer.x_amax.empty() ? 0.0 : layer.x_amax.back(),
+            layer.dy_amax.empty() ? 0.0 : layer.dy_amax.back(), layer.clips.x, layer.clips.kernel, layer.clips.dy);
+      }
+      write_float8_chart(options.out / ("float8_" + file_safe(pa.text) + ".svg"), pa.text, r.float8);
       char line[512];
       std::snprintf(line, sizeof line,
                     "final policy=%s iters=%lld train_loss=%.4f val_loss=%.4f tokens_per_s=%.0f skipped_steps=%lld",

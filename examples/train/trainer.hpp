@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <span>
@@ -29,6 +30,7 @@
 #include "mixprec/kernels/threads.hpp"
 #include "mixprec/policies/all_finite.hpp"
 #include "mixprec/policies/loss_scale.hpp"
+#include "mixprec/scaled/float8_dot.hpp"
 #include "mixprec/train/adamw.hpp"
 #include "mixprec/train/clip.hpp"
 #include "mixprec/train/lr_schedule.hpp"
@@ -51,6 +53,16 @@ struct run_options {
   std::size_t threads = 2;      ///< workers: the batch rows are split between them (data parallel)
   std::size_t val_windows = 0;  ///< validation windows for the final loss; 0 = the whole split
   std::size_t grad_accum = 1;   ///< micro-batches per optimiser step (nanoGPT's gradient_accumulation_steps)
+  bool float8 = false;          ///< float8 products with delayed scaling in every projection (dot injection)
+};
+
+/// What a float8 run reports per projection: the amax of its input and of its output gradient at every
+/// step (the newest entry of each delayed-scaling history) and how many elements saturated.
+struct float8_layer_report {
+  std::string name;             ///< e.g. "blocks.0.attn.wq"
+  std::vector<double> x_amax;   ///< per iteration
+  std::vector<double> dy_amax;  ///< per iteration (scaled by the loss scale, if any)
+  mixprec::scaled::float8_clip_counts clips;
 };
 
 /// Rows [begin, end) of a [B, T] id tensor.
@@ -77,7 +89,8 @@ struct run_result {
   double tokens_per_s = 0;  ///< batch × block × (iters + 1) / training wall time (evaluations excluded)
   std::int64_t skipped_steps = 0;
   float final_loss_scale = 1.0f;
-  std::string sample;  ///< characters sampled from the trained model
+  std::string sample;                       ///< characters sampled from the trained model
+  std::vector<float8_layer_report> float8;  ///< per projection, for a float8 run
 };
 
 /// Trains a GPT with policy `P` on `data`; `log(eval_point, loss_scale, skipped_steps)` is called at each
@@ -90,6 +103,17 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
   std::mt19937_64 rng(opt.seed);
   gpt<P> model(config, rng);
   auto grads = model.zero_gradients();
+  // A float8 run: every projection's products in float8 with delayed scaling (e4m3fn forward, e5m2
+  // backward, TransformerEngine's defaults), one product object per layer.
+  std::vector<std::shared_ptr<mixprec::scaled::float8_dot<>>> float8_dots;
+  run_result result;
+  if (opt.float8) {
+    model.for_each_projection([&](const std::string& name, auto& layer) {
+      float8_dots.push_back(std::make_shared<mixprec::scaled::float8_dot<>>());
+      layer.set_dot(float8_dots.back());
+      result.float8.push_back({name, {}, {}, {}});
+    });
+  }
   // One worker per thread, each with a contiguous share of the batch rows.
   struct worker {
     std::size_t row_begin = 0, row_end = 0;
@@ -116,7 +140,6 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
     grad_ranks.push_back(g.dimension());
   });
 
-  run_result result;
   std::mt19937_64 batch_rng(opt.seed + 1);
   std::mt19937_64 eval_rng(opt.seed + 2);
   double train_seconds = 0;
@@ -194,8 +217,18 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
         ++i;
       });
     }
+    // Delayed scaling: this step's amaxes become history; the next step's scales follow (also after a
+    // skipped step: its amaxes were measured).
+    for (auto& dot : float8_dots) dot->update_scales();
     train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (std::size_t l = 0; l < float8_dots.size(); ++l) {
+      const auto& x_history = float8_dots[l]->x_scaling().amax_history();
+      const auto& dy_history = float8_dots[l]->dy_scaling().amax_history();
+      result.float8[l].x_amax.push_back(x_history.empty() ? 0.0 : x_history.front());
+      result.float8[l].dy_amax.push_back(dy_history.empty() ? 0.0 : dy_history.front());
+    }
   }
+  for (std::size_t l = 0; l < float8_dots.size(); ++l) result.float8[l].clips = float8_dots[l]->clip_counts();
   result.train_loss = result.curve.back().train_loss;
   result.tokens_per_s =
       static_cast<double>(opt.batch * config.block) * static_cast<double>(opt.iters + 1) / train_seconds;

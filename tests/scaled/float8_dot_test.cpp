@@ -87,9 +87,9 @@ TEST_CASE("float8_dot: the scales of step t come from the amaxes of earlier step
   dot.forward(x, w, y, s);
   dot.update_scales();
   REQUIRE(dot.x_scaling().amax_history().size() == 1);
-  CHECK(dot.x_scaling().scale() == double(amax(x)));  // margin 0: the bound is the amax
-  CHECK(dot.kernel_scaling().scale() == double(amax(w)));
-  CHECK(dot.dy_scaling().amax_history().empty());  // no backward ran
+  CHECK(dot.x_scaling().scale() == double(amax(x)));       // margin 0: the bound is the amax
+  CHECK(dot.kernel_scaling().scale() == double(amax(w)));  // recorded for reports
+  CHECK(dot.dy_scaling().amax_history().empty());          // no backward ran
   // Step 2 with inputs twice as large: quantised by step 1's scale, so every |x| > amax / 2 saturates.
   const float a1 = amax(x);
   std::size_t expected_clips = 0;
@@ -103,6 +103,31 @@ TEST_CASE("float8_dot: the scales of step t come from the amaxes of earlier step
   dot.update_scales();
   CHECK(dot.x_scaling().scale() == double(2.0f * a1));  // max of the history {2 a1, a1}
   CHECK(dot.x_scaling().amax_history().size() == 2);
+}
+
+TEST_CASE("float8_dot: the kernel is scaled by its current amax unless delayed scaling is asked for",
+          "[scaled][float8]") {
+  const nn::dot_shape s{.rows = 8, .in = 16, .out = 4};
+  const auto x = gaussian(s.rows * s.in, 1.0, 15);
+  auto w = gaussian(s.in * s.out, 0.1, 16);
+  std::vector<float> y(s.rows * s.out);
+  scaled::float8_dot<> current;
+  scaled::float8_dot<> delayed({}, /*current_kernel_scaling=*/false);
+  for (auto* dot : {&current, &delayed}) {
+    dot->forward(x, w, y, s);
+    dot->update_scales();
+  }
+  const float a1 = amax(w);
+  std::size_t expected_clips = 0;
+  for (auto& v : w) {
+    expected_clips += std::fabs(v) > a1 / 2 ? 1U : 0U;
+    v *= 2.0f;  // the weights double (an optimiser step)
+  }
+  current.forward(x, w, y, s);
+  delayed.forward(x, w, y, s);
+  CHECK(current.clip_counts().kernel == 0);
+  CHECK(delayed.clip_counts().kernel == expected_clips);
+  CHECK(relative_error(y, product(x, w, s.rows, s.in, s.out, false, false)) > 0.1);  // delayed: saturated
 }
 
 TEST_CASE("float8_dot: concurrent calls record the largest amax of the step", "[scaled][float8]") {

@@ -4,8 +4,9 @@
 /// (forward E4M3, backward E5M2 under the hybrid format), and `scaled::float8_weight_dot`, weight-only
 /// float8 with per-output-channel scales.
 ///
-/// **float8_dot** (per layer: three `delayed_scaling` tensors, x, kernel and dy). Each call quantises
-/// its operands by their delayed scales (data = v * M / scale, rounded to nearest even, saturated to
+/// **float8_dot** (per layer: three `delayed_scaling` tensors, x, kernel and dy; by default the kernel
+/// is scaled by its current amax instead, see the constructor). Each call quantises its operands by
+/// their delayed scales (data = v * M / scale, rounded to nearest even, saturated to
 /// +-M and counted when they saturate), multiplies the float8 data through kernels::matmul (converted
 /// exactly to bfloat16, products exact and summed in float32) and multiplies the sums by the two
 /// steps (scale / M):
@@ -52,12 +53,14 @@ namespace mixprec::scaled {
 
 namespace detail {
 
-/// float8 data of `x` at `multiplier` (= M / scale): x * multiplier in float, clamped to +-M (the
-/// clamped count added to `clipped`), then rounded to F in bulk. Returns amax(x) (NaN if x holds one).
+/// float8 data of `x` under the bound `scale`: x * (M / scale) in float, clamped to +-M, then rounded to
+/// F in bulk. The elements with |x| > scale (the bound broken: they saturate) are added to `clipped`;
+/// an element at the bound whose product rounds a float ulp past M is clamped but not counted. Returns
+/// amax(x) (NaN if x holds one).
 template <class F>
-float quantise_by_multiplier(std::span<const float> x, double multiplier, std::vector<F>& out, std::size_t& clipped) {
+float quantise_by_scale(std::span<const float> x, double scale, std::vector<F>& out, std::size_t& clipped) {
   constexpr float m = static_cast<float>(format_max<F>());
-  const auto mult = static_cast<float>(multiplier);
+  const auto mult = static_cast<float>(format_max<F>() / scale);
   std::vector<float> scaled(x.size());
   float amax = 0.0f;
   std::size_t clips = 0;
@@ -66,9 +69,8 @@ float quantise_by_multiplier(std::span<const float> x, double multiplier, std::v
     const float a = std::fabs(x[i]);
     nan |= a != a;
     amax = std::max(amax, a);
-    const float v = x[i] * mult;
-    clips += std::fabs(v) > m ? 1U : 0U;
-    scaled[i] = std::clamp(v, -m, m);  // NaN stays NaN
+    clips += static_cast<double>(a) > scale ? 1U : 0U;
+    scaled[i] = std::clamp(x[i] * mult, -m, m);  // NaN stays NaN
   }
   out.resize(x.size());
   kernels::detail::round_n<F>(scaled.data(), scaled.size(), out.data());
@@ -105,15 +107,21 @@ class float8_dot final : public nn::dot_product {
   using backward_format = typename float8_recipe_formats<Format>::backward_format;
 
   /// A product whose three tensors use `options` (history length, max/most_recent, margin, power of
-  /// two). \throws std::invalid_argument for invalid options (delayed_scaling's checks).
-  explicit float8_dot(const delayed_scaling_options& options = {}) : x_(options), kernel_(options), dy_(options) {}
+  /// two). With `current_kernel_scaling` (the default) the kernel is scaled by its own amax at every
+  /// call instead (current scaling, as torchao's float8 training does for weights): the weights change
+  /// at every optimiser step and usually grow, so a delayed scale would saturate their largest
+  /// elements step after step, while their amax is one cheap pass over a tensor far smaller than the
+  /// activations. Its amaxes still go into `kernel_scaling()`'s history, for reports.
+  /// \throws std::invalid_argument for invalid options (delayed_scaling's checks).
+  explicit float8_dot(const delayed_scaling_options& options = {}, bool current_kernel_scaling = true)
+      : x_(options), kernel_(options), dy_(options), current_kernel_scaling_(current_kernel_scaling) {}
 
   void forward(std::span<const float> x, std::span<const float> kernel, std::span<float> y, nn::dot_shape s) override {
     const operand_scales sc = scales_for(x, kernel, {});
     std::vector<forward_format> xq, kq;
     std::size_t x_clips = 0, k_clips = 0;
-    const float x_amax = detail::quantise_by_multiplier(x, format_max<forward_format>() / sc.x, xq, x_clips);
-    const float k_amax = detail::quantise_by_multiplier(kernel, format_max<forward_format>() / sc.kernel, kq, k_clips);
+    const float x_amax = detail::quantise_by_scale(x, sc.x, xq, x_clips);
+    const float k_amax = detail::quantise_by_scale(kernel, sc.kernel, kq, k_clips);
     kernels::matmul<bfloat16>(xq, kq, y, {.m = s.rows, .k = s.in, .n = s.out}, kernels::b_layout::k_n);
     const auto step =
         static_cast<float>(sc.x / format_max<forward_format>() * sc.kernel / format_max<forward_format>());
@@ -131,9 +139,9 @@ class float8_dot final : public nn::dot_product {
     std::vector<forward_format> xq, kq;
     std::vector<backward_format> gq;
     std::size_t ignored = 0, g_clips = 0;  // x and the kernel were counted in the forward pass
-    (void)detail::quantise_by_multiplier(x, format_max<forward_format>() / sc.x, xq, ignored);
-    (void)detail::quantise_by_multiplier(kernel, format_max<forward_format>() / sc.kernel, kq, ignored);
-    const float g_amax = detail::quantise_by_multiplier(dy, format_max<backward_format>() / sc.dy, gq, g_clips);
+    (void)detail::quantise_by_scale(x, sc.x, xq, ignored);
+    (void)detail::quantise_by_scale(kernel, sc.kernel, kq, ignored);
+    const float g_amax = detail::quantise_by_scale(dy, sc.dy, gq, g_clips);
     const double kernel_step = sc.kernel / format_max<forward_format>();
     const double x_step = sc.x / format_max<forward_format>();
     const double dy_step = sc.dy / format_max<backward_format>();
@@ -192,8 +200,8 @@ class float8_dot final : public nn::dot_product {
   /// The scale of a tensor: its delayed scale, or, before any history, the rule applied to its own
   /// amax (current scaling).
   template <class F>
-  static double scale_of(const delayed_scaling<F>& d, std::span<const float> x) {
-    if (!d.amax_history().empty() || x.empty()) return d.scale();
+  static double scale_of(const delayed_scaling<F>& d, std::span<const float> x, bool current = false) {
+    if ((!current && !d.amax_history().empty()) || x.empty()) return d.scale();
     delayed_scaling<F> first(d.options());
     first.update(static_cast<double>(detail::amax_of(x)));
     return first.scale();
@@ -201,13 +209,14 @@ class float8_dot final : public nn::dot_product {
 
   operand_scales scales_for(std::span<const float> x, std::span<const float> kernel, std::span<const float> dy) const {
     const std::lock_guard lock(mutex_);
-    return {scale_of(x_, x), scale_of(kernel_, kernel), scale_of(dy_, dy)};
+    return {scale_of(x_, x), scale_of(kernel_, kernel, current_kernel_scaling_), scale_of(dy_, dy)};
   }
 
   mutable std::mutex mutex_;
   delayed_scaling<forward_format> x_;
   delayed_scaling<forward_format> kernel_;
   delayed_scaling<backward_format> dy_;
+  bool current_kernel_scaling_;
   pending_amaxes pending_;
   float8_clip_counts clips_;
 };
