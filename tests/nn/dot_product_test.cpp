@@ -4,6 +4,7 @@
 // injected product here is a test double summing in double; the plain float32 layer is the reference.
 #include <atomic>
 #include <cmath>
+#include <complex>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -194,4 +195,14 @@ TEST_CASE("dot injection: attention's four projections, forward and backward", "
     CHECK(d->forwards == 1);
     CHECK(d->backwards == 1);
   }
+}
+
+TEST_CASE("dot injection: a complex input is a clear error, the plain product still takes it", "[nn][dense][dot]") {
+  auto kernel = tensor_from<float, 2>(gradcheck::uniform(3 * 2, 7), {3, 2});
+  nn::dense<p_f32> layer(kernel);
+  xt::xtensor<std::complex<float>, 2> x = xt::xtensor<std::complex<float>, 2>::from_shape({2, 3});
+  x.fill(std::complex<float>(1.0f, -1.0f));
+  CHECK_NOTHROW(layer(x));
+  layer.set_dot(std::make_shared<double_dot>());
+  CHECK_THROWS_WITH(layer(x), Catch::Matchers::Contains("injected dot_product works on real values"));
 }

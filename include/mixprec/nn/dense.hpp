@@ -223,7 +223,8 @@ class dense {
   /// Injects `dot` as this layer's matrix products (nn/dot_product.hpp: Flax's `dot_general`, Haliax's
   /// dot injection), in `operator()`, `forward`, `project` and both backward passes; nullptr restores
   /// the plain product. Copies of the layer share the injected object (and its state, such as
-  /// delayed-scaling histories); inject a fresh one per layer. Real compute types only.
+  /// delayed-scaling histories); inject a fresh one per layer. Real inputs only: a complex input with an
+  /// injected product throws std::invalid_argument.
   void set_dot(std::shared_ptr<dot_product> dot) noexcept { dot_ = std::move(dot); }
   /// The injected product, or nullptr for the plain one.
   [[nodiscard]] const std::shared_ptr<dot_product>& dot() const noexcept { return dot_; }
@@ -305,10 +306,12 @@ class dense {
     std::vector<C> dy_c(dy.size());
     kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
     auto dx = detail::make_like<T>(dy, in_features());
-    if (dot_) {
-      const std::vector<float> dx_f = injected_backward(ctx, dy_c, grads);
-      kernels::detail::round_n<T>(dx_f.data(), dx_f.size(), dx.data());
-      return dx;
+    if constexpr (!kernels::detail::is_complex_v<C>) {
+      if (dot_) {
+        const std::vector<float> dx_f = injected_backward(ctx, dy_c, grads);
+        kernels::detail::round_n<T>(dx_f.data(), dx_f.size(), dx.data());
+        return dx;
+      }
     }
     // dx [rows, in] = dy [rows, out] · kernelᵀ: the [in, out] kernel read as b(k = out, n = in), n_k.
     bool packed_done = false;
@@ -344,10 +347,12 @@ class dense {
     check_gradients(grads);
     std::vector<C> dy_c(dy.size());
     kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
-    if (dot_) {
-      const std::vector<float> dx_f = injected_backward(ctx, dy_c, grads);
-      for (std::size_t i = 0; i < dx_f.size(); ++i) dx_acc[i] += static_cast<accumulator_t<C>>(dx_f[i]);
-      return;
+    if constexpr (!kernels::detail::is_complex_v<C>) {
+      if (dot_) {
+        const std::vector<float> dx_f = injected_backward(ctx, dy_c, grads);
+        for (std::size_t i = 0; i < dx_f.size(); ++i) dx_acc[i] += static_cast<accumulator_t<C>>(dx_f[i]);
+        return;
+      }
     }
     bool packed_done = false;
     if constexpr (detail::packable_compute<C>) {
@@ -369,8 +374,14 @@ class dense {
   template <class C, class XR, class YR>
   void multiply(const XR& x, YR&& y, std::size_t rows) const {
     if (dot_) {
-      injected_multiply<C>(x, y, rows);
-      return;
+      if constexpr (kernels::detail::is_complex_v<C>) {
+        throw std::invalid_argument(
+            "dense: an injected dot_product works on real values, and this input is complex; use the plain "
+            "product for complex inputs (set_dot(nullptr))");
+      } else {
+        injected_multiply<C>(x, y, rows);
+        return;
+      }
     }
     bool packed_done = false;
     if constexpr (detail::packable_compute<C>) {
@@ -396,13 +407,6 @@ class dense {
   }
 
   /// The kernel [in, out] read as b(k = out, n = in) (its transpose), packed for C and kept.
-  template <class C>
-  static constexpr void check_injectable() {
-    static_assert(!kernels::detail::is_complex_v<C>,
-                  "nn::dense: an injected dot_product works on real values; use a real compute type or the plain "
-                  "product (set_dot(nullptr)).");
-  }
-
   /// The kernel as float32 values (a copy unless the parameters are float).
   [[nodiscard]] std::vector<float> kernel_as_float() const {
     std::vector<float> k(kernel_.size());
@@ -414,7 +418,6 @@ class dense {
   /// widened to float, the bias rounded to C and added in float32, y rounded once to its type.
   template <class C, class XR, class YR>
   void injected_multiply(const XR& x, YR&& y, std::size_t rows) const {
-    check_injectable<C>();
     const dot_shape s{rows, in_features(), out_features()};
     std::vector<float> x_f(rows * s.in);
     const auto* xp = std::ranges::data(x);
@@ -440,7 +443,6 @@ class dense {
   /// bias gradients to `grads`.
   template <class T, class C>
   std::vector<float> injected_backward(const saved<T>& ctx, const std::vector<C>& dy_c, gradients& grads) const {
-    check_injectable<C>();
     const dot_shape s{ctx.rows, in_features(), out_features()};
     std::vector<float> x_f(ctx.x.size()), dy_f(dy_c.size());
     kernels::detail::round_n<float>(ctx.x.data(), ctx.x.size(), x_f.data());
