@@ -5,6 +5,8 @@
 // encodings), never from mixprec's own codec.
 #include <catch2/catch.hpp>
 
+#include "support/mxcsr_scope.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <iomanip>
@@ -730,17 +732,7 @@ TEST_CASE("from_long_double: spec values, saturation, and a value that double wo
 
 #if defined(__x86_64__) || defined(__i386__)
 namespace {
-/// Sets MXCSR for the scope and restores it.
-class mxcsr_scope {
- public:
-  explicit mxcsr_scope(unsigned value) : saved_(_mm_getcsr()) { _mm_setcsr(value); }
-  mxcsr_scope(const mxcsr_scope&) = delete;
-  mxcsr_scope& operator=(const mxcsr_scope&) = delete;
-  ~mxcsr_scope() { _mm_setcsr(saved_); }
-
- private:
-  unsigned saved_;
-};
+using test_support::mxcsr_scope;
 /// FTZ, DAZ, rounding toward zero, all exceptions masked.
 unsigned ftz_daz_csr() { return (_mm_getcsr() & ~0x6000U) | 0x8000U | 0x0040U | 0x6000U | 0x1F80U; }
 }  // namespace

@@ -19,6 +19,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/mxcsr_scope.hpp"
+
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"
 #include "mixprec/formats/float4.hpp"
@@ -471,17 +473,7 @@ TEST_CASE("convert matches values from the format specifications", "[convert]") 
 
 #if defined(MIXPREC_TEST_X86)
 namespace {
-/// Sets MXCSR for the scope and restores it.
-class mxcsr_scope {
- public:
-  explicit mxcsr_scope(unsigned value) : saved_(_mm_getcsr()) { _mm_setcsr(value); }
-  mxcsr_scope(const mxcsr_scope&) = delete;
-  mxcsr_scope& operator=(const mxcsr_scope&) = delete;
-  ~mxcsr_scope() { _mm_setcsr(saved_); }
-
- private:
-  unsigned saved_;
-};
+using test_support::mxcsr_scope;
 
 template <class T>
 void check_under_mxcsr(unsigned csr) {

@@ -6,6 +6,8 @@
 // the spec's rule X = 2^(floor(log2(amax)) - emax_elem).
 #include <catch2/catch.hpp>
 
+#include "support/mxcsr_scope.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -566,17 +568,7 @@ TEST_CASE("block_size 0 and inconsistent tensors are refused", "[scaled][block_s
 
 #if defined(__x86_64__) || defined(__i386__)
 namespace {
-/// Sets MXCSR for the scope and restores it.
-class mxcsr_scope {
- public:
-  explicit mxcsr_scope(unsigned value) : saved_(_mm_getcsr()) { _mm_setcsr(value); }
-  mxcsr_scope(const mxcsr_scope&) = delete;
-  mxcsr_scope& operator=(const mxcsr_scope&) = delete;
-  ~mxcsr_scope() { _mm_setcsr(saved_); }
-
- private:
-  unsigned saved_;
-};
+using test_support::mxcsr_scope;
 }  // namespace
 
 TEST_CASE("quantise and dequantise give the same bits under FTZ, DAZ and round toward zero",
