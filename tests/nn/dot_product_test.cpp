@@ -206,3 +206,29 @@ TEST_CASE("dot injection: a complex input is a clear error, the plain product st
   layer.set_dot(std::make_shared<double_dot>());
   CHECK_THROWS_WITH(layer(x), Catch::Matchers::Contains("injected dot_product works on real values"));
 }
+
+TEST_CASE("dot injection: under bfloat16 the layer rounds the bias and y, and project checks sizes",
+          "[nn][dense][dot]") {
+  using P = mixprec::policy<mixprec::bfloat16>;  // bf16 params, compute and output
+  using mixprec::bfloat16;
+  const std::size_t in = 5, out = 3, rows = 4;
+  auto kernel = tensor_from<bfloat16, 2>(gradcheck::uniform(in * out, 30), {in, out});
+  auto bias = tensor_from<bfloat16, 1>(gradcheck::uniform(out, 31), {out});
+  const auto x = tensor_from<float, 2>(gradcheck::uniform(rows * in, 32), {rows, in});
+  nn::dense<P> layer(kernel, bias);
+  layer.set_dot(std::make_shared<double_dot>());
+  const auto y = layer(x);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(y(0, 0))>, bfloat16>);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t o = 0; o < out; ++o) {
+      double sum = 0.0;  // x rounded to bfloat16, the kernel as stored, summed in double
+      for (std::size_t i = 0; i < in; ++i) sum += double(float(bfloat16(x(r, i)))) * double(float(kernel(i, o)));
+      const float expected = static_cast<float>(sum) + float(bias(o));  // bias added in float32
+      CHECK(float(y(r, o)) == float(bfloat16(expected)));               // one rounding to bfloat16
+    }
+  }
+  // project with spans of the wrong size: a clear error, never an overrun.
+  std::vector<float> xs(rows * in), ys(rows * out - 1);
+  CHECK_THROWS_WITH((layer.project<bfloat16>(std::span<const float>(xs), rows, std::span<float>(ys))),
+                    Catch::Matchers::Contains("elements but 4 rows"));
+}

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
 #include <span>
@@ -206,4 +207,39 @@ TEST_CASE("float8_weight_dot: per-column scales keep small columns beside large 
   CHECK(relative_error(dx, product(dy, w, s.rows, s.out, s.in, false, true)) < 0.06);
   // Straight-through: dkernel is the float32 xᵀ · dy.
   CHECK(relative_error(dw, product(x, dy, s.in, s.rows, s.out, true, false)) < 1e-6);
+}
+
+TEST_CASE("float8 products: NaN and Inf reach the outputs, tiny weight columns stay finite", "[scaled][float8]") {
+  const nn::dot_shape s{.rows = 4, .in = 8, .out = 3};
+  auto x = gaussian(s.rows * s.in, 1.0, 20);
+  const auto w = gaussian(s.in * s.out, 0.1, 21);
+  const auto dy = gaussian(s.rows * s.out, 1.0, 22);
+  std::vector<float> y(s.rows * s.out), dx(s.rows * s.in), dw(s.in * s.out);
+  // An overflow upstream (Inf in x or dy) must not be clamped into a finite product: a loss scaler has
+  // to see it.
+  scaled::float8_dot<> dot;
+  x[5] = std::numeric_limits<float>::infinity();
+  dot.forward(x, w, y, s);
+  CHECK_FALSE(std::isfinite(y[0 * s.out]));  // row 0 holds x[5]
+  CHECK(std::isfinite(y[1 * s.out]));        // the other rows are untouched
+  x[5] = 0.5f;
+  auto dy_inf = dy;
+  dy_inf[4] = -std::numeric_limits<float>::infinity();
+  dot.backward(x, dy_inf, w, dx, dw, s);
+  CHECK_FALSE(std::isfinite(dx[1 * s.in]));  // row 1 of dy holds the Inf
+  // Weight-only: a column 1e-40 times smaller than usual keeps a tiny step in double, no NaN.
+  auto tiny = w;
+  for (std::size_t i = 0; i < s.in; ++i) tiny[i * s.out + 2] *= 1e-38f;
+  tiny[0 * s.out + 2] = 0.0f;
+  scaled::float8_weight_dot weights;
+  weights.forward(x, tiny, y, s);
+  for (const float v : y) CHECK(std::isfinite(v));
+  const auto ref = product(x, tiny, s.rows, s.in, s.out, false, false);
+  double e = 0.0, norm = 0.0;  // column 2 over the rows (one row may nearly cancel)
+  for (std::size_t r = 0; r < s.rows; ++r) {
+    e += std::pow(double(y[r * s.out + 2]) - ref[r * s.out + 2], 2);
+    norm += std::pow(ref[r * s.out + 2], 2);
+  }
+  CHECK(norm > 0.0);
+  CHECK(std::sqrt(e / norm) < 0.06);
 }

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/scaled/ops.hpp"
@@ -258,7 +259,7 @@ TEST_CASE("scaled ops: div, sqrt, pow, exp and log run in float32 and requantise
   CHECK(scaled::div(a, a).value(3) == 1.0);
   CHECK(scaled::div(a, a).rule() == scale_rule::worst_case);
   const xt::xarray<double> with_zero = {1.0, 0.0, -1.0, 2.0};
-  const auto z = quantise<float16>(with_zero);
+  const auto z = quantise<float16>(with_zero, {.rule = scale_rule::worst_case});
   CHECK_THROWS_WITH(scaled::div(a, z), Contains("scaled::div: the value at index 1 is inf"));
   CHECK_THROWS_WITH(scaled::log(z), Contains("scaled::log: the value at index 1 is -inf"));
   CHECK_THROWS_WITH(scaled::sqrt(z), Contains("scaled::sqrt: the value at index 2 is"));
@@ -274,4 +275,47 @@ TEST_CASE("scaled ops: shape and rule mismatches are clear errors", "[scaled]") 
   CHECK_THROWS_WITH(scaled::add(a, w), Contains("different rules (hybrid and worst_case)"));
   CHECK_NOTHROW(scaled::add(a, w, scale_rule::average_case));
   CHECK(scaled::add(a, w, scale_rule::average_case).rule() == scale_rule::average_case);
+}
+
+TEST_CASE("scaled ops: bfloat16 products run in double (their data reach 3.4e38)", "[scaled]") {
+  // Worst-case bfloat16 data are +-M: one product M * M overflows float32, and M^2 - M^2 would be NaN.
+  xt::xarray<double> x = xt::xarray<double>::from_shape({1, 2}), w = xt::xarray<double>::from_shape({2, 1});
+  x(0, 0) = 1.0;
+  x(0, 1) = -1.0;
+  w.fill(1.0);
+  const auto y = scaled::matmul(quantise<bfloat16>(x), quantise<bfloat16>(w));
+  CHECK(y.value(0) == 0.0);
+  CHECK(y.clipped() == 0);
+  const auto xa = gaussian({16, 64}, 31), xb = gaussian({64, 8}, 32);
+  const auto yb = scaled::matmul(quantise<bfloat16>(xa), quantise<bfloat16>(xb));
+  CHECK(relative_error(yb, reference_matmul(xa, xb)) < 0.01);
+  const auto d =
+      scaled::dot(quantise<bfloat16>(xt::xarray<double>{2.0, 3.0}), quantise<bfloat16>(xt::xarray<double>{-1.0, 1.0}));
+  CHECK(d.value(0) == 1.0);
+}
+
+TEST_CASE("scaled ops: empty products and sums are zeros, tiny predicted scales are measured", "[scaled]") {
+  const auto a = quantise<float8_e4m3fn>(xt::xarray<double>::from_shape({2, 0}));
+  const auto b = quantise<float8_e4m3fn>(xt::xarray<double>::from_shape({0, 3}));
+  const auto y = scaled::matmul(a, b);
+  REQUIRE(y.shape() == std::vector<std::size_t>{2, 3});
+  for (std::size_t i = 0; i < y.size(); ++i) CHECK(y.value(i) == 0.0);
+  CHECK(y.scale() == zero_tensor_scale);
+  const auto e = quantise<float8_e4m3fn>(xt::xarray<double>::from_shape({0}));
+  CHECK(scaled::dot(e, e).value(0) == 0.0);
+  CHECK(scaled::sum(e).value(0) == 0.0);
+  // Products of all-zero tensors: the predicted scale (2^-126)^k underflows; the result is measured.
+  auto z = quantise<float8_e4m3fn>(xt::xarray<double>{0.0, 0.0});
+  for (int i = 0; i < 12; ++i) z = scaled::mul(z, z);
+  CHECK(z.scale() == zero_tensor_scale);
+  CHECK(z.value(1) == 0.0);
+}
+
+TEST_CASE("scaled ops: a scalar multiple by a power of two is exact, div follows the operands' rule", "[scaled]") {
+  const auto a = quantise<float8_e4m3fn>(gaussian({64}, 40), {.rule = scale_rule::worst_case});
+  const auto b = scaled::mul(a, -0.25);
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(b.value(i) == -0.25 * a.value(i));
+  const auto w = quantise<float8_e4m3fn>(gaussian({64}, 41), {.rule = scale_rule::hybrid});
+  CHECK_THROWS_WITH(scaled::div(a, w), Contains("different rules"));
+  CHECK(scaled::div(a, w, scale_rule::average_case).rule() == scale_rule::average_case);
 }

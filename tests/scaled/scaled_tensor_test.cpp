@@ -121,9 +121,11 @@ TEST_CASE("quantise: random values round to nearest even in the format, as the r
     const auto& ref = reference_of<float8_e4m3fn>();
     std::size_t mismatches = 0;
     std::size_t clipped = 0;
+    // Saturating: beyond the bound (worst case: never) or beyond 448 RMS (average case: U = 1).
+    const double limit = rule == scale_rule::worst_case ? t.scale() : 448.0 * t.expected_scale();
     for (std::size_t i = 0; i < x.size(); ++i) {
       const double scaled = x(i) / t.step();  // the step is scale / U; dividing by it is the quantisation
-      clipped += std::fabs(scaled) > 448.0 ? 1U : 0U;
+      clipped += std::fabs(x(i)) > limit ? 1U : 0U;
       mismatches += ref.round(scaled, overflow::saturate) == t.data()(i).bits() ? 0U : 1U;
     }
     CAPTURE(to_string(rule));
@@ -241,4 +243,46 @@ TEST_CASE("scaled_tensor: the constructor checks its scales", "[scaled]") {
                   std::invalid_argument);
   const scaled_tensor<float8_e4m3fn> t(data, {448.0, 100.0}, {.rule = scale_rule::worst_case});
   CHECK(t.step() == 1.0);
+}
+
+TEST_CASE("quantise: a value at the bound is never counted as clipped, whatever the rounding of the step", "[scaled]") {
+  // 1.1f / fl(1.1f / 448) = 448.00000000000006: the value at the bound lands an ulp past M.
+  const xt::xarray<float> x = {1.1f};
+  CHECK(quantise<float8_e4m3fn>(x).clipped() == 0);
+  CHECK_NOTHROW(with_scale<float8_e4m3fn>({double(1.1f), double(1.1f)}, x, {}, on_broken_promise::throw_error));
+  // Many maxima, three formats: a worst-case quantisation never clips.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> uniform(0.5f, 2.0f);
+  std::size_t clipped = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const xt::xarray<float> one = {uniform(rng), 0.25f};
+    clipped += quantise<float8_e4m3fn>(one).clipped() + quantise<float8_e5m2>(one).clipped() +
+               quantise<std::int8_t>(one).clipped() + quantise<float16>(one, {.power_of_two = true}).clipped();
+  }
+  CHECK(clipped == 0);
+}
+
+TEST_CASE("quantise: scales too small for the format, int8's -128 and column-major inputs are clear errors",
+          "[scaled]") {
+  // A worst-case float8_e4m3fn step is scale / 448: below 448 * DBL_MIN it is not a normal double.
+  const xt::xarray<double> tiny = {1e-306};
+  CHECK_THROWS_WITH(quantise<float8_e4m3fn>(tiny), Catch::Matchers::Contains("the smallest this format"));
+  CHECK_THROWS_AS(with_scale<float8_e4m3fn>({1e-322, 1e-322}, xt::xarray<double>{0.0}), std::domain_error);
+  CHECK_NOTHROW(quantise<float8_e4m3fn>(xt::xarray<double>{1e-300}));
+  // int8 data are symmetric.
+  xt::xarray<std::int8_t> data = {std::int8_t{5}, std::int8_t{-128}};
+  CHECK_THROWS_WITH(scaled_tensor<std::int8_t>(data, {1.0, 1.0}, {}), Catch::Matchers::Contains("-128"));
+  // Column-major storage would be read transposed.
+  xt::xarray<float, xt::layout_type::column_major> cm = {{1.0f, 2.0f}, {3.0f, 4.0f}};
+  CHECK_THROWS_WITH(quantise<float8_e4m3fn>(cm), Catch::Matchers::Contains("not row-major"));
+}
+
+TEST_CASE("quantise: the RMS of very large and very small doubles is measured without overflow", "[scaled]") {
+  const xt::xarray<double> big = {3e200, -4e200};
+  const auto b = quantise<float16>(big, {.rule = scale_rule::worst_case});
+  CHECK(b.scale() == 4e200);
+  CHECK(b.expected_scale() == Approx(std::sqrt(12.5) * 1e200).epsilon(1e-14));
+  const xt::xarray<double> small = {3e-200, -4e-200};
+  const auto s = quantise<float16>(small, {.rule = scale_rule::worst_case});
+  CHECK(s.expected_scale() == Approx(std::sqrt(12.5) * 1e-200).epsilon(1e-14));
 }

@@ -12,6 +12,7 @@
 #include <numbers>
 #include <optional>
 #include <random>
+#include <ranges>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -224,7 +225,8 @@ class dense {
   /// dot injection), in `operator()`, `forward`, `project` and both backward passes; nullptr restores
   /// the plain product. Copies of the layer share the injected object (and its state, such as
   /// delayed-scaling histories); inject a fresh one per layer. Real inputs only: a complex input with an
-  /// injected product throws std::invalid_argument.
+  /// injected product throws std::invalid_argument. The product works in float32: under a float64
+  /// policy x, the kernel and the kernel gradient pass through float.
   void set_dot(std::shared_ptr<dot_product> dot) noexcept { dot_ = std::move(dot); }
   /// The injected product, or nullptr for the plain one.
   [[nodiscard]] const std::shared_ptr<dot_product>& dot() const noexcept { return dot_; }
@@ -406,8 +408,7 @@ class dense {
     }
   }
 
-  /// The kernel [in, out] read as b(k = out, n = in) (its transpose), packed for C and kept.
-  /// The kernel as float32 values (a copy unless the parameters are float).
+  /// The kernel as float32 values (a copy).
   [[nodiscard]] std::vector<float> kernel_as_float() const {
     std::vector<float> k(kernel_.size());
     kernels::detail::round_n<float>(kernel_.data(), kernel_.size(), k.data());
@@ -419,6 +420,11 @@ class dense {
   template <class C, class XR, class YR>
   void injected_multiply(const XR& x, YR&& y, std::size_t rows) const {
     const dot_shape s{rows, in_features(), out_features()};
+    if (std::ranges::size(x) != rows * s.in || std::ranges::size(y) != rows * s.out) {
+      throw std::invalid_argument(kernels::detail::concat(
+          "dense: x has ", std::ranges::size(x), " and y ", std::ranges::size(y), " elements but ", rows,
+          " rows of the kernel ", detail::shape_string(kernel_.shape()), " need ", rows * s.in, " and ", rows * s.out));
+    }
     std::vector<float> x_f(rows * s.in);
     const auto* xp = std::ranges::data(x);
     for (std::size_t i = 0; i < x_f.size(); ++i) x_f[i] = static_cast<float>(kernels::detail::round_to<C>(xp[i]));
@@ -470,6 +476,7 @@ class dense {
     }
   }
 
+  /// The kernel [in, out] read as b(k = out, n = in) (its transpose), packed for C and kept.
   template <class C>
   std::shared_ptr<const kernels::packed_b> transposed_kernel() const {
     return packed_.template get<C>(detail::flat(kernel_), out_features(), in_features(), kernels::b_layout::n_k);

@@ -16,7 +16,7 @@
 ///
 /// **Example** (scaled/float8_dot.hpp):
 ///
-///     auto fp8 = std::make_shared<mixprec::scaled::float8_dot>();
+///     auto fp8 = std::make_shared<mixprec::scaled::float8_dot<>>();
 ///     layer.set_dot(fp8);                 // layer: nn::dense<P>; forward and backward now run in float8
 ///     ... forward, backward, optimiser step ...
 ///     fp8->update_scales();               // once per training step (delayed scaling)

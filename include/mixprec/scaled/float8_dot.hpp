@@ -17,7 +17,9 @@
 ///
 /// The backward pass quantises x and the kernel with the scales of the forward pass of the same step,
 /// so it sees the operands the forward saw (TransformerEngine keeps them; we quantise again, bit for
-/// bit the same). Each call records the amaxes of its operands; `update_scales()`, called once per
+/// bit the same, once a history exists: before it each call measures its own operands, and a layer
+/// that projects its rows in chunks — feed_forward — quantises each chunk of x by its own amax in that
+/// first forward pass). Each call records the amaxes of its operands; `update_scales()`, called once per
 /// training step after the optimiser (TE's amax reduction at the end of an iteration), moves the
 /// step's largest amax of each tensor into its history, so the scales used at step t come from the
 /// amaxes of steps before t. Before any history, a call measures its operands (current scaling) so the
@@ -42,6 +44,7 @@
 
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float8.hpp"
+#include "mixprec/formats/saturate_cast.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
@@ -54,9 +57,10 @@ namespace mixprec::scaled {
 namespace detail {
 
 /// float8 data of `x` under the bound `scale`: x * (M / scale) in float, clamped to +-M, then rounded to
-/// F in bulk. The elements with |x| > scale (the bound broken: they saturate) are added to `clipped`;
-/// an element at the bound whose product rounds a float ulp past M is clamped but not counted. Returns
-/// amax(x) (NaN if x holds one).
+/// F in bulk. The finite elements with |x| > scale (the bound broken: they saturate) are added to
+/// `clipped`; an element at the bound whose product rounds a float ulp past M is clamped but not
+/// counted; NaN and Inf are not clamped (they make the product non-finite). Returns amax(x) (NaN if x
+/// holds one).
 template <class F>
 float quantise_by_scale(std::span<const float> x, double scale, std::vector<F>& out, std::size_t& clipped) {
   constexpr float m = static_cast<float>(format_max<F>());
@@ -69,8 +73,11 @@ float quantise_by_scale(std::span<const float> x, double scale, std::vector<F>& 
     const float a = std::fabs(x[i]);
     nan |= a != a;
     amax = std::max(amax, a);
-    clips += static_cast<double>(a) > scale ? 1U : 0U;
-    scaled[i] = std::clamp(x[i] * mult, -m, m);  // NaN stays NaN
+    clips += std::isfinite(a) && static_cast<double>(a) > scale ? 1U : 0U;
+    const float v = x[i] * mult;
+    // Finite values saturate at +-M; NaN and Inf stay non-finite (NaN in e4m3fn, which has no Inf), so
+    // that the products turn non-finite and a loss scaler or a finiteness check sees the overflow.
+    scaled[i] = std::isfinite(v) ? std::clamp(v, -m, m) : v;
   }
   out.resize(x.size());
   kernels::detail::round_n<F>(scaled.data(), scaled.size(), out.data());
@@ -123,9 +130,7 @@ class float8_dot final : public nn::dot_product {
     const float x_amax = detail::quantise_by_scale(x, sc.x, xq, x_clips);
     const float k_amax = detail::quantise_by_scale(kernel, sc.kernel, kq, k_clips);
     kernels::matmul<bfloat16>(xq, kq, y, {.m = s.rows, .k = s.in, .n = s.out}, kernels::b_layout::k_n);
-    const auto step =
-        static_cast<float>(sc.x / format_max<forward_format>() * sc.kernel / format_max<forward_format>());
-    for (float& v : y) v *= step;
+    scale_by(y, sc.x / format_max<forward_format>() * (sc.kernel / format_max<forward_format>()));
     const std::lock_guard lock(mutex_);
     pending_.x = nan_max(pending_.x, x_amax);
     pending_.kernel = nan_max(pending_.kernel, k_amax);
@@ -147,14 +152,12 @@ class float8_dot final : public nn::dot_product {
     const double dy_step = sc.dy / format_max<backward_format>();
     // dx [rows, in] = dy [rows, out] · kernelᵀ: the [in, out] kernel read as b(k = out, n = in).
     kernels::matmul<bfloat16>(gq, kq, dx, {.m = s.rows, .k = s.out, .n = s.in}, kernels::b_layout::n_k);
-    const auto dx_step = static_cast<float>(dy_step * kernel_step);
-    for (float& v : dx) v *= dx_step;
+    scale_by(dx, dy_step * kernel_step);
     // dkernel [in, out] = xᵀ [in, rows] · dy [rows, out].
     std::fill(dkernel.begin(), dkernel.end(), 0.0f);
     kernels::matmul_accumulate<bfloat16>(xq, kernels::a_layout::k_m, gq, kernels::b_layout::k_n, dkernel,
                                          {.m = s.in, .k = s.rows, .n = s.out});
-    const auto dk_step = static_cast<float>(x_step * dy_step);
-    for (float& v : dkernel) v *= dk_step;
+    scale_by(dkernel, x_step * dy_step);
     const std::lock_guard lock(mutex_);
     pending_.dy = nan_max(pending_.dy, g_amax);
     clips_.dy += g_clips;
@@ -197,19 +200,31 @@ class float8_dot final : public nn::dot_product {
     return held;
   }
 
-  /// The scale of a tensor: its delayed scale, or, before any history, the rule applied to its own
-  /// amax (current scaling).
+  /// y *= step, the product in double rounded once to float (a float step could underflow).
+  static void scale_by(std::span<float> y, double step) {
+    for (float& v : y) v = static_cast<float>(static_cast<double>(v) * step);
+  }
+
+  /// The scale of a tensor: its delayed scale; or, before any history or under current scaling, the
+  /// rule (margin, power of two) applied to its own amax. The amax pass runs outside the lock.
   template <class F>
-  static double scale_of(const delayed_scaling<F>& d, std::span<const float> x, bool current = false) {
-    if ((!current && !d.amax_history().empty()) || x.empty()) return d.scale();
-    delayed_scaling<F> first(d.options());
-    first.update(static_cast<double>(detail::amax_of(x)));
-    return first.scale();
+  static double scale_of(const delayed_scaling<F>& held, bool use_current, std::span<const float> x) {
+    if (!use_current || x.empty()) return held.scale();
+    delayed_scaling<F> current(held.options());
+    current.update(static_cast<double>(detail::amax_of(x)));
+    return current.scale();
   }
 
   operand_scales scales_for(std::span<const float> x, std::span<const float> kernel, std::span<const float> dy) const {
-    const std::lock_guard lock(mutex_);
-    return {scale_of(x_, x), scale_of(kernel_, kernel, current_kernel_scaling_), scale_of(dy_, dy)};
+    // Copies of the three scalings, taken under the lock (update_scales may run on another thread).
+    std::unique_lock lock(mutex_);
+    const delayed_scaling<forward_format> x_held = x_;
+    const delayed_scaling<forward_format> k_held = kernel_;
+    const delayed_scaling<backward_format> dy_held = dy_;
+    lock.unlock();
+    return {scale_of(x_held, x_held.amax_history().empty(), x),
+            scale_of(k_held, current_kernel_scaling_ || k_held.amax_history().empty(), kernel),
+            scale_of(dy_held, dy_held.amax_history().empty(), dy)};
   }
 
   mutable std::mutex mutex_;
@@ -227,21 +242,25 @@ class float8_weight_dot final : public nn::dot_product {
  public:
   void forward(std::span<const float> x, std::span<const float> kernel, std::span<float> y, nn::dot_shape s) override {
     std::vector<float8_e4m3fn> kq;
-    const std::vector<float> steps = quantise_columns(kernel, s, kq);
+    const std::vector<double> steps = quantise_columns(kernel, s, kq);
     kernels::matmul<bfloat16>(x, kq, y, {.m = s.rows, .k = s.in, .n = s.out}, kernels::b_layout::k_n);
     for (std::size_t r = 0; r < s.rows; ++r) {
-      for (std::size_t j = 0; j < s.out; ++j) y[r * s.out + j] *= steps[j];
+      for (std::size_t j = 0; j < s.out; ++j) {
+        y[r * s.out + j] = static_cast<float>(static_cast<double>(y[r * s.out + j]) * steps[j]);
+      }
     }
   }
 
   void backward(std::span<const float> x, std::span<const float> dy, std::span<const float> kernel, std::span<float> dx,
                 std::span<float> dkernel, nn::dot_shape s) override {
     std::vector<float8_e4m3fn> kq;
-    const std::vector<float> steps = quantise_columns(kernel, s, kq);
+    const std::vector<double> steps = quantise_columns(kernel, s, kq);
     // dx = dy · (Q(kernel) * step)ᵀ: the column steps move onto dy's columns.
-    std::vector<float> dy_scaled(dy.begin(), dy.end());
+    std::vector<float> dy_scaled(dy.size());
     for (std::size_t r = 0; r < s.rows; ++r) {
-      for (std::size_t j = 0; j < s.out; ++j) dy_scaled[r * s.out + j] *= steps[j];
+      for (std::size_t j = 0; j < s.out; ++j) {
+        dy_scaled[r * s.out + j] = static_cast<float>(static_cast<double>(dy[r * s.out + j]) * steps[j]);
+      }
     }
     kernels::matmul<bfloat16>(dy_scaled, kq, dx, {.m = s.rows, .k = s.out, .n = s.in}, kernels::b_layout::n_k);
     std::fill(dkernel.begin(), dkernel.end(), 0.0f);
@@ -250,29 +269,23 @@ class float8_weight_dot final : public nn::dot_product {
   }
 
  private:
-  /// kq = kernel / step_j rounded to e4m3fn, step_j = amax of column j / 448 (1 for a zero column).
-  static std::vector<float> quantise_columns(std::span<const float> kernel, nn::dot_shape s,
-                                             std::vector<float8_e4m3fn>& kq) {
+  /// kq = kernel / step_j rounded to e4m3fn, step_j = amax of column j / 448 (1 for a zero column),
+  /// in double: a tiny column keeps a tiny step instead of a float step that underflows.
+  static std::vector<double> quantise_columns(std::span<const float> kernel, nn::dot_shape s,
+                                              std::vector<float8_e4m3fn>& kq) {
     constexpr double m = format_max<float8_e4m3fn>();
-    std::vector<float> amax(s.out, 0.0f);
+    std::vector<double> steps(s.out, 0.0);
     for (std::size_t i = 0; i < s.in; ++i) {
-      for (std::size_t j = 0; j < s.out; ++j) amax[j] = std::max(amax[j], std::fabs(kernel[i * s.out + j]));
+      for (std::size_t j = 0; j < s.out; ++j) steps[j] = std::max(steps[j], std::fabs(double(kernel[i * s.out + j])));
     }
-    std::vector<float> steps(s.out), inverse(s.out);
-    for (std::size_t j = 0; j < s.out; ++j) {
-      const double step = amax[j] > 0.0f ? static_cast<double>(amax[j]) / m : 1.0;
-      steps[j] = static_cast<float>(step);
-      inverse[j] = static_cast<float>(1.0 / step);
-    }
-    std::vector<float> scaled(kernel.size());
+    for (double& step : steps) step = step > 0.0 ? step / m : 1.0;
+    kq.resize(kernel.size());
     for (std::size_t i = 0; i < s.in; ++i) {
       for (std::size_t j = 0; j < s.out; ++j) {
-        const float v = kernel[i * s.out + j] * inverse[j];
-        scaled[i * s.out + j] = std::clamp(v, -static_cast<float>(m), static_cast<float>(m));
+        // |kernel / step| <= 448 up to rounding; NaN stays NaN (e4m3fn's NaN).
+        kq[i * s.out + j] = saturate_cast<float8_e4m3fn>(double(kernel[i * s.out + j]) / steps[j]);
       }
     }
-    kq.resize(kernel.size());
-    kernels::detail::round_n<float8_e4m3fn>(scaled.data(), scaled.size(), kq.data());
     return steps;
   }
 };

@@ -2,7 +2,8 @@
 /// \brief Operations on scaled tensors (`mixprec::scaled::`): `add`, `sub`, `mul` (elementwise and by
 /// a scalar), `sum`, `dot`, `matmul` propagate scales by the rules of scale_estimate.hpp; `div`,
 /// `sqrt`, `pow`, `exp`, `log`, which have no good rule, run in float32 and requantise (the
-/// scale-propagation proposal behind AutoScale).
+/// scale-propagation proposal behind AutoScale; values beyond float's range are not finite there and
+/// raise std::domain_error).
 ///
 /// **Rules.** Every op propagates both scales (`scale` by the worst-case rule, `expected_scale` by
 /// the average-case rule) and quantises its result by the one its `scale_rule` names, without
@@ -12,14 +13,17 @@
 /// range, then, while the result's predicted estimate would exceed the result format's range, the
 /// operand with the larger ratio not yet requantised (the proposal's "worse offender"). When the
 /// prediction still exceeds the range with every operand requantised (the rule itself outgrows the
-/// format: a worst-case matmul into int8, whose range is 127, for K of a few dozen), the result is
-/// requantised from its own values, which the op has computed anyway.
+/// format: a worst-case matmul into int8, whose range is 127/8, for K of a few dozen), the result is
+/// requantised from its own values, which the op has computed anyway. So is a result whose predicted
+/// scale is 0 (an empty product or sum) or too small for its format (`smallest_scale`: products of
+/// tiny scales).
 ///
 /// **Arithmetic.** `add`, `sub`, `mul` and `sum` compute each result in double from the represented
 /// values and round it once to the result format. `dot` and `matmul` multiply the data through
 /// kernels::matmul: both element formats are converted exactly to the narrowest type that holds them
 /// (bfloat16 for float8 and int8, else float16, else float), products are exact in float32 and summed
-/// in float32, and the sum is multiplied by step_a * step_b in double before its one rounding to the
+/// in float32 — except for bfloat16 data, whose products would overflow float32 and multiply in
+/// double — and the sum is multiplied by step_a * step_b in double before its one rounding to the
 /// result format. A result format other than the operands' is named as a template argument
 /// (`matmul<float8_e5m2>(grad, weights)`); it is required when the operand formats differ.
 ///
@@ -40,6 +44,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/scaled/detail/message.hpp"
 #include "mixprec/scaled/scale_estimate.hpp"
@@ -144,7 +149,12 @@ void check_same_shape(const scaled_tensor<A>& a, const scaled_tensor<B>& b, std:
 template <scaled_format Out, class Shape>
 scaled_tensor<Out> store_result(const std::vector<double>& values, const Shape& shape, bool measure_result,
                                 const scale_estimate& predicted, const quantise_options& options) {
-  const scale_estimate estimate = measure_result ? ::mixprec::detail::measure(values.data(), values.size()) : predicted;
+  // A prediction of 0 (an empty product or sum) or below the format's smallest scale cannot quantise.
+  const double smallest = scaled_tensor<Out>::smallest_scale(options);
+  const bool representable = predicted.scale >= smallest && predicted.expected_scale >= smallest &&
+                             std::isfinite(predicted.scale) && std::isfinite(predicted.expected_scale);
+  const scale_estimate estimate =
+      measure_result || !representable ? ::mixprec::detail::measure(values.data(), values.size()) : predicted;
   return ::mixprec::detail::store<Out>(values.data(), values.size(), shape, estimate, options);
 }
 
@@ -215,10 +225,11 @@ template <class Out = void, scaled_format A, scaled_format B>
       a, b, rule, "scaled::mul", [](double x, double y) { return x * y; }, mul_scales);
 }
 
-/// c * A for a finite scalar c: both scales times |c|. The data are kept and only the step changes
-/// (exact) — negated for c < 0, which the symmetric formats do exactly — unless the tensor's step must
-/// stay a power of two and c is not one; then the values are rewritten (one rounding each). c = 0
-/// gives the all-zero tensor (scales `zero_tensor_scale`).
+/// c * A for a finite scalar c: both scales times |c|. The data are kept and only the step changes —
+/// negated for c < 0, which the symmetric formats do exactly — so the values are c times the old ones
+/// up to the rounding of the new step in double (exactly when c is a power of two); unless the
+/// tensor's step must stay a power of two and c is not one: then the values are rewritten (one
+/// rounding each to the format). c = 0 gives the all-zero tensor (scales `zero_tensor_scale`).
 /// \throws std::invalid_argument when c is not finite.
 template <scaled_format F>
 [[nodiscard]] scaled_tensor<F> mul(const scaled_tensor<F>& a, double c) {
@@ -256,10 +267,15 @@ template <scaled_format F>
 [[nodiscard]] scaled_tensor<F> sum(const scaled_tensor<F>& a, std::optional<scale_rule> rule = {}) {
   const scale_rule r = rule.value_or(a.rule());
   const std::size_t n = a.size();
-  const auto propagate = [n](const scale_estimate& e, const scale_estimate&) { return sum_scales(e, n); };
-  detail::hybrid_operands<F, F> in(a, a);
-  const bool measure_result = in.template prepare<F>(r, propagate);
-  const scaled_tensor<F>& x = in.a();
+  // The hybrid rule on one operand: requantise it when its own ratio, or the sum's, outgrows F; if the
+  // sum's still does, measure the sum.
+  std::optional<scaled_tensor<F>> requantised;
+  if (r == scale_rule::hybrid &&
+      (needs_requantise<F>(a.estimate()) || needs_requantise<F>(sum_scales(a.estimate(), n)))) {
+    requantised.emplace(requantise(a));
+  }
+  const scaled_tensor<F>& x = requantised ? *requantised : a;
+  const bool measure_result = r == scale_rule::hybrid && needs_requantise<F>(sum_scales(x.estimate(), n));
   std::vector<double> total(1, 0.0);
   for (std::size_t i = 0; i < n; ++i) total[0] += x.value(i);
   return detail::store_result<F>(total, std::vector<std::size_t>{}, measure_result, sum_scales(x.estimate(), n),
@@ -287,9 +303,10 @@ template <class Out = void, scaled_format A, scaled_format B>
   const auto propagate = [k](const scale_estimate& x, const scale_estimate& y) { return matmul_scales(x, y, k); };
   detail::hybrid_operands<A, B> in(a, b);
   const bool measure_result = in.template prepare<R>(r, propagate);
-  std::vector<float> y(m * n);
-  kernels::matmul<::mixprec::detail::exact_compute_t<A, B>>(detail::data_span(in.a()), detail::data_span(in.b()), y,
-                                                            {.m = m, .k = k, .n = n}, kernels::b_layout::k_n);
+  using C = ::mixprec::detail::exact_compute_t<A, B>;
+  std::vector<accumulator_t<C>> y(m * n);
+  kernels::matmul<C>(detail::data_span(in.a()), detail::data_span(in.b()), y, {.m = m, .k = k, .n = n},
+                     kernels::b_layout::k_n);
   const double step = in.a().step() * in.b().step();
   std::vector<double> values(y.size());
   for (std::size_t i = 0; i < y.size(); ++i) values[i] = static_cast<double>(y[i]) * step;
@@ -314,28 +331,32 @@ template <class Out = void, scaled_format A, scaled_format B>
   const auto propagate = [k](const scale_estimate& x, const scale_estimate& y) { return matmul_scales(x, y, k); };
   detail::hybrid_operands<A, B> in(a, b);
   const bool measure_result = in.template prepare<R>(r, propagate);
-  float y = 0.0f;
-  kernels::matmul<::mixprec::detail::exact_compute_t<A, B>>(detail::data_span(in.a()), detail::data_span(in.b()),
-                                                            std::span<float>(&y, 1), {.m = 1, .k = k, .n = 1},
-                                                            kernels::b_layout::k_n);
+  using C = ::mixprec::detail::exact_compute_t<A, B>;
+  accumulator_t<C> y{};
+  kernels::matmul<C>(detail::data_span(in.a()), detail::data_span(in.b()), std::span<accumulator_t<C>>(&y, 1),
+                     {.m = 1, .k = k, .n = 1}, kernels::b_layout::k_n);
   const std::vector<double> value(1, static_cast<double>(y) * in.a().step() * in.b().step());
   return detail::store_result<R>(value, std::vector<std::size_t>{}, measure_result,
                                  propagate(in.a().estimate(), in.b().estimate()), detail::result_options(a, b, r));
 }
 
 /// A / B, elementwise (equal shapes), in float32 then requantised (no scale rule: the quotient's
-/// size depends on how small B gets). \throws std::invalid_argument for different shapes;
-/// std::domain_error when a quotient is not finite (division by zero).
+/// size depends on how small B gets); the result follows `rule`, or the operands' common rule.
+/// \throws std::invalid_argument for different shapes or (without `rule`) different rules;
+/// std::domain_error when a quotient is not finite (division by zero, or beyond float's range).
 template <scaled_format F>
-[[nodiscard]] scaled_tensor<F> div(const scaled_tensor<F>& a, const scaled_tensor<F>& b) {
+[[nodiscard]] scaled_tensor<F> div(const scaled_tensor<F>& a, const scaled_tensor<F>& b,
+                                   std::optional<scale_rule> rule = {}) {
   detail::check_same_shape(a, b, "scaled::div");
+  const scale_rule r = detail::resolve_rule(a, b, rule, "scaled::div");
   std::vector<float> values(a.size());
   for (std::size_t i = 0; i < values.size(); ++i) {
     values[i] = static_cast<float>(a.value(i)) / static_cast<float>(b.value(i));
   }
   ::mixprec::detail::require_finite_values(values.data(), values.size(), "scaled::div");
   return ::mixprec::detail::store<F>(values.data(), values.size(), a.shape(),
-                                     ::mixprec::detail::measure(values.data(), values.size()), a.options());
+                                     ::mixprec::detail::measure(values.data(), values.size()),
+                                     detail::result_options(a, b, r));
 }
 
 /// sqrt(A) elementwise in float32, requantised. \throws std::domain_error for a negative value.

@@ -131,13 +131,18 @@ inline constexpr bool converts_exactly = [] {
   }
 }();
 
-/// The narrowest compute type into which both element formats convert exactly, for the matrix
-/// products: bfloat16 (every float8 format and int8), else float16, else float. Products of two such
-/// values are exact in float32, where kernels::matmul sums them.
+/// The compute type of the matrix products of two scaled tensors: the narrowest type into which both
+/// element formats convert exactly (bfloat16 for every float8 format and int8, else float16, else
+/// float), so that each product of two data elements is exact in its float32 accumulator — provided the
+/// sums fit in float32. Data reach +-M, so a sum of K products reaches K M_A M_B: when M_A M_B exceeds
+/// 2^64 (bfloat16 data, whose M is about 2^128) float32 would overflow for any K, and the products run
+/// in double instead (exact products, double sums).
 template <class A, class B>
 using exact_compute_t = std::conditional_t<
-    converts_exactly<A, bfloat16> && converts_exactly<B, bfloat16>, bfloat16,
-    std::conditional_t<converts_exactly<A, float16> && converts_exactly<B, float16>, float16, float>>;
+    (format_max<A>() * format_max<B>() > 0x1p64), double,
+    std::conditional_t<
+        converts_exactly<A, bfloat16> && converts_exactly<B, bfloat16>, bfloat16,
+        std::conditional_t<converts_exactly<A, float16> && converts_exactly<B, float16>, float16, float>>>;
 
 }  // namespace detail
 

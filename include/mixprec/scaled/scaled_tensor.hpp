@@ -23,9 +23,13 @@
 /// `on_broken_promise::throw_error` reported as an exception.
 ///
 /// **Bad input.** NaN or Inf values cannot be quantised (std::domain_error naming the first one);
-/// scales must be finite and positive (std::invalid_argument); an all-zero (or empty) tensor gets the
-/// smallest normal float as both scales, so a scale is never 0 or NaN and vanishes beside any real
-/// scale in a sum.
+/// scales must be finite and positive (std::invalid_argument) and large enough that the step is a
+/// normal double (`smallest_scale`, else std::domain_error); inputs must be row-major; int8 data never
+/// hold -128. An all-zero (or empty) tensor gets the smallest normal float as both scales, so a scale
+/// is never 0 or NaN and vanishes beside the scale of any normal float data in a sum.
+///
+/// **Range of the values.** Scales are doubles, so represented values may exceed float's range:
+/// `dequantise<float>` then gives +-Inf; `dequantise<double>` holds them.
 #pragma once
 
 #include <algorithm>
@@ -78,6 +82,15 @@ class scaled_tensor {
       : data_(std::move(data)), estimate_(estimate), options_(options), clipped_(clipped) {
     check_scale_estimate(estimate_, "scaled_tensor");
     step_ = step_for(estimate_, options_);
+    if constexpr (std::same_as<Format, std::int8_t>) {
+      for (std::size_t i = 0; i < data_.size(); ++i) {
+        if (data_.data()[i] == std::numeric_limits<std::int8_t>::min()) {
+          throw std::invalid_argument(
+              detail::concat("scaled_tensor: int8 data are symmetric, [-127, 127], but element ", i,
+                             " is -128 (negating it would overflow); clamp the data to [-127, 127]"));
+        }
+      }
+    }
   }
 
   /// The data, in units of `step()`.
@@ -105,13 +118,42 @@ class scaled_tensor {
 
   /// The step that `estimate` and `options` define: scale_q / U, rounded up to a power of two when
   /// asked (file comment).
-  [[nodiscard]] static double step_for(const scale_estimate& estimate, const quantise_options& options) noexcept {
-    const double scale_q = options.rule == scale_rule::average_case ? estimate.expected_scale : estimate.scale;
+  /// \throws std::domain_error when the step is not a normal double (a scale below
+  ///         `smallest_scale(options)`: the values are too small for this format's scaled tensors).
+  [[nodiscard]] static double step_for(const scale_estimate& estimate, const quantise_options& options) {
+    const double scale_q = quantisation_scale(estimate, options);
     const double step = scale_q / quantisation_unit<Format>(options.rule);
+    if (!(step >= std::numeric_limits<double>::min())) {
+      throw std::domain_error(detail::concat(
+          "scaled_tensor: the scale ", detail::number(scale_q), " is below ", detail::number(smallest_scale(options)),
+          ", the smallest this format can be quantised by (its step would not be a normal double)"));
+    }
     if (!options.power_of_two) return step;
     int exponent = 0;
     const double mantissa = std::frexp(step, &exponent);  // step = mantissa * 2^exponent, mantissa in [0.5, 1)
     return mantissa == 0.5 ? step : std::ldexp(1.0, exponent);
+  }
+
+  /// The scale a tensor is quantised by: `scale` (worst case, hybrid) or `expected_scale` (average case).
+  [[nodiscard]] static constexpr double quantisation_scale(const scale_estimate& estimate,
+                                                           const quantise_options& options) noexcept {
+    return options.rule == scale_rule::average_case ? estimate.expected_scale : estimate.scale;
+  }
+
+  /// The smallest quantisation scale of this format and rule: the one whose step is the smallest normal
+  /// double (about 7.6e-270 for bfloat16's worst case, 1e-305 for float8_e4m3fn's).
+  [[nodiscard]] static constexpr double smallest_scale(const quantise_options& options) noexcept {
+    return std::numeric_limits<double>::min() * quantisation_unit<Format>(options.rule);
+  }
+
+  /// The magnitude beyond which a value saturates when written with `estimate` and `options`: |value| >
+  /// this means |value / step| > M. Computed from the scale itself (scale_q M / U, exactly scale_q for a
+  /// worst-case scale), not from the rounded step, so that a value at the bound is never counted.
+  [[nodiscard]] static double saturation_threshold(const scale_estimate& estimate, const quantise_options& options) {
+    constexpr double m = format_max<Format>();
+    if (options.power_of_two) return step_for(estimate, options) * m;  // a power of two times M: exact
+    const double u = quantisation_unit<Format>(options.rule);
+    return u == m ? quantisation_scale(estimate, options) : quantisation_scale(estimate, options) * (m / u);
   }
 
  private:
@@ -123,6 +165,17 @@ class scaled_tensor {
 };
 
 namespace detail {
+
+/// Throws std::invalid_argument unless `x` stores its elements in row-major order (its storage is read
+/// in order into a row-major tensor of its shape).
+template <class E>
+void require_row_major(const E& x, std::string_view what) {
+  if (x.dimension() > 1 && x.layout() != xt::layout_type::row_major) {
+    throw std::invalid_argument(concat(what,
+                                       ": the input is not row-major; copy it into a row-major container "
+                                       "first (xt::xarray<float> y = x;)"));
+  }
+}
 
 /// Throws std::domain_error naming `what` and the first non-finite value of `values`.
 template <class T>
@@ -141,15 +194,17 @@ void require_finite_values(const T* values, std::size_t n, std::string_view what
 template <class T>
 scale_estimate measure(const T* values, std::size_t n) {
   double max_abs = 0.0;
+  for (std::size_t i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(static_cast<double>(values[i])));
+  if (max_abs == 0.0) return {zero_tensor_scale, zero_tensor_scale};
+  // The squares of v / max (in [0, 1]): no overflow or underflow whatever the magnitude of the values.
   double sum_squares = 0.0;
   for (std::size_t i = 0; i < n; ++i) {
-    const double v = static_cast<double>(values[i]);
-    max_abs = std::max(max_abs, std::fabs(v));
+    const double v = static_cast<double>(values[i]) / max_abs;
     sum_squares += v * v;
   }
-  if (max_abs == 0.0) return {zero_tensor_scale, zero_tensor_scale};
-  // sum_squares can underflow to 0 for tiny values, or round so that the RMS exceeds the max by an ulp.
-  const double rms = std::sqrt(sum_squares / static_cast<double>(n));
+  // Rounding could put the RMS an ulp above the max; a sum of squares below DBL_MIN (one value among
+  // 10^300 zeros) is kept positive.
+  const double rms = max_abs * std::sqrt(sum_squares / static_cast<double>(n));
   return {max_abs, std::clamp(rms, std::numeric_limits<double>::min(), max_abs)};
 }
 
@@ -160,14 +215,14 @@ scaled_tensor<Format> store(const T* values, std::size_t n, const Shape& shape, 
                             const quantise_options& options) {
   check_scale_estimate(estimate, "quantise");
   const double step = scaled_tensor<Format>::step_for(estimate, options);
-  constexpr double m = format_max<Format>();
+  const double threshold = scaled_tensor<Format>::saturation_threshold(estimate, options);
   typename scaled_tensor<Format>::data_type data(shape);
   std::size_t clipped = 0;
   Format* out = data.data();
   for (std::size_t i = 0; i < n; ++i) {
-    const double v = static_cast<double>(values[i]) / step;
-    clipped += std::fabs(v) > m ? 1u : 0u;
-    out[i] = to_scaled_format<Format>(v);
+    const auto x = static_cast<double>(values[i]);
+    clipped += std::fabs(x) > threshold ? 1U : 0U;
+    out[i] = to_scaled_format<Format>(x / step);  // saturates at +-M
   }
   return scaled_tensor<Format>(std::move(data), estimate, options, clipped);
 }
@@ -194,15 +249,17 @@ void report_broken_promise(const scaled_tensor<Format>& t, on_broken_promise mod
 
 }  // namespace detail
 
-/// Quantises `x` (any xtensor container of float or double, evaluated; e.g. `xt::xarray<float>`) to
+/// Quantises `x` (a row-major xtensor container of float or double, evaluated; e.g. `xt::xarray<float>`) to
 /// `Format` with the measured scales: `scale` = max |x|, `expected_scale` = sqrt(mean(x^2)) (the
 /// proposal's #2; an all-zero tensor gets `zero_tensor_scale`). The result has x's shape.
-/// \throws std::domain_error when x holds NaN or Inf.
+/// \throws std::domain_error when x holds NaN or Inf, or its values are too small for the format
+///         (`smallest_scale`); std::invalid_argument when x is not row-major.
 ///
 ///     xt::xarray<float> x = {0.5f, -2.0f, 1.0f};
 ///     auto t = mixprec::quantise<mixprec::float8_e4m3fn>(x);   // scale 2, data {112, -448, 224}
 template <scaled_format Format, class E>
 [[nodiscard]] scaled_tensor<Format> quantise(const E& x, quantise_options options = {}) {
+  detail::require_row_major(x, "quantise");
   detail::require_finite_values(x.data(), x.size(), "quantise");
   return detail::store<Format>(x.data(), x.size(), x.shape(), detail::measure(x.data(), x.size()), options);
 }
@@ -236,6 +293,7 @@ template <scaled_format Format, class E>
 [[nodiscard]] scaled_tensor<Format> with_scale(const scale_estimate& promise, const E& x, quantise_options options = {},
                                                on_broken_promise mode = on_broken_promise::count) {
   check_scale_estimate(promise, "with_scale");
+  detail::require_row_major(x, "with_scale");
   detail::require_finite_values(x.data(), x.size(), "with_scale");
   scaled_tensor<Format> t = detail::store<Format>(x.data(), x.size(), x.shape(), promise, options);
   detail::report_broken_promise(t, mode);
