@@ -5,7 +5,7 @@
 // encodings), never from mixprec's own codec.
 #include <catch2/catch.hpp>
 
-#include "support/mxcsr_scope.hpp"
+#include "../support/mxcsr_scope.hpp"
 
 #include <cmath>
 #include <cstdint>

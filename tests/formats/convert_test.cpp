@@ -19,7 +19,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "support/mxcsr_scope.hpp"
+#include "../support/mxcsr_scope.hpp"
 
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"

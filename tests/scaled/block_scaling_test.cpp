@@ -6,7 +6,7 @@
 // the spec's rule X = 2^(floor(log2(amax)) - emax_elem).
 #include <catch2/catch.hpp>
 
-#include "support/mxcsr_scope.hpp"
+#include "../support/mxcsr_scope.hpp"
 
 #include <algorithm>
 #include <bit>
