@@ -48,6 +48,7 @@
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
+#include "mixprec/kernels/reductions.hpp"
 #include "mixprec/nn/dot_product.hpp"
 #include "mixprec/scaled/delayed_scaling.hpp"
 #include "mixprec/scaled/scaled_format.hpp"
@@ -83,17 +84,6 @@ float quantise_by_scale(std::span<const float> x, double scale, std::vector<F>& 
   kernels::detail::round_n<F>(scaled.data(), scaled.size(), out.data());
   clipped += clips;
   return nan ? std::numeric_limits<float>::quiet_NaN() : amax;
-}
-
-/// amax of x (NaN when x holds one), for a first call with no history.
-inline float amax_of(std::span<const float> x) {
-  float amax = 0.0f;
-  for (const float v : x) {
-    const float a = std::fabs(v);
-    if (a != a) return a;
-    amax = std::max(amax, a);
-  }
-  return amax;
 }
 
 }  // namespace detail
@@ -205,26 +195,38 @@ class float8_dot final : public nn::dot_product {
     for (float& v : y) v = static_cast<float>(static_cast<double>(v) * step);
   }
 
-  /// The scale of a tensor: its delayed scale; or, before any history or under current scaling, the
-  /// rule (margin, power of two) applied to its own amax. The amax pass runs outside the lock.
+  /// What a call needs of one tensor's scaling, read under the lock (update_scales may run on another
+  /// thread): its scale, whether to measure the operand instead (no history yet, or current scaling),
+  /// and the options that turn an amax into a scale.
+  struct held_scale {
+    double scale;
+    bool measure;
+    delayed_scaling_options options;
+  };
+
   template <class F>
-  static double scale_of(const delayed_scaling<F>& held, bool use_current, std::span<const float> x) {
-    if (!use_current || x.empty()) return held.scale();
-    delayed_scaling<F> current(held.options());
-    current.update(static_cast<double>(detail::amax_of(x)));
+  static held_scale hold(const delayed_scaling<F>& d, bool current) {
+    return {d.scale(), current || d.amax_history().empty(), d.options()};
+  }
+
+  /// The held scale, or the rule (margin, power of two) applied to the operand's own amax (measured
+  /// outside the lock, by kernels::absmax).
+  template <class F>
+  static double scale_of(const held_scale& held, std::span<const float> x) {
+    if (!held.measure || x.empty()) return held.scale;
+    delayed_scaling<F> current(held.options);
+    current.update_from(x);
     return current.scale();
   }
 
   operand_scales scales_for(std::span<const float> x, std::span<const float> kernel, std::span<const float> dy) const {
-    // Copies of the three scalings, taken under the lock (update_scales may run on another thread).
     std::unique_lock lock(mutex_);
-    const delayed_scaling<forward_format> x_held = x_;
-    const delayed_scaling<forward_format> k_held = kernel_;
-    const delayed_scaling<backward_format> dy_held = dy_;
+    const held_scale x_held = hold(x_, false);
+    const held_scale k_held = hold(kernel_, current_kernel_scaling_);
+    const held_scale dy_held = hold(dy_, false);
     lock.unlock();
-    return {scale_of(x_held, x_held.amax_history().empty(), x),
-            scale_of(k_held, current_kernel_scaling_ || k_held.amax_history().empty(), kernel),
-            scale_of(dy_held, dy_held.amax_history().empty(), dy)};
+    return {scale_of<forward_format>(x_held, x), scale_of<forward_format>(k_held, kernel),
+            scale_of<backward_format>(dy_held, dy)};
   }
 
   mutable std::mutex mutex_;
