@@ -26,6 +26,7 @@
 #include "mixprec/nn/kv_cache.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/layer_types.hpp"
+#include "mixprec/nn/probe.hpp"
 #include "mixprec/nn/rms_norm.hpp"
 #include "mixprec/nn/rotary.hpp"
 
@@ -41,5 +42,6 @@
 #include "mixprec/diagnostics/probe.hpp"
 #include "mixprec/diagnostics/quantile.hpp"
 #include "mixprec/diagnostics/recording_probe.hpp"
+#include "mixprec/diagnostics/residual_scale_plan.hpp"
 #include "mixprec/diagnostics/tensor_stats.hpp"
 // IWYU pragma: end_exports

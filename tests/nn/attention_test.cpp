@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "mixprec/core.hpp"
+#include "mixprec/diagnostics/recording_probe.hpp"
 #include "mixprec/nn/attention.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
@@ -443,6 +444,40 @@ TEMPLATE_LIST_TEST_CASE("attention matches a float64 reference for every policy"
     const auto y_all = layer(x);
     const auto r_all = reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer), {}, nullptr);
     check_against(y_all, r_all, eps_for<C>(16 + seq + 8), {}, cfg.d_model);
+  }
+}
+
+TEST_CASE("attention's probed call hands the context and the output, same bits", "[nn][attention][probe]") {
+  const auto cfg = small_config();
+  const auto layer = random_layer<p_f32>(cfg, 3, /*biases=*/true);
+  const std::size_t batch = 2, seq = 7, width = cfg.n_heads * cfg.head_dim;
+  const auto x = random_input<float>(batch, seq, cfg.d_model, 4);
+  auto mask = xt::xtensor<bool, 2>::from_shape({batch, seq});
+  mask.fill(true);
+  mask(1, 0) = false;
+  mixprec::diagnostics::recording_probe probe(mixprec::diagnostics::capture::values);
+  const auto y = layer(x, nn::no_key_mask, probe, "attn");
+  CHECK(static_cast<bool>(y == layer(x)));
+  CHECK(static_cast<bool>(layer(x, mask, probe, "masked") == layer(x, mask)));
+  REQUIRE(probe.sites().size() == 4);
+  const auto& context = probe.at("attn.context");
+  const auto& out = probe.at("attn.out");
+  REQUIRE(context.values.size() == batch * seq * width);
+  REQUIRE(out.values.size() == y.size());
+  for (std::size_t i = 0; i < y.size(); ++i) REQUIRE(out.values[i] == static_cast<double>(y.data()[i]));
+  // The output is the context through wo: y = context · wo + bo, summed here in float64; float32
+  // accumulation of `width` terms stays within width · 2^-24 of the sum of magnitudes.
+  const weights64 w = read_weights(layer);
+  for (std::size_t r = 0; r < batch * seq; ++r) {
+    for (std::size_t o = 0; o < cfg.d_model; ++o) {
+      double sum = w.bo[o], magnitude = std::abs(w.bo[o]);
+      for (std::size_t k = 0; k < width; ++k) {
+        sum += context.values[r * width + k] * w.wo[k * cfg.d_model + o];
+        magnitude += std::abs(context.values[r * width + k] * w.wo[k * cfg.d_model + o]);
+      }
+      REQUIRE(std::abs(static_cast<double>(y.data()[r * cfg.d_model + o]) - sum) <=
+              static_cast<double>(width + 1) * 0x1p-24 * magnitude);
+    }
   }
 }
 

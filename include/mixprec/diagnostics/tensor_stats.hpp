@@ -20,26 +20,9 @@
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/formats/basic_float.hpp"
 #include "mixprec/formats/finfo.hpp"
+#include "mixprec/nn/probe.hpp"
 
 namespace mixprec::diagnostics {
-
-/// The element types the diagnostics read: float, double and every mixprec small float (bfloat16,
-/// float16, float8/6/4). Each converts to double exactly, so statistics and captured values lose
-/// nothing. (long double is not one: it may not fit in double; complex tensors have no single
-/// magnitude scale to report — probe their real and imaginary parts separately.)
-template <class T>
-concept floating_element = std::same_as<T, float> || std::same_as<T, double> || small_float<T>;
-
-/// What a probe or `tensor_stats` reads: a contiguous range with a known size — `std::span<const T>`,
-/// `std::vector<T>`, `std::array<T, N>`, the `storage()` of a row-major `xt::xtensor` / `xt::xarray`
-/// (whose order is the logical row-major order), or `std::span(ptr, n)` for raw memory. The element
-/// type must be a `floating_element` (checked with a static_assert that says so).
-template <class R>
-concept tensor_range = std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
-
-/// The element type of a `tensor_range`, const removed.
-template <tensor_range R>
-using tensor_element_t = std::remove_cv_t<std::ranges::range_value_t<R>>;
 
 /// Statistics of the elements of one tensor, or of several tensors accumulated (`add`, `merge`):
 ///

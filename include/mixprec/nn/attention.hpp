@@ -51,6 +51,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -59,12 +60,14 @@
 #include "mixprec/arrays/eigen.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/softmax.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/kv_cache.hpp"
 #include "mixprec/nn/layer_types.hpp"
+#include "mixprec/nn/probe.hpp"
 #include "mixprec/nn/rotary.hpp"
 
 namespace mixprec::nn {
@@ -339,6 +342,13 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
   }
 }
 
+/// Tag for `attention`'s probed call without a key padding mask: `attn(x, nn::no_key_mask, probe, "attn")`.
+struct no_key_mask_t {
+  explicit constexpr no_key_mask_t() = default;
+};
+/// The `no_key_mask_t` value.
+inline constexpr no_key_mask_t no_key_mask{};
+
 /// Multi-head / grouped-query self-attention with policy `P` (jmp-style: parameters stored in
 /// `P::param_type`, computed in `compute_t<P, In>`, returned in `output_t<P, In>`).
 ///
@@ -462,6 +472,34 @@ class attention {
   requires std::same_as < detail::value_t<M>,
   bool > [[nodiscard]] auto operator()(const X& x, const M& key_mask) const {
     return forward(x, static_cast<no_cache*>(nullptr), &key_mask);
+  }
+
+  /// `operator()(x)` or `operator()(x, key_mask)` (the same bits) that hands `probe` two sites inside
+  /// the layer: `<site>.context`, the heads' attended values before the output projection in the
+  /// compute type C, [rows, n_heads * head_dim], and `<site>.out`, the layer's output (after `wo`) in
+  /// the output type — the out-projection the float16 scale planner reads
+  /// (diagnostics/residual_scale_plan.hpp). Pass `no_key_mask` for no mask. With `null_probe` nothing
+  /// is built or called.
+  /// \throws std::invalid_argument as `operator()`, and whatever `probe.observe` throws.
+  template <detail::layer_array X, class M, diagnostics::probe Probe>
+  requires(std::same_as<M, no_key_mask_t> || (detail::layer_array<M> && std::same_as<detail::value_t<M>, bool>))
+      [[nodiscard]] auto
+      operator()(const X& x, const M& key_mask, Probe&& probe, std::string_view site) const {
+    using In = detail::value_t<X>;
+    static_assert(detail::attention_real_v<In>,
+                  "nn::attention does not support complex (or integer) inputs: the softmax needs real scores. "
+                  "Pass float, double or a mixprec small float.");
+    if constexpr (detail::attention_real_v<In>) {
+      const auto* mask = [&] {
+        if constexpr (std::same_as<M, no_key_mask_t>) {
+          return static_cast<const no_mask*>(nullptr);
+        } else {
+          return &key_mask;
+        }
+      }();
+      return forward_impl(x, static_cast<cache_type<In>*>(nullptr), mask, static_cast<saved<In>*>(nullptr), probe,
+                          site);
+    }
   }
 
   /// Attention of x's tokens over the cache and themselves; appends x's keys and values to `cache`.
@@ -718,6 +756,13 @@ class attention {
   template <class X, class M>
   auto forward_impl(const X& x, cache_type<detail::value_t<X>>* cache, const M* key_mask,
                     saved<detail::value_t<X>>* ctx) const {
+    diagnostics::null_probe none;
+    return forward_impl(x, cache, key_mask, ctx, none, {});
+  }
+
+  template <class X, class M, class Probe>
+  auto forward_impl(const X& x, cache_type<detail::value_t<X>>* cache, const M* key_mask,
+                    saved<detail::value_t<X>>* ctx, Probe& probe, std::string_view site) const {
     using In = detail::value_t<X>;
     using C = compute_t<P, In>;
     using O = output_t<P, In>;
@@ -811,8 +856,14 @@ class attention {
     attention_workspace<accumulator_t<C>> workspace;
     scaled_dot_product_attention<C>(std::span<const C>(q), kv, seq, config_, std::span<C>(attended), workspace);
 
+    if constexpr (diagnostics::probe_enabled_v<Probe>) {
+      probe.observe(kernels::detail::concat(site, ".context"), std::span<const C>(attended));
+    }
     auto y = detail::make_like<O>(x, config_.d_model);
     project<C>(wo_, std::span<const C>(attended), rows, detail::flat(y));
+    if constexpr (diagnostics::probe_enabled_v<Probe>) {
+      probe.observe(kernels::detail::concat(site, ".out"), std::span<const O>(y.data(), y.size()));
+    }
     if (ctx != nullptr)
       save_for_backward(*ctx, batch, seq, std::move(q), std::move(k), std::move(v), std::move(attended), valid);
     return y;

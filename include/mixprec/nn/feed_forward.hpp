@@ -26,6 +26,7 @@
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/layer_types.hpp"
+#include "mixprec/nn/probe.hpp"
 
 namespace mixprec::nn {
 
@@ -231,7 +232,19 @@ class feed_forward {
   /// \throws std::invalid_argument if the last axis of x is not `in_features()`.
   template <detail::layer_array X>
   [[nodiscard]] auto operator()(const X& x) const {
-    return run(x, static_cast<saved<detail::value_t<X>>*>(nullptr));
+    diagnostics::null_probe none;
+    return run(x, static_cast<saved<detail::value_t<X>>*>(nullptr), none, {});
+  }
+
+  /// `operator()(x)` (the same bits) that hands `probe` two sites inside the block: `<site>.hidden`,
+  /// the activation act(w1 x) [* (w3 x)] in the compute type C, [rows, hidden] (observed once per
+  /// chunk of rows, so a recording probe sees one call per chunk), and `<site>.out`, the block's
+  /// output [..., out] in the output type — the out-projection whose magnitude the float16 scale
+  /// planner (diagnostics/residual_scale_plan.hpp) reads. With `null_probe` nothing is built or called.
+  /// \throws std::invalid_argument as `operator()`, and whatever `probe.observe` throws.
+  template <detail::layer_array X, diagnostics::probe Probe>
+  [[nodiscard]] auto operator()(const X& x, Probe&& probe, std::string_view site) const {
+    return run(x, static_cast<saved<detail::value_t<X>>*>(nullptr), probe, site);
   }
 
   /// `operator()(x)`, saving in `ctx` what `backward` needs (see `saved`): the same code path, so the
@@ -241,7 +254,8 @@ class feed_forward {
   template <detail::layer_array X>
   [[nodiscard]] auto forward(const X& x, saved<detail::value_t<X>>& ctx) const {
     detail::check_real<detail::value_t<X>>("feed_forward");
-    return run(x, &ctx);
+    diagnostics::null_probe none;
+    return run(x, &ctx, none, {});
   }
 
   /// The vector-Jacobian product of `forward` (TRAINING.md §1): for the output cotangent dy [..., out]
@@ -312,8 +326,8 @@ class feed_forward {
   /// The forward of `operator()` and `forward`: with `ctx`, the pre-activations and the hidden
   /// activation are written into it instead of chunk-sized scratch, and x is saved rounded to C. The
   /// GEMMs get the same operands and shapes either way, so the result is the same bit for bit.
-  template <class X, class T = detail::value_t<X>>
-  [[nodiscard]] auto run(const X& x, saved<T>* ctx) const {
+  template <class X, class Probe, class T = detail::value_t<X>>
+  [[nodiscard]] auto run(const X& x, saved<T>* ctx, Probe& probe, std::string_view site) const {
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
     using Acc = accumulator_t<C>;
@@ -358,7 +372,13 @@ class feed_forward {
       project<C>(w1_, x_rows, std::span<Acc>(a, n * hidden), n);
       if (w3_) project<C>(*w3_, x_rows, std::span<Acc>(b, n * hidden), n);
       activate<C>(n * hidden, a, b, act);
+      if constexpr (diagnostics::probe_enabled_v<Probe>) {
+        probe.observe(kernels::detail::concat(site, ".hidden"), std::span<const C>(act, n * hidden));
+      }
       project<C>(w2_, std::span<const C>(act, n * hidden), std::span<O>(y_data + r0 * out, n * out), n);
+    }
+    if constexpr (diagnostics::probe_enabled_v<Probe>) {
+      probe.observe(kernels::detail::concat(site, ".out"), std::span<const O>(y_data, y.size()));
     }
     return y;
   }
