@@ -64,12 +64,21 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/arch/detail/concat.hpp"
 #include "mixprec/diagnostics/detail/text_table.hpp"
 #include "mixprec/diagnostics/recording_probe.hpp"
 #include "mixprec/diagnostics/tensor_stats.hpp"
 #include "mixprec/dtypes/dtype.hpp"
 
 namespace mixprec::diagnostics {
+
+namespace detail {
+using ::mixprec::detail::concat;
+
+/// "1" or "2^e".
+[[nodiscard]] inline std::string power_of_two(int e) { return e == 0 ? std::string("1") : concat("2^", e); }
+
+}  // namespace detail
 
 /// The probe sites of one residual block that a plan reads (names as passed to `observe`).
 struct residual_block_sites {
@@ -175,10 +184,9 @@ struct residual_scale_plan {
   friend std::ostream& operator<<(std::ostream& os, const residual_scale_plan& plan) {
     using detail::alignment;
     using detail::format_scientific;
-    const auto power = [](int e) { return e == 0 ? std::string("1") : "2^" + std::to_string(e); };
     std::vector<std::vector<std::string>> rows;
     for (const auto& b : plan.blocks) {
-      rows.push_back({b.name, power(b.exponent), format_scientific(b.residual_scale()),
+      rows.push_back({b.name, detail::power_of_two(b.exponent), format_scientific(b.residual_scale()),
                       format_scientific(b.output_absmax), format_scientific(b.scaled_output_absmax()),
                       b.worst_internal.empty() ? "-" : format_scientific(b.internal_absmax), b.reason});
     }
@@ -217,15 +225,15 @@ namespace detail {
   for (const auto& name : sites) {
     const site_record* record = calibration.find(name);
     if (record == nullptr) {
-      throw std::invalid_argument("plan_residual_scales: block " + block + " names the site \"" + name +
-                                  "\", which the calibration run never observed; probe it (the layers' probed "
-                                  "calls observe <site>.out, .hidden, .context) or fix the name.");
+      throw std::invalid_argument(concat("plan_residual_scales: block ", block, " names the site \"", name,
+                                         "\", which the calibration run never observed; probe it (the layers' "
+                                         "probed calls observe <site>.out, .hidden, .context) or fix the name."));
     }
     const tensor_stats& s = record->stats;
     if (s.nan_count() != 0 || s.inf_count() != 0) {
-      throw std::invalid_argument("plan_residual_scales: the calibration values at \"" + name + "\" are not finite (" +
-                                  std::to_string(s.nan_count()) + " NaN, " + std::to_string(s.inf_count()) +
-                                  " Inf): the calibration run overflowed; record it in float32.");
+      throw std::invalid_argument(concat("plan_residual_scales: the calibration values at \"", name,
+                                         "\" are not finite (", s.nan_count(), " NaN, ", s.inf_count(),
+                                         " Inf): the calibration run overflowed; record it in float32."));
     }
     if (worst.first.empty() || s.absmax() > worst.second) worst = {name, s.absmax()};
   }
@@ -248,12 +256,13 @@ namespace detail {
                                                               std::span<const residual_block_sites> blocks,
                                                               const residual_scale_options& options = {}) {
   if (!std::isfinite(options.headroom_bits) || options.headroom_bits < 0.0) {
-    throw std::invalid_argument("plan_residual_scales: headroom_bits must be finite and >= 0, got " +
-                                std::to_string(options.headroom_bits) + ".");
+    throw std::invalid_argument(detail::concat("plan_residual_scales: headroom_bits must be finite and >= 0, got ",
+                                               detail::format_scientific(options.headroom_bits), "."));
   }
   if (detail::format_max_table[static_cast<std::size_t>(options.format)] == 0.0) {
-    throw std::invalid_argument("plan_residual_scales: the format " + std::string(name(options.format)) +
-                                " is not a real floating dtype; plan for a narrow float such as float16.");
+    throw std::invalid_argument(detail::concat("plan_residual_scales: the format ", name(options.format),
+                                               " is not a real floating dtype; plan for a narrow float such as "
+                                               "float16."));
   }
   residual_scale_plan plan;
   plan.options = options;
@@ -264,8 +273,9 @@ namespace detail {
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const residual_block_sites& sites = blocks[i];
     if (sites.outputs.empty()) {
-      throw std::invalid_argument("plan_residual_scales: block " + sites.name +
-                                  " has no output site; name the sites its out-projections write to the stream.");
+      throw std::invalid_argument(detail::concat("plan_residual_scales: block ", sites.name,
+                                                 " has no output site; name the sites its out-projections write to the "
+                                                 "stream."));
     }
     residual_block_plan b;
     b.name = sites.name;
@@ -277,21 +287,20 @@ namespace detail {
     b.scale = std::ldexp(1.0, b.exponent);
     b.input_scale = input_scale;
     if (capped) {
-      b.reason = "kept the previous block's scale (non-increasing schedule); " + b.worst_output + " alone fits at " +
-                 (fitting == 0 ? std::string("1") : "2^" + std::to_string(fitting));
+      b.reason = detail::concat("kept the previous block's scale (non-increasing schedule); ", b.worst_output,
+                                " alone fits at ", detail::power_of_two(fitting));
     } else if (b.exponent == 0) {
-      b.reason = b.worst_output + " reaches " + number(b.output_absmax) + " <= limit: unscaled";
+      b.reason = detail::concat(b.worst_output, " reaches ", number(b.output_absmax), " <= limit: unscaled");
     } else {
-      b.reason = b.worst_output + " reaches " + number(b.output_absmax) +
-                 " > limit: the largest power of two "
-                 "that fits";
+      b.reason = detail::concat(b.worst_output, " reaches ", number(b.output_absmax),
+                                " > limit: the largest power of two that fits");
     }
     if (b.internal_absmax > plan.limit) {
       plan.fits = false;
-      plan.problems.push_back(b.worst_internal + " reaches " + number(b.internal_absmax) + " > limit " +
-                              number(plan.limit) +
-                              ": it precedes the out-projection, so no residual scale reaches "
-                              "it; scale that projection's input weights or run the block in float32.");
+      plan.problems.push_back(detail::concat(b.worst_internal, " reaches ", number(b.internal_absmax), " > limit ",
+                                             number(plan.limit),
+                                             ": it precedes the out-projection, so no residual scale reaches it; scale "
+                                             "that projection's input weights or run the block in float32."));
     }
     input_scale = b.scale;
     previous_exponent = b.exponent;
