@@ -1,7 +1,9 @@
 // Issue 11: a dense layer's products in float8 (scaled::float8_dot, delayed scaling, e4m3fn forward and
 // e5m2 backward; scaled::float8_weight_dot, weight-only) against the same layer's plain bfloat16 products
 // (policy p=f32,c=bf16,o=f32), in the same run. One training step of the layer: forward, backward (dx and
-// the kernel gradient) and, for float8, the end-of-step scale update. items/s = rows per second.
+// the kernel gradient), the optimiser's write to the kernel (`parameters_changed`: every kept packing of
+// the kernel, bfloat16's and float8's, is made again in the next step, as in training) and, for float8,
+// the end-of-step scale update. items/s = rows per second.
 //
 //   mixprec_float8_benchmark [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -44,6 +46,7 @@ void dense_step(benchmark::State& state) {
   for (auto _ : state) {
     auto y = layer.forward(x, ctx);
     auto dx = layer.backward(ctx, dy, grads);
+    layer.parameters_changed();  // the optimiser step
     if (fp8) fp8->update_scales();
     benchmark::DoNotOptimize(y.data());
     benchmark::DoNotOptimize(dx.data());

@@ -74,7 +74,7 @@ TEST_CASE("a plan changes nothing in float32: the planned encoder computes the s
   }
 }
 
-TEST_CASE("an encoder whose out-projections exceed 65504 overflows in float16; planned, it stays finite") {
+TEST_CASE("an encoder whose out-projections exceed 65504 overflows in float16, and planned it stays finite") {
   const fp16_plan::encoder_config config{};  // 6 blocks; block 5's feed-forward reaches ~8e4 in float32
   const auto weights = fp16_plan::growing_weights(config, 8.0, 2026);
   const auto calibration = calibrate(weights, gaussian_input(64, config.d_model, 1));

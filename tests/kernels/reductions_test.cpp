@@ -1,6 +1,7 @@
 // Tests of kernels/reductions.hpp against references computed here in double or long double.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/core.hpp"
 #include "mixprec/kernels/reductions.hpp"
 
@@ -177,6 +179,47 @@ TEST_CASE("absmax is the largest magnitude, exact, and NaN when any element is N
         std::numeric_limits<float>::infinity());
   CHECK(std::isnan(kernels::absmax(std::vector<float>{1.0f, std::numeric_limits<float>::quiet_NaN(), 5.0f})));
   CHECK(kernels::absmax(std::vector<std::complex<float>>{{3.0f, 4.0f}, {1.0f, 0.0f}}) == 5.0f);
+}
+
+TEST_CASE("absmax of floats: the AVX2 patterns path and the portable loop agree with a plain maximum",
+          "[kernels][reductions]") {
+  // Every length 0..70 (the 16-lane loop, its 8-lane tail and the scalar rest), the largest magnitude
+  // placed at every position, with -0, subnormals, huge values, Inf and NaN planted; the reference is
+  // an ordinary loop over std::fabs written here.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto reference = [](const std::vector<float>& v) {
+    float m = 0.0f;
+    for (const float x : v) {
+      if (std::isnan(x)) return std::numeric_limits<float>::quiet_NaN();
+      m = std::max(m, std::fabs(x));
+    }
+    return m;
+  };
+  const auto same = [](float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; };
+  for (const mixprec::isa level : {mixprec::isa::portable, mixprec::active_isa()}) {
+    const mixprec::isa_limit_scope limit(level);
+    for (std::size_t n = 0; n <= 70; ++n) {
+      for (std::size_t at = 0; at < std::max<std::size_t>(n, 1); ++at) {
+        std::vector<float> v(n);
+        for (auto& x : v) x = normal(rng);
+        if (n == 0) {
+          CHECK(kernels::absmax(v) == 0.0f);
+          continue;
+        }
+        v[at] = -1e30f;  // the largest, negative
+        REQUIRE(same(kernels::absmax(v), reference(v)));
+        v[at] = -0.0f;
+        v[(at + 1) % n] = 1e-40f;  // a subnormal
+        REQUIRE(same(kernels::absmax(v), reference(v)));
+        v[at] = -std::numeric_limits<float>::infinity();
+        REQUIRE(kernels::absmax(v) == std::numeric_limits<float>::infinity());
+        v[(at + n / 2) % n] = -std::numeric_limits<float>::quiet_NaN();
+        REQUIRE(std::isnan(kernels::absmax(v)));
+      }
+    }
+    CHECK(kernels::absmax(std::vector<float>{-0.0f, 1e-45f}) == 1e-45f);
+  }
 }
 
 TEST_CASE("statistics of an empty range throw std::invalid_argument", "[kernels][reductions]") {

@@ -3,6 +3,7 @@
 // counts counted independently, and the products injected into nn::dense.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -10,9 +11,11 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "mixprec/scaled/float8_dot.hpp"
@@ -242,4 +245,119 @@ TEST_CASE("float8 products: NaN and Inf reach the outputs, tiny weight columns s
   }
   CHECK(norm > 0.0);
   CHECK(std::sqrt(e / norm) < 0.06);
+}
+
+TEST_CASE("float8_dot: the kept kernel never changes a bit, and follows the layer's parameters",
+          "[scaled][float8][nn]") {
+  // Two products driven identically through several steps: one told the layer (dot_shape::owner, so
+  // it keeps the quantised and packed kernel), one not (it prepares the kernel at every call). Their
+  // outputs, gradients and clip counts must be equal bit for bit, for current and delayed kernel
+  // scaling, while the kernel changes between steps (an optimiser step, announced by
+  // parameters_changed as dense does).
+  for (const bool current : {true, false}) {
+    CAPTURE(current);
+    const int owner = 0;
+    const nn::dot_shape kept{.rows = 12, .in = 40, .out = 24, .owner = &owner};
+    nn::dot_shape fresh = kept;
+    fresh.owner = nullptr;
+    scaled::float8_dot<> a({}, current), b({}, current);
+    auto w = gaussian(kept.in * kept.out, 0.1, 30);
+    for (std::uint64_t step = 0; step < 4; ++step) {
+      const auto x = gaussian(kept.rows * kept.in, 1.0, 31 + step);
+      const auto dy = gaussian(kept.rows * kept.out, 1e-3, 41 + step);
+      std::vector<float> ya(kept.rows * kept.out), yb(ya.size()), dxa(kept.rows * kept.in), dxb(dxa.size());
+      std::vector<float> dka(kept.in * kept.out), dkb(dka.size());
+      a.forward(x, w, ya, kept);
+      b.forward(x, w, yb, fresh);
+      a.backward(x, dy, w, dxa, dka, kept);
+      b.backward(x, dy, w, dxb, dkb, fresh);
+      REQUIRE(ya == yb);
+      REQUIRE(dxa == dxb);
+      REQUIRE(dka == dkb);
+      a.update_scales();
+      b.update_scales();
+      for (auto& v : w) v *= 1.5f;  // the weights grow: a stale kernel would show
+      a.parameters_changed();
+    }
+    CHECK(a.clip_counts().kernel == b.clip_counts().kernel);
+    CHECK(a.kernel_scaling().amax_history() == b.kernel_scaling().amax_history());
+  }
+}
+
+TEST_CASE("float8_dot injected into dense: every change of the kernel reaches the kept copy", "[scaled][float8][nn]") {
+  using P = policy<float, bfloat16, float>;
+  const std::size_t in = 32, out = 16, rows = 8;
+  std::mt19937 rng(12);
+  nn::dense<P> first(in, out, rng, nn::use_bias::no), second(in, out, rng, nn::use_bias::no);
+  auto shared = std::make_shared<scaled::float8_dot<>>();  // one product for two layers
+  first.set_dot(shared);
+  second.set_dot(shared);
+  xt::xtensor<float, 2> x = xt::xtensor<float, 2>::from_shape({rows, in});
+  const auto values = gaussian(rows * in, 1.0, 13);
+  std::copy(values.begin(), values.end(), x.begin());
+  // The reference: the same layer with a product of its own that has never kept anything.
+  const auto fresh = [&](const nn::dense<P>& layer) {
+    nn::dense<P> copy(layer.kernel());
+    copy.set_dot(std::make_shared<scaled::float8_dot<>>());
+    return xt::xtensor<float, 2>(copy(x));
+  };
+  CHECK(static_cast<bool>(first(x) == fresh(first)));
+  CHECK(static_cast<bool>(second(x) == fresh(second)));  // its own kernel, not the first layer's
+  CHECK(static_cast<bool>(first(x) == fresh(first)));
+  const xt::xtensor<float, 2> before = first(x);
+  first.kernel()(0, 0) += 3.0f;  // non-const access
+  CHECK(static_cast<bool>(first(x) == fresh(first)));
+  CHECK_FALSE(static_cast<bool>(first(x) == before));
+  first.for_each_parameter([](std::string_view, auto& t) { t *= 0.5f; });
+  CHECK(static_cast<bool>(first(x) == fresh(first)));
+  second = first;  // assignment: the second layer now holds the first one's kernel
+  CHECK(static_cast<bool>(second(x) == fresh(first)));
+}
+
+TEST_CASE("float8 quantisation: the AVX2 scaling pass gives the portable loop's data, amax and clips",
+          "[scaled][float8]") {
+  // Lengths around the 8-lane groups and the 1024-element blocks; values inside and beyond the bound,
+  // products that overflow float, -0, subnormals, Inf and NaN.
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (const std::size_t n : {std::size_t{0}, std::size_t{7}, std::size_t{8}, std::size_t{33}, std::size_t{1023},
+                              std::size_t{1024}, std::size_t{1031}, std::size_t{3000}}) {
+    for (const bool special : {false, true}) {
+      CAPTURE(n, special);
+      std::vector<float> x(n);
+      for (auto& v : x) v = normal(rng);
+      if (special && n > 6) {
+        x[0] = -0.0f;
+        x[1] = 1e-41f;
+        x[2] = 3e38f;  // x * mult overflows float: it saturates
+        x[n - 1] = -std::numeric_limits<float>::infinity();
+        x[n / 2] = std::numeric_limits<float>::quiet_NaN();
+      }
+      const double scale = 3.0;  // values above 3 saturate
+      std::vector<float8_e4m3fn> simd(n), portable(n);
+      std::size_t clips_simd = 0, clips_portable = 0;
+      const float amax_simd = scaled::detail::quantise_by_scale(std::span<const float>(x), scale,
+                                                                std::span<float8_e4m3fn>(simd), clips_simd);
+      float amax_portable = 0.0f;
+      {
+        const isa_limit_scope limit(isa::portable);
+        amax_portable = scaled::detail::quantise_by_scale(std::span<const float>(x), scale,
+                                                          std::span<float8_e4m3fn>(portable), clips_portable);
+      }
+      for (std::size_t i = 0; i < n; ++i) REQUIRE(simd[i].bits() == portable[i].bits());
+      CHECK(clips_simd == clips_portable);
+      CHECK(((std::isnan(amax_simd) && std::isnan(amax_portable)) || amax_simd == amax_portable));
+      // The portable loop against the definition: saturated where |x| > scale, NaN where x is not finite.
+      std::size_t expected_clips = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float a = std::fabs(x[i]);
+        if (std::isfinite(a) && a > scale) {
+          ++expected_clips;
+          REQUIRE(std::fabs(static_cast<float>(portable[i])) == 448.0f);
+        }
+        if (!std::isfinite(x[i])) REQUIRE(std::isnan(static_cast<float>(portable[i])));
+      }
+      CHECK(clips_portable == expected_clips);
+    }
+  }
 }

@@ -3,9 +3,11 @@
 /// float, vectorised where the compiler targets F16C / AVX-512 / AVX512-BF16, bit-identical to the
 /// scalar conversions `To(x)`, `saturate_cast<To>(x)` and `static_cast<float>(x)` for every input.
 ///
-/// The instruction sets are chosen at compile time from the compiler's target macros (`-mavx512f
-/// -mavx512bw -mavx512vl -mavx512bf16`, `-mf16c`, `-march=native`); there is no run-time dispatch. A
-/// program built for AVX-512 needs a CPU with AVX-512. Define `MIXPREC_NO_SIMD` before including this
+/// The AVX-512 and F16C loops are chosen at compile time from the compiler's target macros (`-mavx512f
+/// -mavx512bw -mavx512vl -mavx512bf16`, `-mf16c`, `-march=native`); a program built for AVX-512 needs
+/// a CPU with AVX-512. In a build without AVX-512 flags (the default), float -> small float takes
+/// F16C (float16) or 8 AVX2 integer lanes (every other format) chosen at run time, when
+/// `mixprec::active_isa()` is at least `isa::avx2`. Define `MIXPREC_NO_SIMD` before including this
 /// header to force the portable loops. How the results are kept identical: docs/conversions.md.
 #pragma once
 
@@ -22,6 +24,7 @@
 
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/formats/basic_float.hpp"
+#include "mixprec/formats/detail/convert_avx2.hpp"
 #include "mixprec/formats/detail/convert_f16c.hpp"
 #include "mixprec/formats/detail/convert_lanewise.hpp"
 #include "mixprec/formats/detail/float_codec.hpp"
@@ -77,6 +80,14 @@ inline void encode_n(const float* in, To* out, std::size_t n) noexcept {
   if constexpr (Simd && To::format == formats::float16) {
     if (active_isa() >= isa::avx2) {  // a build without -mf16c on a CPU with it
       f16c::encode<To, Mode>(in, out, n);
+      return;
+    }
+  }
+#endif
+#if MIXPREC_X86_DISPATCH && !defined(MIXPREC_DETAIL_CONVERT_AVX512)
+  if constexpr (Simd && avx2::handles<To::format>) {  // the other formats: 8 integer lanes (convert_avx2.hpp)
+    if (active_isa() >= isa::avx2) {
+      avx2::encode<To, Mode>(in, out, n);
       return;
     }
   }
@@ -163,8 +174,9 @@ inline namespace MIXPREC_DETAIL_CONVERT_ISA {
 /// The instruction sets `convert` is compiled for in this translation unit (fixed at compile time by
 /// the compiler's target flags): "avx512f+avx512bw+avx512vl+avx512bf16", "avx512f+avx512bw+avx512vl",
 /// "f16c" (float16 only; the other formats use the portable loops) or "portable". In a "portable"
-/// build on x86 (no -m flags: the default), float16 still takes the F16C loops when
-/// `mixprec::active_isa()` is at least `isa::avx2` at run time.
+/// or "f16c" build on x86 (no -m flags: the default), encoding still takes the F16C loops (float16)
+/// and the AVX2 integer lanes (the other formats) when `mixprec::active_isa()` is at least
+/// `isa::avx2` at run time.
 inline constexpr std::string_view convert_instruction_sets =
 #if defined(MIXPREC_DETAIL_CONVERT_AVX512BF16)
     "avx512f+avx512bw+avx512vl+avx512bf16";
@@ -185,9 +197,9 @@ inline constexpr std::string_view convert_instruction_sets =
 ///    included: ieee formats keep the payload and set the quiet bit); `mode` is ignored.
 ///
 /// Vectorised with AVX-512 (F, BW, VL; AVX512-BF16 for float -> bfloat16) or F16C (float16) when the
-/// compiler targets them, and with F16C for float16 chosen at run time in a build without -m flags
-/// (`MIXPREC_ISA=portable` turns it off); the results are the same bits in every build and on every
-/// level (see docs/conversions.md).
+/// compiler targets them, and, chosen at run time in a build without -m flags, with F16C for float16
+/// and AVX2 integer lanes for the other formats' encoding (`MIXPREC_ISA=portable` turns both off); the
+/// results are the same bits in every build and on every level (see docs/conversions.md).
 /// Neither the MXCSR rounding mode nor FTZ/DAZ changes them. `in` and `out` must not overlap.
 ///
 /// \throws std::invalid_argument if `in.size() != out.size()` (the message gives both sizes).

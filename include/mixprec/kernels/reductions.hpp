@@ -19,13 +19,16 @@
 #include <complex>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <ranges>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/arrays/accumulator.hpp"
+#include "mixprec/kernels/detail/absmax_avx2.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 
@@ -270,9 +273,20 @@ template <detail::reducible_range R>
 
 /// Largest |x_i| (exact: no rounding happens), in the real accumulator type. NaN if any element is
 /// NaN (a NaN must not hide behind a max, since absmax feeds scaling decisions); 0 for an empty range.
+///
+/// Contiguous float ranges take an AVX2 loop chosen at run time (kernels/detail/absmax_avx2.hpp: an
+/// integer maximum of the patterns of |x|, the same result).
 template <detail::reducible_range R>
 [[nodiscard]] detail::real_of_t<accumulator_t<detail::element_t<R>>> absmax(const R& x) noexcept {
   using Real = detail::real_of_t<accumulator_t<detail::element_t<R>>>;
+#if MIXPREC_X86_DISPATCH
+  if constexpr (std::ranges::contiguous_range<R> && std::same_as<detail::element_t<R>, float>) {
+    if (active_isa() >= isa::avx2) {
+      const std::uint32_t bits = mixprec::detail::absmax_avx2::absmax_bits(std::ranges::data(x), std::ranges::size(x));
+      return bits > 0x7F800000U ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(bits);
+    }
+  }
+#endif
   Real m{0};
   for (const auto& v : x) {
     const Real a = std::abs(detail::widen(v));

@@ -23,6 +23,7 @@
 
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/kernels/detail/scratch.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
 #include "mixprec/kernels/packed_b.hpp"
@@ -65,6 +66,39 @@ template <class Rng>
     if (std::abs(z) <= 2.0) return z;
   }
 }
+
+/// The injected product of a `dense` (a shared_ptr) that tells its product, through
+/// `dot_product::parameters_changed`, whenever the layer holding it is copied or assigned (its kernel
+/// then lives elsewhere or holds other values), so that a product keeping a prepared kernel per layer
+/// never serves a stale one.
+class injected_dot {
+ public:
+  injected_dot() = default;
+  explicit injected_dot(std::shared_ptr<dot_product> dot) noexcept : dot_(std::move(dot)) { notify(); }
+  injected_dot(const injected_dot& other) noexcept : dot_(other.dot_) { notify(); }
+  injected_dot(injected_dot&& other) noexcept : dot_(std::move(other.dot_)) { notify(); }
+  injected_dot& operator=(const injected_dot& other) noexcept {
+    dot_ = other.dot_;
+    notify();
+    return *this;
+  }
+  injected_dot& operator=(injected_dot&& other) noexcept {
+    dot_ = std::move(other.dot_);
+    notify();
+    return *this;
+  }
+  ~injected_dot() = default;
+
+  [[nodiscard]] const std::shared_ptr<dot_product>& get() const noexcept { return dot_; }
+  explicit operator bool() const noexcept { return dot_ != nullptr; }
+  /// Tells the product (if any) that the kernels it is handed may have changed.
+  void notify() const noexcept {
+    if (dot_) dot_->parameters_changed();
+  }
+
+ private:
+  std::shared_ptr<dot_product> dot_;
+};
 
 }  // namespace detail
 
@@ -202,7 +236,7 @@ class dense {
   /// The kernel, writable (an optimiser step, a checkpoint load). Its shape must not change. Drops the
   /// layer's packed copies of the kernel (see `parameters_changed`).
   [[nodiscard]] kernel_type& kernel() noexcept {
-    packed_.invalidate();
+    drop_prepared();
     return kernel_;
   }
   /// y [rows, out] = x [rows, in] · kernel (+ bias) computed in `C`, for flat row-major spans: the
@@ -218,8 +252,8 @@ class dense {
   /// forward or backward call. The layer keeps the kernel rounded to the compute type and packed for
   /// the matrix-product kernels (kernels::packed_b) across calls, and drops that copy on every
   /// non-const access (`kernel()`, `for_each_parameter`, assignment); only a write through a reference
-  /// kept across a call needs this.
-  void parameters_changed() noexcept { packed_.invalidate(); }
+  /// kept across a call needs this. An injected product is told too (`dot_product::parameters_changed`).
+  void parameters_changed() noexcept { drop_prepared(); }
 
   /// Injects `dot` as this layer's matrix products (nn/dot_product.hpp: Flax's `dot_general`, Haliax's
   /// dot injection), in `operator()`, `forward`, `project` and both backward passes; nullptr restores
@@ -227,16 +261,16 @@ class dense {
   /// delayed-scaling histories); inject a fresh one per layer. Real inputs only: a complex input with an
   /// injected product throws std::invalid_argument. The product works in float32: under a float64
   /// policy x, the kernel and the kernel gradient pass through float.
-  void set_dot(std::shared_ptr<dot_product> dot) noexcept { dot_ = std::move(dot); }
+  void set_dot(std::shared_ptr<dot_product> dot) noexcept { dot_ = detail::injected_dot(std::move(dot)); }
   /// The injected product, or nullptr for the plain one.
-  [[nodiscard]] const std::shared_ptr<dot_product>& dot() const noexcept { return dot_; }
+  [[nodiscard]] const std::shared_ptr<dot_product>& dot() const noexcept { return dot_.get(); }
   /// The bias, writable. Its shape must not change.
   [[nodiscard]] std::optional<bias_type>& bias() noexcept { return bias_; }
 
   /// Calls `f(name, tensor)` on every parameter: "kernel" [in, out], then "bias" [out] if present.
   template <class F>
   void for_each_parameter(F&& f) {
-    packed_.invalidate();
+    drop_prepared();
     f(std::string_view("kernel"), kernel_);
     if (bias_) f(std::string_view("bias"), *bias_);
   }
@@ -310,7 +344,7 @@ class dense {
     auto dx = detail::make_like<T>(dy, in_features());
     if constexpr (!kernels::detail::is_complex_v<C>) {
       if (dot_) {
-        const std::vector<float> dx_f = injected_backward(ctx, dy_c, grads);
+        const std::span<const float> dx_f = injected_backward(ctx, dy_c, grads);
         kernels::detail::round_n<T>(dx_f.data(), dx_f.size(), dx.data());
         return dx;
       }
@@ -351,7 +385,7 @@ class dense {
     kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
     if constexpr (!kernels::detail::is_complex_v<C>) {
       if (dot_) {
-        const std::vector<float> dx_f = injected_backward(ctx, dy_c, grads);
+        const std::span<const float> dx_f = injected_backward(ctx, dy_c, grads);
         for (std::size_t i = 0; i < dx_f.size(); ++i) dx_acc[i] += static_cast<accumulator_t<C>>(dx_f[i]);
         return;
       }
@@ -419,20 +453,21 @@ class dense {
   /// widened to float, the bias rounded to C and added in float32, y rounded once to its type.
   template <class C, class XR, class YR>
   void injected_multiply(const XR& x, YR&& y, std::size_t rows) const {
-    const dot_shape s{rows, in_features(), out_features()};
+    const dot_shape s{rows, in_features(), out_features(), this};
     if (std::ranges::size(x) != rows * s.in || std::ranges::size(y) != rows * s.out) {
       throw std::invalid_argument(kernels::detail::concat(
           "dense: x has ", std::ranges::size(x), " and y ", std::ranges::size(y), " elements but ", rows,
           " rows of the kernel ", detail::shape_string(kernel_.shape()), " need ", rows * s.in, " and ", rows * s.out));
     }
-    std::vector<float> x_f(rows * s.in);
+    // Float32 copies in per-thread scratch (kept across calls: no fresh pages per call).
+    const std::span<float> x_f = kernels::detail::thread_scratch<float, struct injected_x>(rows * s.in);
     const auto* xp = std::ranges::data(x);
     for (std::size_t i = 0; i < x_f.size(); ++i) x_f[i] = static_cast<float>(kernels::detail::round_to<C>(xp[i]));
-    std::vector<float> y_f(rows * s.out);
+    const std::span<float> y_f = kernels::detail::thread_scratch<float, struct injected_y>(rows * s.out);
     if constexpr (std::is_same_v<param_type, float>) {
-      dot_->forward(x_f, std::span<const float>(kernel_.data(), kernel_.size()), y_f, s);
+      dot_.get()->forward(x_f, std::span<const float>(kernel_.data(), kernel_.size()), y_f, s);
     } else {
-      dot_->forward(x_f, kernel_as_float(), y_f, s);
+      dot_.get()->forward(x_f, kernel_as_float(), y_f, s);
     }
     if (bias_) {
       for (std::size_t o = 0; o < s.out; ++o) {
@@ -448,16 +483,20 @@ class dense {
   /// The backward pass through the injected product: returns dx as float32 and adds the kernel and
   /// bias gradients to `grads`.
   template <class T, class C>
-  std::vector<float> injected_backward(const saved<T>& ctx, const std::vector<C>& dy_c, gradients& grads) const {
-    const dot_shape s{ctx.rows, in_features(), out_features()};
-    std::vector<float> x_f(ctx.x.size()), dy_f(dy_c.size());
+  std::span<const float> injected_backward(const saved<T>& ctx, const std::vector<C>& dy_c, gradients& grads) const {
+    const dot_shape s{ctx.rows, in_features(), out_features(), this};
+    // Float32 copies and results in per-thread scratch (kept across calls); dx_f is valid until the
+    // next injected_backward on this thread.
+    const std::span<float> x_f = kernels::detail::thread_scratch<float, struct injected_x>(ctx.x.size());
+    const std::span<float> dy_f = kernels::detail::thread_scratch<float, struct injected_dy>(dy_c.size());
     kernels::detail::round_n<float>(ctx.x.data(), ctx.x.size(), x_f.data());
     kernels::detail::round_n<float>(dy_c.data(), dy_c.size(), dy_f.data());
-    std::vector<float> dx_f(s.rows * s.in), dkernel(s.in * s.out);
+    const std::span<float> dx_f = kernels::detail::thread_scratch<float, struct injected_dx>(s.rows * s.in);
+    const std::span<float> dkernel = kernels::detail::thread_scratch<float, struct injected_dkernel>(s.in * s.out);
     if constexpr (std::is_same_v<param_type, float>) {
-      dot_->backward(x_f, dy_f, std::span<const float>(kernel_.data(), kernel_.size()), dx_f, dkernel, s);
+      dot_.get()->backward(x_f, dy_f, std::span<const float>(kernel_.data(), kernel_.size()), dx_f, dkernel, s);
     } else {
-      dot_->backward(x_f, dy_f, kernel_as_float(), dx_f, dkernel, s);
+      dot_.get()->backward(x_f, dy_f, kernel_as_float(), dx_f, dkernel, s);
     }
     grad_type* g = grads.kernel.data();
     for (std::size_t i = 0; i < dkernel.size(); ++i) g[i] += static_cast<grad_type>(dkernel[i]);
@@ -477,6 +516,12 @@ class dense {
   }
 
   /// The kernel [in, out] read as b(k = out, n = in) (its transpose), packed for C and kept.
+  /// Drops every prepared copy of the kernel: the packed ones, and the injected product's.
+  void drop_prepared() noexcept {
+    packed_.invalidate();
+    dot_.notify();
+  }
+
   template <class C>
   std::shared_ptr<const kernels::packed_b> transposed_kernel() const {
     return packed_.template get<C>(detail::flat(kernel_), out_features(), in_features(), kernels::b_layout::n_k);
@@ -527,7 +572,7 @@ class dense {
   kernel_type kernel_;
   std::optional<bias_type> bias_;
   detail::packed_weight_cache packed_;  ///< kernel_ packed per compute type and orientation
-  std::shared_ptr<dot_product> dot_;    ///< the injected product, or nullptr (set_dot)
+  detail::injected_dot dot_;            ///< the injected product, or nullptr (set_dot)
 };
 
 }  // namespace mixprec::nn

@@ -32,6 +32,10 @@ struct dot_shape {
   std::size_t rows = 0;  ///< rows of x (the leading axes of the input, flattened)
   std::size_t in = 0;    ///< input features
   std::size_t out = 0;   ///< output features
+  /// The layer whose kernel this is (a `dense` passes itself), or nullptr. A product may keep a
+  /// prepared copy of the kernel per owner (quantised and packed) until `parameters_changed`; with
+  /// nullptr it must prepare the kernel at every call.
+  const void* owner = nullptr;
 };
 
 /// The products of a dense layer (file comment). All arrays are row-major float32; sizes match
@@ -51,6 +55,14 @@ class dot_product {
   /// of the matching forward call, as that call received it.
   virtual void backward(std::span<const float> x, std::span<const float> dy, std::span<const float> kernel,
                         std::span<float> dx, std::span<float> dkernel, dot_shape s) = 0;
+
+  /// Called by a layer that injects this product whenever the kernels it passes may change or a new
+  /// layer starts using it: every non-const access to its parameters (`kernel()`, `for_each_parameter`,
+  /// `parameters_changed()`), `set_dot`, and copying or assigning the layer. A product that keeps a
+  /// prepared kernel (scaled::float8_dot keeps it quantised and packed) drops it here. Not called
+  /// while the layer runs a forward or backward pass (the layer is being modified then). Default:
+  /// nothing.
+  virtual void parameters_changed() noexcept {}
 };
 
 }  // namespace mixprec::nn

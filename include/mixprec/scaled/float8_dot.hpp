@@ -19,7 +19,11 @@
 /// so it sees the operands the forward saw (TransformerEngine keeps them; we quantise again, bit for
 /// bit the same, once a history exists: before it each call measures its own operands, and a layer
 /// that projects its rows in chunks — feed_forward — quantises each chunk of x by its own amax in that
-/// first forward pass). Each call records the amaxes of its operands; `update_scales()`, called once per
+/// first forward pass). The kernel is quantised and packed (bfloat16 panels) once and kept per layer
+/// until the layer's parameters change (`nn::dot_product::parameters_changed`, which `dense` calls on
+/// every non-const access) or, with delayed kernel scaling, until its scale moves: an optimiser step
+/// prepares it afresh, the forward and backward passes of a step share it. Each call records the
+/// amaxes of its operands; `update_scales()`, called once per
 /// training step after the optimiser (TE's amax reduction at the end of an iteration), moves the
 /// step's largest amax of each tensor into its history, so the scales used at step t come from the
 /// amaxes of steps before t. Before any history, a call measures its operands (current scaling) so the
@@ -34,23 +38,30 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/formats/saturate_cast.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/detail/scratch.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
+#include "mixprec/kernels/packed_b.hpp"
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/nn/dot_product.hpp"
 #include "mixprec/scaled/delayed_scaling.hpp"
+#include "mixprec/scaled/detail/quantise_avx2.hpp"
 #include "mixprec/scaled/scaled_format.hpp"
 
 namespace mixprec::scaled {
@@ -58,30 +69,57 @@ namespace mixprec::scaled {
 namespace detail {
 
 /// float8 data of `x` under the bound `scale`: x * (M / scale) in float, clamped to +-M, then rounded to
-/// F in bulk. The finite elements with |x| > scale (the bound broken: they saturate) are added to
-/// `clipped`; an element at the bound whose product rounds a float ulp past M is clamped but not
-/// counted; NaN and Inf are not clamped (they make the product non-finite). Returns amax(x) (NaN if x
-/// holds one).
+/// F in bulk, into `out` (x's size). The finite elements with |x| > scale (the bound broken: they saturate, even where
+/// the product overflows float) are added to `clipped`; an element at the bound whose product rounds a float ulp past M
+/// is clamped but not counted; NaN and Inf are not clamped (they make the product non-finite). Returns amax(x) (NaN if
+/// x holds one). One pass over x in blocks of `block` elements (the scaled block stays in L1; no scratch array of x's
+/// size): the scaling in AVX2 where the CPU has it (scaled/detail/quantise_avx2.hpp, the same values), each block
+/// rounded by `mixprec::convert` (run-time dispatched AVX2 lanes). `scale` must leave M / scale finite in float
+/// (delayed_scaling's scales do).
 template <class F>
-float quantise_by_scale(std::span<const float> x, double scale, std::vector<F>& out, std::size_t& clipped) {
+float quantise_by_scale(std::span<const float> x, double scale, std::span<F> out, std::size_t& clipped) {
   constexpr float m = static_cast<float>(format_max<F>());
+  constexpr float float_max = std::numeric_limits<float>::max();
+  constexpr std::size_t block = 1024;
   const auto mult = static_cast<float>(format_max<F>() / scale);
-  std::vector<float> scaled(x.size());
+  // The largest float <= scale: for a float a, a > scale exactly when a > bound.
+  float bound = scale >= static_cast<double>(float_max) ? float_max : static_cast<float>(scale);
+  if (static_cast<double>(bound) > scale) bound = std::nextafter(bound, 0.0f);
+  float scaled[block];
   float amax = 0.0f;
   std::size_t clips = 0;
   bool nan = false;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const float a = std::fabs(x[i]);
-    nan |= a != a;
-    amax = std::max(amax, a);
-    clips += std::isfinite(a) && static_cast<double>(a) > scale ? 1U : 0U;
-    const float v = x[i] * mult;
-    // Finite values saturate at +-M; NaN and Inf stay non-finite (NaN in e4m3fn, which has no Inf), so
-    // that the products turn non-finite and a loss scaler or a finiteness check sees the overflow.
-    scaled[i] = std::isfinite(v) ? std::clamp(v, -m, m) : v;
+#if MIXPREC_X86_DISPATCH
+  const bool simd = active_isa() >= isa::avx2;
+  std::uint32_t amax_bits = 0;
+#endif
+  for (std::size_t i0 = 0; i0 < x.size(); i0 += block) {
+    const std::size_t n = std::min(block, x.size() - i0);
+    const float* xs = x.data() + i0;
+    std::size_t done = 0;
+#if MIXPREC_X86_DISPATCH
+    if (simd) {  // whole groups of 8 lanes (scaled/detail/quantise_avx2.hpp), the rest below
+      done = n - n % 8;
+      mixprec::detail::quantise_avx2::scale_block(xs, done, mult, bound, m, scaled, amax_bits, clips);
+    }
+#endif
+    for (std::size_t i = done; i < n; ++i) {
+      const float a = std::fabs(xs[i]);
+      const bool finite = a <= float_max;  // false for NaN and Inf
+      nan |= a != a;
+      amax = std::max(amax, a);
+      clips += (finite && a > bound) ? 1U : 0U;
+      const float v = xs[i] * mult;
+      // Finite values saturate at +-M; NaN and Inf stay non-finite (NaN in e4m3fn, which has no Inf), so
+      // that the products turn non-finite and a loss scaler or a finiteness check sees the overflow.
+      scaled[i] = finite ? std::min(std::max(v, -m), m) : v;
+    }
+    kernels::detail::round_n<F>(scaled, n, out.data() + i0);
   }
-  out.resize(x.size());
-  kernels::detail::round_n<F>(scaled.data(), scaled.size(), out.data());
+#if MIXPREC_X86_DISPATCH
+  nan |= amax_bits > 0x7F800000U;
+  amax = std::max(amax, std::bit_cast<float>(std::min(amax_bits, 0x7F800000U)));
+#endif
   clipped += clips;
   return nan ? std::numeric_limits<float>::quiet_NaN() : amax;
 }
@@ -114,35 +152,35 @@ class float8_dot final : public nn::dot_product {
       : x_(options), kernel_(options), dy_(options), current_kernel_scaling_(current_kernel_scaling) {}
 
   void forward(std::span<const float> x, std::span<const float> kernel, std::span<float> y, nn::dot_shape s) override {
-    const operand_scales sc = scales_for(x, kernel, {});
-    std::vector<forward_format> xq, kq;
-    std::size_t x_clips = 0, k_clips = 0;
-    const float x_amax = detail::quantise_by_scale(x, sc.x, xq, x_clips);
-    const float k_amax = detail::quantise_by_scale(kernel, sc.kernel, kq, k_clips);
-    kernels::matmul<bfloat16>(xq, kq, y, {.m = s.rows, .k = s.in, .n = s.out}, kernels::b_layout::k_n);
-    scale_by(y, sc.x / format_max<forward_format>() * (sc.kernel / format_max<forward_format>()));
+    const double x_scale = scale_for<forward_format>(x_, x);
+    const auto xq = kernels::detail::thread_scratch<forward_format, struct forward_x>(x.size());
+    std::size_t x_clips = 0;
+    const float x_amax = detail::quantise_by_scale(x, x_scale, xq, x_clips);
+    const prepared_view k = prepared(kernel, s, false);
+    kernels::matmul<bfloat16>(xq, *k.packed, y, s.rows);
+    scale_by(y, x_scale / format_max<forward_format>() * k.step);
     const std::lock_guard lock(mutex_);
     pending_.x = nan_max(pending_.x, x_amax);
-    pending_.kernel = nan_max(pending_.kernel, k_amax);
+    pending_.kernel = nan_max(pending_.kernel, k.amax);
     clips_.x += x_clips;
-    clips_.kernel += k_clips;
+    clips_.kernel += k.clips;
   }
 
   void backward(std::span<const float> x, std::span<const float> dy, std::span<const float> kernel, std::span<float> dx,
                 std::span<float> dkernel, nn::dot_shape s) override {
-    const operand_scales sc = scales_for(x, kernel, dy);
-    std::vector<forward_format> xq, kq;
-    std::vector<backward_format> gq;
+    const double x_scale = scale_for<forward_format>(x_, x);
+    const double dy_scale = scale_for<backward_format>(dy_, dy);
+    const auto xq = kernels::detail::thread_scratch<forward_format, struct backward_x>(x.size());
+    const auto gq = kernels::detail::thread_scratch<backward_format, struct backward_dy>(dy.size());
     std::size_t ignored = 0, g_clips = 0;  // x and the kernel were counted in the forward pass
-    (void)detail::quantise_by_scale(x, sc.x, xq, ignored);
-    (void)detail::quantise_by_scale(kernel, sc.kernel, kq, ignored);
-    const float g_amax = detail::quantise_by_scale(dy, sc.dy, gq, g_clips);
-    const double kernel_step = sc.kernel / format_max<forward_format>();
-    const double x_step = sc.x / format_max<forward_format>();
-    const double dy_step = sc.dy / format_max<backward_format>();
-    // dx [rows, in] = dy [rows, out] · kernelᵀ: the [in, out] kernel read as b(k = out, n = in).
-    kernels::matmul<bfloat16>(gq, kq, dx, {.m = s.rows, .k = s.out, .n = s.in}, kernels::b_layout::n_k);
-    scale_by(dx, dy_step * kernel_step);
+    (void)detail::quantise_by_scale(x, x_scale, xq, ignored);
+    const float g_amax = detail::quantise_by_scale(dy, dy_scale, gq, g_clips);
+    const prepared_view k = prepared(kernel, s, true);
+    const double x_step = x_scale / format_max<forward_format>();
+    const double dy_step = dy_scale / format_max<backward_format>();
+    // dx [rows, in] = dy [rows, out] · kernelᵀ: the kept kernel packed as b(k = out, n = in).
+    kernels::matmul<bfloat16>(gq, *k.packed, dx, s.rows);
+    scale_by(dx, dy_step * k.step);
     // dkernel [in, out] = xᵀ [in, rows] · dy [rows, out].
     std::fill(dkernel.begin(), dkernel.end(), 0.0f);
     kernels::matmul_accumulate<bfloat16>(xq, kernels::a_layout::k_m, gq, kernels::b_layout::k_n, dkernel,
@@ -151,6 +189,13 @@ class float8_dot final : public nn::dot_product {
     const std::lock_guard lock(mutex_);
     pending_.dy = nan_max(pending_.dy, g_amax);
     clips_.dy += g_clips;
+  }
+
+  /// Drops the kept kernel (nn::dot_product::parameters_changed): the next call quantises and packs
+  /// the kernel it is handed.
+  void parameters_changed() noexcept override {
+    const std::lock_guard lock(kernel_mutex_);
+    kept_ = {};
   }
 
   /// Ends a training step: the step's amax of each tensor (the largest over every call since the last
@@ -177,9 +222,6 @@ class float8_dot final : public nn::dot_product {
   }
 
  private:
-  struct operand_scales {
-    double x, kernel, dy;
-  };
   struct pending_amaxes {
     std::optional<double> x, kernel, dy;
   };
@@ -219,14 +261,60 @@ class float8_dot final : public nn::dot_product {
     return current.scale();
   }
 
-  operand_scales scales_for(std::span<const float> x, std::span<const float> kernel, std::span<const float> dy) const {
+  /// The scale of one activation operand: its delayed scale, or its own amax before any history.
+  template <class F, class D>
+  double scale_for(const D& scaling, std::span<const float> x) const {
     std::unique_lock lock(mutex_);
-    const held_scale x_held = hold(x_, false);
-    const held_scale k_held = hold(kernel_, current_kernel_scaling_);
-    const held_scale dy_held = hold(dy_, false);
+    const held_scale held = hold(scaling, false);
     lock.unlock();
-    return {scale_of<forward_format>(x_held, x), scale_of<forward_format>(k_held, kernel),
-            scale_of<backward_format>(dy_held, dy)};
+    return scale_of<F>(held, x);
+  }
+
+  /// The kernel quantised by its scale and packed for the products, kept per layer (`dot_shape::owner`)
+  /// until `parameters_changed` (the layer's kernel changed) or, with delayed kernel scaling, until
+  /// its scale moves. Quantising and packing happen once per kernel instead of twice per step.
+  struct kept_kernel {
+    const void* owner = nullptr;
+    std::size_t in = 0, out = 0;
+    double scale = 0.0;
+    float amax = 0.0f;
+    std::size_t clips = 0;
+    std::vector<forward_format> data;                   ///< [in, out], quantised
+    std::shared_ptr<const kernels::packed_b> forward;   ///< b(in, out): y = x · kernel
+    std::shared_ptr<const kernels::packed_b> backward;  ///< b(out, in): dx = dy · kernelᵀ, on first use
+  };
+  /// What a call reads of the kept kernel (the packing is shared, immutable).
+  struct prepared_view {
+    std::shared_ptr<const kernels::packed_b> packed;
+    double step;  ///< scale / M: the value of one data unit
+    float amax;
+    std::size_t clips;
+  };
+
+  prepared_view prepared(std::span<const float> kernel, nn::dot_shape s, bool transposed) {
+    std::unique_lock lock(mutex_);
+    const held_scale held = hold(kernel_, current_kernel_scaling_);
+    lock.unlock();
+    const std::lock_guard kernel_lock(kernel_mutex_);
+    kept_kernel& k = kept_;
+    const bool valid = s.owner != nullptr && k.owner == s.owner && k.in == s.in && k.out == s.out &&
+                       k.data.size() == kernel.size() && (held.measure || k.scale == held.scale);
+    if (!valid) {
+      k = {};
+      k.scale = scale_of<forward_format>(held, kernel);
+      k.data.resize(kernel.size());
+      k.amax = detail::quantise_by_scale(kernel, k.scale, std::span<forward_format>(k.data), k.clips);
+      k.forward = std::make_shared<const kernels::packed_b>(
+          kernels::pack_b<bfloat16>(k.data, s.in, s.out, kernels::b_layout::k_n));
+      k.owner = s.owner;  // a kernel without an owner is prepared again at every call
+      k.in = s.in;
+      k.out = s.out;
+    }
+    if (transposed && !k.backward) {
+      k.backward = std::make_shared<const kernels::packed_b>(
+          kernels::pack_b<bfloat16>(k.data, s.out, s.in, kernels::b_layout::n_k));
+    }
+    return {transposed ? k.backward : k.forward, k.scale / format_max<forward_format>(), k.amax, k.clips};
   }
 
   mutable std::mutex mutex_;
@@ -236,6 +324,8 @@ class float8_dot final : public nn::dot_product {
   bool current_kernel_scaling_;
   pending_amaxes pending_;
   float8_clip_counts clips_;
+  mutable std::mutex kernel_mutex_;  ///< guards kept_ (taken after mutex_ is released, never inside it)
+  kept_kernel kept_;
 };
 
 /// Weight-only float8 (file comment): the kernel quantised to e4m3fn per output column at each call,

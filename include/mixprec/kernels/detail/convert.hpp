@@ -8,6 +8,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <type_traits>
 
@@ -15,6 +16,7 @@
 #include "mixprec/formats/basic_float.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/convert.hpp"
+#include "mixprec/formats/numeric_limits.hpp"  // std::numeric_limits of the small floats
 
 namespace mixprec::kernels::detail {
 
@@ -104,11 +106,25 @@ template <class C, class S>
   }
 }
 
+/// Whether every finite value of the small float S is a value of the small float C (no more significant
+/// bits, an exponent range inside C's, subnormals included): then rounding S to C is the identity, as
+/// for float8 / float6 / float4 data in a bfloat16 product.
+template <class S, class C>
+inline constexpr bool values_exact_in =
+    small_float<S>&& small_float<C>&& std::numeric_limits<S>::digits <=
+    std::numeric_limits<C>::digits&& std::numeric_limits<S>::max_exponent <=
+    std::numeric_limits<C>::max_exponent&& std::numeric_limits<S>::min_exponent - std::numeric_limits<S>::digits >=
+    std::numeric_limits<C>::min_exponent - std::numeric_limits<C>::digits;
+
 /// `round_widen` of `count` values into `dst`, using the bulk conversion of `mixprec::convert`
-/// (vectorised where the compiler targets F16C / AVX-512) for the small-float cases.
+/// (vectorised where the compiler targets F16C / AVX-512, or chosen at run time) for the small-float
+/// cases. Small floats whose values C holds exactly are decoded straight to float (a 256-entry table
+/// for 8-bit formats): the same values, NaN aside (any NaN stays a NaN).
 template <class C, class S>
 void round_widen_n(const S* src, std::size_t count, accumulator_t<C>* dst) {
-  if constexpr (std::same_as<C, bfloat16> && std::same_as<S, float>) {
+  if constexpr (values_exact_in<S, C> && !std::same_as<S, C>) {
+    mixprec::convert(std::span<const S>(src, count), std::span<float>(dst, count));
+  } else if constexpr (std::same_as<C, bfloat16> && std::same_as<S, float>) {
     for (std::size_t i = 0; i < count; ++i) dst[i] = round_through_bfloat16(src[i]);  // one vectorisable pass
   } else if constexpr (small_float<C> && (std::same_as<S, float> || std::same_as<S, double>)) {
     constexpr std::size_t block = 512;

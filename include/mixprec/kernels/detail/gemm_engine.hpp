@@ -88,6 +88,8 @@ struct b_source {
 /// Per-thread scratch of the engine, grown on demand and kept.
 struct gemm_scratch {
   std::vector<float> a_pack, a_row, b_pack, c_tile, row;
+  /// The b block that the calling thread packs once for every thread working on its row blocks.
+  std::vector<float> shared_b;
   static gemm_scratch& local() {
     static thread_local gemm_scratch scratch;
     return scratch;
@@ -203,15 +205,17 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
   }
   for (std::size_t j0 = 0; j0 < n; j0 += nc) {
     const std::size_t cols = std::min(nc, n - j0);
-    std::vector<float> shared;  // the b block, packed once for every thread
     const panel_element_t<F>* panels = nullptr;
     if constexpr (std::same_as<BSrc, packed_b_view>) {
       panels = static_cast<const panel_element_t<F>*>(b.data) + (j0 / gemm_nr) * gemm_nr * k;
     } else {
-      shared.resize(gemm_panels(cols) * gemm_nr * k);
-      std::vector<float> row(std::max({k, cols, gemm_kc, gemm_mc}));
-      pack_b<C>(b.b, k, n, b.n_major, j0, cols, shared.data(), row.data());
-      panels = shared.data();
+      // The b block, packed once for every thread, in the calling thread's scratch (read by the
+      // workers until parallel_for returns; the calling thread's gemm_block uses its other buffers).
+      gemm_scratch& own = gemm_scratch::local();
+      float* shared = gemm_scratch::sized(own.shared_b, gemm_panels(cols) * gemm_nr * k);
+      float* row = gemm_scratch::sized(own.row, std::max({k, cols, gemm_kc, gemm_mc}));
+      pack_b<C>(b.b, k, n, b.n_major, j0, cols, shared, row);
+      panels = shared;
     }
     parallel_for(row_blocks, threads, [&](std::size_t task) {
       const std::size_t i0 = task * gemm_mc;

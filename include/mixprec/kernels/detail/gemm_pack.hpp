@@ -57,22 +57,13 @@ enum class panel_format : std::uint8_t {
   f16,   ///< IEEE binary16 bit patterns (std::uint16_t)
 };
 
-/// Whether every value of the small float C is exactly a bfloat16 (at most 8 significant bits and an
-/// exponent range inside bfloat16's, subnormals included): bfloat16 and the float8/6/4 formats.
-template <class C>
-inline constexpr bool exact_in_bfloat16 =
-    std::numeric_limits<C>::digits <= std::numeric_limits<bfloat16>::digits&& std::numeric_limits<C>::max_exponent <=
-    std::numeric_limits<bfloat16>::max_exponent&& std::numeric_limits<C>::min_exponent -
-        std::numeric_limits<C>::digits >=
-    std::numeric_limits<bfloat16>::min_exponent - std::numeric_limits<bfloat16>::digits;
-
 /// The 16-bit panel format that holds every value of compute type C exactly, or f32.
 template <class C>
 [[nodiscard]] constexpr panel_format kept_panel_format() noexcept {
   if constexpr (std::same_as<C, float16>) {
     return panel_format::f16;
   } else if constexpr (small_float<C>) {
-    if constexpr (exact_in_bfloat16<C>) return panel_format::bf16;
+    if constexpr (values_exact_in<C, bfloat16>) return panel_format::bf16;  // bfloat16, float8/6/4
     return panel_format::f32;
   } else {
     return panel_format::f32;

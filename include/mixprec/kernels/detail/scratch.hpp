@@ -1,0 +1,24 @@
+/// \file
+/// \brief Private: `thread_scratch<T, Tag>(n)`, a per-thread buffer of at least n elements of T, grown
+/// on demand and kept for the thread's lifetime, for the temporaries of a hot call (a layer's float32
+/// copies of its operands, quantised operands). A call that allocated its temporaries afresh paid for
+/// fresh pages every time (glibc maps large blocks and returns them on free: page faults and zeroing
+/// were a quarter of a float8 layer step). The contents are left from the previous use: the caller
+/// writes before it reads. `Tag` names the call site, so that buffers alive at the same time differ;
+/// a call site must not be re-entered on the same thread while its buffer is in use.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace mixprec::kernels::detail {
+
+template <class T, class Tag>
+[[nodiscard]] std::span<T> thread_scratch(std::size_t n) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return {buffer.data(), n};
+}
+
+}  // namespace mixprec::kernels::detail
