@@ -157,10 +157,26 @@ TEST_CASE("plan_residual_scales: bad input is a clear error") {
     CHECK_THROWS_AS(plan_residual_scales(run, sites(1), {.headroom_bits = std::nan("")}), std::invalid_argument);
     CHECK_THROWS_AS(plan_residual_scales(run, sites(1), {.headroom_bits = HUGE_VAL}), std::invalid_argument);
   }
+  SECTION("a headroom that leaves no range") {
+    CHECK_THROWS_WITH(plan_residual_scales(run, sites(1), {.headroom_bits = 2000.0}), Contains("no range"));
+  }
   SECTION("a format that is not a real float") {
     CHECK_THROWS_WITH(plan_residual_scales(run, sites(1), {.format = dtype::int8}), Contains("int8"));
     CHECK_THROWS_AS(plan_residual_scales(run, sites(1), {.format = dtype::complex64}), std::invalid_argument);
   }
+}
+
+TEST_CASE("plan_residual_scales: a scale below float's normal range is a problem, not a silent plan") {
+  // 1e45 needs 2^-136 under the limit 16376 (1e45 * 2^-136 = 11479 <= 16376 < 22959 = 1e45 * 2^-135):
+  // below 2^-126, float32 weights scaled by it lose precision.
+  const auto plan = plan_residual_scales(calibration({1e45}, {1.0}), sites(1));
+  CHECK(plan.blocks[0].exponent == -136);
+  CHECK_FALSE(plan.fits);
+  REQUIRE(plan.problems.size() == 1);
+  CHECK_THAT(plan.problems[0], Contains("below float's smallest normal"));
+  // The largest exponent is found exactly far from 1 too: 2^200 needs 2^-200 * 16376's binade.
+  const auto far = plan_residual_scales(calibration({0x1p200}, {1.0}), sites(1));
+  CHECK(far.blocks[0].exponent == -187);  // 2^200 * 2^-187 = 8192 <= 16376 < 16384 = 2^200 * 2^-186
 }
 
 TEST_CASE("plan_residual_scales: no blocks give an empty plan whose final scale is 1") {

@@ -361,3 +361,23 @@ TEST_CASE("float8 quantisation: the AVX2 scaling pass gives the portable loop's 
     }
   }
 }
+
+TEST_CASE("float8_dot keeps nothing while the weight cache is off, as the plain layer", "[scaled][float8][nn]") {
+  // nn/weight_cache.hpp: with the cache off, calls neither use nor make a kept kernel, so a write
+  // through a reference kept across calls is seen without parameters_changed.
+  using P = policy<float, bfloat16, float>;
+  const std::size_t in = 16, out = 8, rows = 4;
+  std::mt19937 rng(21);
+  nn::dense<P> layer(in, out, rng, nn::use_bias::no);
+  layer.set_dot(std::make_shared<scaled::float8_dot<>>());
+  xt::xtensor<float, 2> x = xt::xtensor<float, 2>::from_shape({rows, in});
+  const auto values = gaussian(rows * in, 1.0, 22);
+  std::copy(values.begin(), values.end(), x.begin());
+  const bool was = nn::set_weight_cache(false);
+  auto& kernel = layer.kernel();
+  const xt::xtensor<float, 2> before = layer(x);
+  kernel *= 4.0f;  // a power of two: the float8 data stay the same, the scale follows the amax
+  const xt::xtensor<float, 2> after = layer(x);
+  nn::set_weight_cache(was);
+  for (std::size_t i = 0; i < before.size(); ++i) CHECK(after.data()[i] == 4.0f * before.data()[i]);
+}

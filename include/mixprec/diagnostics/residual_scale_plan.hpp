@@ -38,6 +38,8 @@
 /// attention's context) are computed from a normalised input and no residual scale reaches them; if
 /// one exceeds the limit, the plan says so (`fits` false, the site in `problems`), so that a user
 /// scales those projections, or runs that block wider, instead of trusting a plan that cannot work.
+/// A block scale below float's smallest normal (outputs beyond about 2^126 times the limit) is a
+/// problem too: the float32 weights and stream would lose precision.
 ///
 /// **Example** (a pre-norm encoder whose layers are probed as `layers.<l>.attention` and
 /// `layers.<l>.ffn`; examples/fp16_plan is the whole program):
@@ -207,11 +209,16 @@ struct residual_scale_plan {
 
 namespace detail {
 
-/// The largest integer e <= 0 with value × 2^e <= limit (0 for value 0); value, limit finite, > 0.
+/// The largest integer e <= 0 with value × 2^e <= limit (0 for value <= limit); value and limit
+/// finite, limit a positive normal double. From the binary exponents (no log2 rounding), then
+/// corrected by one step either way.
 [[nodiscard]] inline int fitting_exponent(double value, double limit) {
   if (value <= limit) return 0;
-  int e = static_cast<int>(std::floor(std::log2(limit / value)));
-  while (std::ldexp(value, e) > limit) --e;  // log2 may round up at an exact power of two
+  int value_exponent = 0, limit_exponent = 0;
+  (void)std::frexp(value, &value_exponent);
+  (void)std::frexp(limit, &limit_exponent);
+  int e = limit_exponent - value_exponent;  // within one of the answer
+  while (std::ldexp(value, e) > limit) --e;
   while (std::ldexp(value, e + 1) <= limit) ++e;
   return std::min(e, 0);
 }
@@ -250,8 +257,8 @@ namespace detail {
 /// - `blocks`: the model's residual blocks in execution order.
 ///
 /// \throws std::invalid_argument when a block has no output site, a named site was not observed, a
-///         calibration value is NaN or Inf, the format is not a real floating dtype, or the headroom is negative or not
-///         finite. Each message says which.
+///         calibration value is NaN or Inf, the format is not a real floating dtype, or the headroom is
+///         negative, not finite, or so large that no range is left. Each message says which.
 [[nodiscard]] inline residual_scale_plan plan_residual_scales(const recording_probe& calibration,
                                                               std::span<const residual_block_sites> blocks,
                                                               const residual_scale_options& options = {}) {
@@ -267,6 +274,11 @@ namespace detail {
   residual_scale_plan plan;
   plan.options = options;
   plan.limit = format_max(options.format) / std::exp2(options.headroom_bits);
+  if (!(plan.limit >= std::numeric_limits<double>::min())) {
+    throw std::invalid_argument(detail::concat(
+        "plan_residual_scales: headroom_bits ", detail::format_scientific(options.headroom_bits), " leaves ",
+        name(options.format), " no range (limit ", detail::format_scientific(plan.limit), "); use a few bits."));
+  }
   const auto number = [](double v) { return detail::format_scientific(v); };
   double input_scale = 1.0;
   int previous_exponent = 0;
@@ -294,6 +306,14 @@ namespace detail {
     } else {
       b.reason = detail::concat(b.worst_output, " reaches ", number(b.output_absmax),
                                 " > limit: the largest power of two that fits");
+    }
+    if (b.scale < static_cast<double>(std::numeric_limits<float>::min())) {
+      plan.fits = false;
+      plan.problems.push_back(detail::concat(
+          b.name, ": its scale ", detail::power_of_two(b.exponent),
+          " is below float's smallest normal 2^-126: the float32 weights and stream it scales lose their "
+          "precision, and epsilon times its square underflows; this model's outputs (",
+          number(b.output_absmax), ") are beyond what residual scaling can bring into ", name(options.format), "."));
     }
     if (b.internal_absmax > plan.limit) {
       plan.fits = false;

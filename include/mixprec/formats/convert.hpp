@@ -173,10 +173,11 @@ inline namespace MIXPREC_DETAIL_CONVERT_ISA {
 
 /// The instruction sets `convert` is compiled for in this translation unit (fixed at compile time by
 /// the compiler's target flags): "avx512f+avx512bw+avx512vl+avx512bf16", "avx512f+avx512bw+avx512vl",
-/// "f16c" (float16 only; the other formats use the portable loops) or "portable". In a "portable"
-/// or "f16c" build on x86 (no -m flags: the default), encoding still takes the F16C loops (float16)
-/// and the AVX2 integer lanes (the other formats) when `mixprec::active_isa()` is at least
-/// `isa::avx2` at run time.
+/// "f16c" (float16 in F16C) or "portable". In a "portable" build on x86 (no -m flags: the default),
+/// float16 still takes the F16C loops, and encoding to the other formats the AVX2 integer lanes, when
+/// `mixprec::active_isa()` is at least `isa::avx2` at run time; an "f16c" build (-mf16c) chooses the
+/// AVX2 lanes for the other formats' encoding the same way. Decoding the other formats stays portable
+/// in both.
 inline constexpr std::string_view convert_instruction_sets =
 #if defined(MIXPREC_DETAIL_CONVERT_AVX512BF16)
     "avx512f+avx512bw+avx512vl+avx512bf16";

@@ -275,7 +275,9 @@ template <detail::reducible_range R>
 /// NaN (a NaN must not hide behind a max, since absmax feeds scaling decisions); 0 for an empty range.
 ///
 /// Contiguous float ranges take an AVX2 loop chosen at run time (kernels/detail/absmax_avx2.hpp: an
-/// integer maximum of the patterns of |x|, the same result).
+/// integer maximum of the patterns of |x|): the same value, except that a NaN result is the canonical
+/// quiet NaN, and that under denormals-are-zero (DAZ) it still returns the exact largest subnormal
+/// where the portable comparisons see zero.
 template <detail::reducible_range R>
 [[nodiscard]] detail::real_of_t<accumulator_t<detail::element_t<R>>> absmax(const R& x) noexcept {
   using Real = detail::real_of_t<accumulator_t<detail::element_t<R>>>;

@@ -32,6 +32,7 @@
 #include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/dot_product.hpp"
 #include "mixprec/nn/layer_types.hpp"
+#include "mixprec/nn/weight_cache.hpp"
 
 namespace mixprec::nn {
 
@@ -453,7 +454,7 @@ class dense {
   /// widened to float, the bias rounded to C and added in float32, y rounded once to its type.
   template <class C, class XR, class YR>
   void injected_multiply(const XR& x, YR&& y, std::size_t rows) const {
-    const dot_shape s{rows, in_features(), out_features(), this};
+    const dot_shape s{rows, in_features(), out_features(), kept_owner()};
     if (std::ranges::size(x) != rows * s.in || std::ranges::size(y) != rows * s.out) {
       throw std::invalid_argument(kernels::detail::concat(
           "dense: x has ", std::ranges::size(x), " and y ", std::ranges::size(y), " elements but ", rows,
@@ -462,7 +463,11 @@ class dense {
     // Float32 copies in per-thread scratch (kept across calls: no fresh pages per call).
     const std::span<float> x_f = kernels::detail::thread_scratch<float, struct injected_x>(rows * s.in);
     const auto* xp = std::ranges::data(x);
-    for (std::size_t i = 0; i < x_f.size(); ++i) x_f[i] = static_cast<float>(kernels::detail::round_to<C>(xp[i]));
+    if constexpr (std::is_same_v<accumulator_t<C>, float>) {
+      kernels::detail::round_widen_n<C>(xp, x_f.size(), x_f.data());  // bulk: the same values
+    } else {
+      for (std::size_t i = 0; i < x_f.size(); ++i) x_f[i] = static_cast<float>(kernels::detail::round_to<C>(xp[i]));
+    }
     const std::span<float> y_f = kernels::detail::thread_scratch<float, struct injected_y>(rows * s.out);
     if constexpr (std::is_same_v<param_type, float>) {
       dot_.get()->forward(x_f, std::span<const float>(kernel_.data(), kernel_.size()), y_f, s);
@@ -484,7 +489,7 @@ class dense {
   /// bias gradients to `grads`.
   template <class T, class C>
   std::span<const float> injected_backward(const saved<T>& ctx, const std::vector<C>& dy_c, gradients& grads) const {
-    const dot_shape s{ctx.rows, in_features(), out_features(), this};
+    const dot_shape s{ctx.rows, in_features(), out_features(), kept_owner()};
     // Float32 copies and results in per-thread scratch (kept across calls); dx_f is valid until the
     // next injected_backward on this thread.
     const std::span<float> x_f = kernels::detail::thread_scratch<float, struct injected_x>(ctx.x.size());
@@ -515,13 +520,18 @@ class dense {
     }
   }
 
-  /// The kernel [in, out] read as b(k = out, n = in) (its transpose), packed for C and kept.
+  /// The owner an injected product may keep a prepared kernel for (nn::dot_shape::owner): this layer,
+  /// or nullptr while the weight cache is off (nn/weight_cache.hpp: then nothing is kept across calls,
+  /// by the layer or by its product).
+  [[nodiscard]] const void* kept_owner() const noexcept { return weight_cache_enabled() ? this : nullptr; }
+
   /// Drops every prepared copy of the kernel: the packed ones, and the injected product's.
   void drop_prepared() noexcept {
     packed_.invalidate();
     dot_.notify();
   }
 
+  /// The kernel [in, out] read as b(k = out, n = in) (its transpose), packed for C and kept.
   template <class C>
   std::shared_ptr<const kernels::packed_b> transposed_kernel() const {
     return packed_.template get<C>(detail::flat(kernel_), out_features(), in_features(), kernels::b_layout::n_k);

@@ -39,6 +39,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -74,14 +75,16 @@ namespace detail {
 /// is clamped but not counted; NaN and Inf are not clamped (they make the product non-finite). Returns amax(x) (NaN if
 /// x holds one). One pass over x in blocks of `block` elements (the scaled block stays in L1; no scratch array of x's
 /// size): the scaling in AVX2 where the CPU has it (scaled/detail/quantise_avx2.hpp, the same values), each block
-/// rounded by `mixprec::convert` (run-time dispatched AVX2 lanes). `scale` must leave M / scale finite in float
-/// (delayed_scaling's scales do).
+/// rounded by `mixprec::convert` (run-time dispatched AVX2 lanes). `scale` must leave M / scale finite and positive
+/// in float (delayed_scaling's scales do; asserted). Under DAZ the amax of subnormal-only data may be the exact
+/// subnormal (AVX2 path) or 0 (portable): both quantise those elements to 0.
 template <class F>
 float quantise_by_scale(std::span<const float> x, double scale, std::span<F> out, std::size_t& clipped) {
   constexpr float m = static_cast<float>(format_max<F>());
   constexpr float float_max = std::numeric_limits<float>::max();
   constexpr std::size_t block = 1024;
   const auto mult = static_cast<float>(format_max<F>() / scale);
+  assert(std::isfinite(mult) && mult > 0.0f);
   // The largest float <= scale: for a float a, a > scale exactly when a > bound.
   float bound = scale >= static_cast<double>(float_max) ? float_max : static_cast<float>(scale);
   if (static_cast<double>(bound) > scale) bound = std::nextafter(bound, 0.0f);
@@ -142,11 +145,12 @@ class float8_dot final : public nn::dot_product {
   using backward_format = typename float8_recipe_formats<Format>::backward_format;
 
   /// A product whose three tensors use `options` (history length, max/most_recent, margin, power of
-  /// two). With `current_kernel_scaling` (the default) the kernel is scaled by its own amax at every
-  /// call instead (current scaling, as torchao's float8 training does for weights): the weights change
-  /// at every optimiser step and usually grow, so a delayed scale would saturate their largest
-  /// elements step after step, while their amax is one cheap pass over a tensor far smaller than the
-  /// activations. Its amaxes still go into `kernel_scaling()`'s history, for reports.
+  /// two). With `current_kernel_scaling` (the default) the kernel is scaled by its own amax instead,
+  /// measured whenever the kept kernel is prepared again (after each change of the parameters;
+  /// current scaling, as torchao's float8 training does for weights): the weights change at every
+  /// optimiser step and usually grow, so a delayed scale would saturate their largest elements step
+  /// after step, while their amax is one cheap pass over a tensor far smaller than the activations.
+  /// Its amaxes still go into `kernel_scaling()`'s history, for reports.
   /// \throws std::invalid_argument for invalid options (delayed_scaling's checks).
   explicit float8_dot(const delayed_scaling_options& options = {}, bool current_kernel_scaling = true)
       : x_(options), kernel_(options), dy_(options), current_kernel_scaling_(current_kernel_scaling) {}

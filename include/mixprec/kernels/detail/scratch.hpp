@@ -3,9 +3,11 @@
 /// on demand and kept for the thread's lifetime, for the temporaries of a hot call (a layer's float32
 /// copies of its operands, quantised operands). A call that allocated its temporaries afresh paid for
 /// fresh pages every time (glibc maps large blocks and returns them on free: page faults and zeroing
-/// were a quarter of a float8 layer step). The contents are left from the previous use: the caller
-/// writes before it reads. `Tag` names the call site, so that buffers alive at the same time differ;
-/// a call site must not be re-entered on the same thread while its buffer is in use.
+/// were a quarter of a float8 layer step); a long-lived thread pays once. The contents are left from
+/// the previous use: the caller writes before it reads. `Tag` names the call site, so that buffers
+/// alive at the same time differ; a call site must not be re-entered on the same thread while its
+/// buffer is in use. Memory: each thread keeps, per Tag (a local class: per instantiation of the
+/// calling template), the largest size it asked for, until the thread ends.
 #pragma once
 
 #include <cstddef>
