@@ -381,3 +381,58 @@ TEST_CASE("float8_dot keeps nothing while the weight cache is off, as the plain 
   nn::set_weight_cache(was);
   for (std::size_t i = 0; i < before.size(); ++i) CHECK(after.data()[i] == 4.0f * before.data()[i]);
 }
+
+TEST_CASE("float8_dot: data-parallel workers share one layer's kept kernel and get the single-thread bits",
+          "[scaled][float8][nn]") {
+  // Two threads run forward and backward of one layer at once (the training loop's workers), starting
+  // with no kept kernel, so both race to prepare it; each result must equal the same call made alone.
+  using P = policy<float, bfloat16, float>;
+  const std::size_t in = 48, out = 40, rows = 16;
+  std::mt19937 rng(23);
+  const nn::dense<P> proto(in, out, rng, nn::use_bias::no);
+  const auto batch = [&](std::uint64_t seed) {
+    xt::xtensor<float, 2> x = xt::xtensor<float, 2>::from_shape({rows, in});
+    const auto values = gaussian(rows * in, 1.0, seed);
+    std::copy(values.begin(), values.end(), x.begin());
+    return x;
+  };
+  const xt::xtensor<float, 2> x1 = batch(24), x2 = batch(25);
+  xt::xtensor<float, 2> dy = xt::xtensor<float, 2>::from_shape({rows, out});
+  const auto dvalues = gaussian(rows * out, 1e-3, 26);
+  std::copy(dvalues.begin(), dvalues.end(), dy.begin());
+  struct result {
+    xt::xtensor<float, 2> y, dx;
+    xt::xtensor<float, 2> dkernel;
+  };
+  const auto step = [&](const nn::dense<P>& layer, const xt::xtensor<float, 2>& x) {
+    nn::dense<P>::saved<float> ctx;
+    auto grads = layer.zero_gradients();
+    result r;
+    r.y = layer.forward(x, ctx);
+    r.dx = layer.backward(ctx, dy, grads);
+    r.dkernel = grads.kernel;
+    return r;
+  };
+  // Alone: a fresh layer and product per batch (each measures its own first-step scales).
+  const auto alone = [&](const xt::xtensor<float, 2>& x) {
+    nn::dense<P> layer = proto;
+    layer.set_dot(std::make_shared<scaled::float8_dot<>>());
+    return step(layer, x);
+  };
+  const result r1 = alone(x1), r2 = alone(x2);
+  for (int trial = 0; trial < 4; ++trial) {
+    nn::dense<P> shared = proto;
+    shared.set_dot(std::make_shared<scaled::float8_dot<>>());
+    result t1, t2;
+    std::thread a([&] { t1 = step(shared, x1); });
+    std::thread b([&] { t2 = step(shared, x2); });
+    a.join();
+    b.join();
+    REQUIRE(static_cast<bool>(t1.y == r1.y));
+    REQUIRE(static_cast<bool>(t2.y == r2.y));
+    REQUIRE(static_cast<bool>(t1.dx == r1.dx));
+    REQUIRE(static_cast<bool>(t2.dx == r2.dx));
+    REQUIRE(static_cast<bool>(t1.dkernel == r1.dkernel));
+    REQUIRE(static_cast<bool>(t2.dkernel == r2.dkernel));
+  }
+}
