@@ -69,6 +69,15 @@ struct encoder_weights {
   return w;
 }
 
+/// A [seq, d_model] input of independent standard normal values (a calibration or evaluation input).
+[[nodiscard]] inline xt::xtensor<float, 2> gaussian_input(std::size_t seq, std::size_t d_model, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  xt::xtensor<float, 2> x = xt::xtensor<float, 2>::from_shape({seq, d_model});
+  for (auto& v : x) v = normal(rng);
+  return x;
+}
+
 /// The encoder under policy P (inputs float [seq, d_model]; every layer's output type H =
 /// output_t<P, float>, the residual stream float32).
 template <class P>

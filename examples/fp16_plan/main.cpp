@@ -6,9 +6,7 @@
 #include <mixprec/mixprec.hpp>
 
 #include <cstddef>
-#include <cstdint>
 #include <iostream>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -20,14 +18,6 @@ namespace {
 
 using f32_policy = policy<float, float, float>;
 using f16_policy = policy<float, float16, float16>;
-
-xt::xtensor<float, 2> gaussian_input(std::size_t seq, std::size_t d_model, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  xt::xtensor<float, 2> x = xt::xtensor<float, 2>::from_shape({seq, d_model});
-  for (auto& v : x) v = normal(rng);
-  return x;
-}
 
 // The encoder's output alone, recorded with its values (the sites inside differ by the plan's scales).
 template <class Model>
@@ -43,8 +33,8 @@ diagnostics::recording_probe output_of(const Model& model, const xt::xtensor<flo
 int main() {
   const fp16_plan::encoder_config config{};
   const fp16_plan::encoder_weights weights = fp16_plan::growing_weights(config, /*growth=*/8.0, /*seed=*/2026);
-  const auto calibration_input = gaussian_input(64, config.d_model, 1);
-  const auto evaluation_input = gaussian_input(64, config.d_model, 2);
+  const auto calibration_input = fp16_plan::gaussian_input(64, config.d_model, 1);
+  const auto evaluation_input = fp16_plan::gaussian_input(64, config.d_model, 2);
 
   // 1. Calibrate in float32: every probe site of every layer.
   const fp16_plan::encoder<f32_policy> f32_model(weights);

@@ -7,8 +7,6 @@
 
 #include <cmath>
 #include <cstddef>
-#include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -22,14 +20,6 @@ namespace {
 
 using f32_policy = policy<float, float, float>;
 using f16_policy = policy<float, float16, float16>;
-
-xt::xtensor<float, 2> gaussian_input(std::size_t seq, std::size_t d_model, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  xt::xtensor<float, 2> x = xt::xtensor<float, 2>::from_shape({seq, d_model});
-  for (auto& v : x) v = normal(rng);
-  return x;
-}
 
 std::vector<diagnostics::residual_block_sites> encoder_sites(std::size_t n_layers) {
   std::vector<diagnostics::residual_block_sites> blocks;
@@ -49,7 +39,7 @@ diagnostics::recording_probe calibrate(const fp16_plan::encoder_weights& w, cons
 
 TEST_CASE("a plan changes nothing in float32: the planned encoder computes the same bits") {
   const fp16_plan::encoder_config config{.n_layers = 4};
-  const auto x = gaussian_input(24, config.d_model, 7);
+  const auto x = fp16_plan::gaussian_input(24, config.d_model, 7);
   // Growing (8^l) and shrinking (8^-l) out-projections, with headrooms that make every block's scale
   // differ: residual scales below and above 1, epsilons from 2^-2 eps to 2^-40 eps.
   for (const double growth : {8.0, 0.125}) {
@@ -77,9 +67,9 @@ TEST_CASE("a plan changes nothing in float32: the planned encoder computes the s
 TEST_CASE("an encoder whose out-projections exceed 65504 overflows in float16, and planned it stays finite") {
   const fp16_plan::encoder_config config{};  // 6 blocks; block 5's feed-forward reaches ~8e4 in float32
   const auto weights = fp16_plan::growing_weights(config, 8.0, 2026);
-  const auto calibration = calibrate(weights, gaussian_input(64, config.d_model, 1));
+  const auto calibration = calibrate(weights, fp16_plan::gaussian_input(64, config.d_model, 1));
   REQUIRE(calibration.at("layers.5.ffn.out").stats.absmax() > 65504.0);
-  const auto evaluation = gaussian_input(64, config.d_model, 2);
+  const auto evaluation = fp16_plan::gaussian_input(64, config.d_model, 2);
 
   // Without a plan: the first non-finite value appears where the out-projection leaves float16's range,
   // and reaches the output through the final norm.
@@ -121,7 +111,7 @@ TEST_CASE("an encoder whose out-projections exceed 65504 overflows in float16, a
 TEST_CASE("loading a plan made for another number of blocks is refused") {
   const fp16_plan::encoder_config config{.n_layers = 2};
   const auto weights = fp16_plan::growing_weights(config, 1.0, 3);
-  const auto calibration = calibrate(weights, gaussian_input(8, config.d_model, 1));
+  const auto calibration = calibrate(weights, fp16_plan::gaussian_input(8, config.d_model, 1));
   auto plan = diagnostics::plan_residual_scales(calibration, encoder_sites(2));
   plan.blocks.pop_back();
   CHECK_THROWS_AS(fp16_plan::encoder<f16_policy>(weights, &plan), std::invalid_argument);

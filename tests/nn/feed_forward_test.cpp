@@ -167,43 +167,30 @@ TEST_CASE("feed_forward processes many rows in chunks without changing the resul
     for (std::size_t k = 0; k < hidden; ++k) ref += std::max(0.0, static_cast<double>(x(r, 0)) * w1(0, k)) * w2(k, 0);
     REQUIRE(static_cast<double>(y(r, 0)) == ref);
   }
-}
 
-TEST_CASE("feed_forward's probed call hands the hidden activation per chunk and the output, same bits",
-          "[nn][feed_forward][probe]") {
-  // The chunked case above (4099 rows, hidden 64: chunks of 4096 and 3 rows), small integers so that
-  // relu(x w1) is exact: the hidden site must hold relu(x_r w1_k) in row-major order over two calls.
-  const std::size_t rows = 4099, hidden = 64;
-  auto w1 = xt::xtensor<float, 2>::from_shape({1, hidden});
-  auto w2 = xt::xtensor<float, 2>::from_shape({hidden, 1});
-  for (std::size_t k = 0; k < hidden; ++k) {
-    w1(0, k) = static_cast<float>(static_cast<int>(k % 3) - 1);
-    w2(k, 0) = static_cast<float>(static_cast<int>((k / 3) % 3) - 1);
-  }
-  const nn::feed_forward<p_c_bf16> ffn(ffn_activation::relu,
-                                       nn::dense<p_c_bf16>::from_weights(w1, nn::weight_layout::in_out),
-                                       nn::dense<p_c_bf16>::from_weights(w2, nn::weight_layout::in_out));
-  auto x = xt::xtensor<float, 2>::from_shape({rows, 1});
-  for (std::size_t r = 0; r < rows; ++r) x(r, 0) = static_cast<float>(static_cast<int>(r % 5) - 2);
-  mixprec::diagnostics::recording_probe probe(mixprec::diagnostics::capture::values);
-  const auto y = ffn(x, probe, "block.ffn");
-  CHECK(static_cast<bool>(y == ffn(x)));
-  REQUIRE(probe.sites().size() == 2);
-  const auto& h = probe.at("block.ffn.hidden");
-  CHECK(h.calls == 2);
-  CHECK(h.element_type == mixprec::dtype::bfloat16);  // the compute type of p=f32,c=bf16
-  REQUIRE(h.values.size() == rows * hidden);
-  for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t k = 0; k < hidden; ++k) {
-      REQUIRE(h.values[r * hidden + k] == std::max(0.0, static_cast<double>(x(r, 0)) * w1(0, k)));
+  SECTION("the probed call gives the same bits and hands the hidden activation per chunk and the output") {
+    // relu(x w1) is exact here: the hidden site must hold relu(x_r w1_k) in row-major order over the two
+    // chunks' calls.
+    mixprec::diagnostics::recording_probe probe(mixprec::diagnostics::capture::values);
+    const auto probed = ffn(x, probe, "block.ffn");
+    CHECK(static_cast<bool>(probed == y));
+    REQUIRE(probe.sites().size() == 2);
+    const auto& h = probe.at("block.ffn.hidden");
+    CHECK(h.calls == 2);
+    CHECK(h.element_type == mixprec::dtype::bfloat16);  // the compute type of p=f32,c=bf16
+    REQUIRE(h.values.size() == rows * hidden);
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t k = 0; k < hidden; ++k) {
+        REQUIRE(h.values[r * hidden + k] == std::max(0.0, static_cast<double>(x(r, 0)) * w1(0, k)));
+      }
     }
+    const auto& out = probe.at("block.ffn.out");
+    CHECK(out.calls == 1);
+    REQUIRE(out.values.size() == rows);
+    for (std::size_t r = 0; r < rows; ++r) REQUIRE(out.values[r] == static_cast<double>(y(r, 0)));
+    // The null probe is accepted and changes nothing.
+    CHECK(static_cast<bool>(ffn(x, mixprec::diagnostics::null_probe{}, "block.ffn") == y));
   }
-  const auto& out = probe.at("block.ffn.out");
-  CHECK(out.calls == 1);
-  REQUIRE(out.values.size() == rows);
-  for (std::size_t r = 0; r < rows; ++r) REQUIRE(out.values[r] == static_cast<double>(y(r, 0)));
-  // The null probe is accepted and changes nothing.
-  CHECK(static_cast<bool>(ffn(x, mixprec::diagnostics::null_probe{}, "block.ffn") == y));
 }
 
 TEST_CASE("feed_forward checks that its projections chain and that w3 matches the gating", "[nn][feed_forward]") {

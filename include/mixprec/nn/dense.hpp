@@ -79,7 +79,7 @@ class injected_dot {
   injected_dot(const injected_dot& other) noexcept : dot_(other.dot_) { notify(); }
   injected_dot(injected_dot&& other) noexcept : dot_(std::move(other.dot_)) { notify(); }
   injected_dot& operator=(const injected_dot& other) noexcept {
-    dot_ = other.dot_;
+    if (this != &other) dot_ = other.dot_;
     notify();
     return *this;
   }
