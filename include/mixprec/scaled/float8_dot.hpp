@@ -76,8 +76,8 @@ namespace detail {
 /// x holds one). One pass over x in blocks of `block` elements (the scaled block stays in L1; no scratch array of x's
 /// size): the scaling in AVX2 where the CPU has it (scaled/detail/quantise_avx2.hpp, the same values), each block
 /// rounded by `mixprec::convert` (run-time dispatched AVX2 lanes). `scale` must leave M / scale finite and positive
-/// in float (delayed_scaling's scales do; asserted). Under DAZ the amax of subnormal-only data may be the exact
-/// subnormal (AVX2 path) or 0 (portable): both quantise those elements to 0.
+/// in float (delayed_scaling's scales do; asserted). Both paths take the amax from the bit patterns of |x|, so it is
+/// exact under DAZ too.
 template <class F>
 float quantise_by_scale(std::span<const float> x, double scale, std::span<F> out, std::size_t& clipped) {
   constexpr float m = static_cast<float>(format_max<F>());
@@ -89,12 +89,12 @@ float quantise_by_scale(std::span<const float> x, double scale, std::span<F> out
   float bound = scale >= static_cast<double>(float_max) ? float_max : static_cast<float>(scale);
   if (static_cast<double>(bound) > scale) bound = std::nextafter(bound, 0.0f);
   float scaled[block];
-  float amax = 0.0f;
+  // amax as the largest pattern of |x| (kernels/detail/absmax_avx2.hpp: patterns order like values,
+  // NaN patterns above +Inf's), on both paths.
+  std::uint32_t amax_bits = 0;
   std::size_t clips = 0;
-  bool nan = false;
 #if MIXPREC_X86_DISPATCH
   const bool simd = active_isa() >= isa::avx2;
-  std::uint32_t amax_bits = 0;
 #endif
   for (std::size_t i0 = 0; i0 < x.size(); i0 += block) {
     const std::size_t n = std::min(block, x.size() - i0);
@@ -107,10 +107,10 @@ float quantise_by_scale(std::span<const float> x, double scale, std::span<F> out
     }
 #endif
     for (std::size_t i = done; i < n; ++i) {
-      const float a = std::fabs(xs[i]);
-      const bool finite = a <= float_max;  // false for NaN and Inf
-      nan |= a != a;
-      amax = std::max(amax, a);
+      const std::uint32_t pattern = std::bit_cast<std::uint32_t>(xs[i]) & 0x7FFFFFFFU;
+      const float a = std::bit_cast<float>(pattern);
+      const bool finite = pattern < 0x7F800000U;  // false for NaN and Inf
+      amax_bits = std::max(amax_bits, pattern);
       clips += (finite && a > bound) ? 1U : 0U;
       const float v = xs[i] * mult;
       // Finite values saturate at +-M; NaN and Inf stay non-finite (NaN in e4m3fn, which has no Inf), so
@@ -119,12 +119,8 @@ float quantise_by_scale(std::span<const float> x, double scale, std::span<F> out
     }
     kernels::detail::round_n<F>(scaled, n, out.data() + i0);
   }
-#if MIXPREC_X86_DISPATCH
-  nan |= amax_bits > 0x7F800000U;
-  amax = std::max(amax, std::bit_cast<float>(std::min(amax_bits, 0x7F800000U)));
-#endif
   clipped += clips;
-  return nan ? std::numeric_limits<float>::quiet_NaN() : amax;
+  return amax_bits > 0x7F800000U ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(amax_bits);
 }
 
 }  // namespace detail

@@ -19,6 +19,14 @@
 MIXPREC_BEGIN_ISA_NAMESPACE
 namespace absmax_avx2 {
 
+/// The largest of the 8 unsigned 32-bit lanes of `m`.
+[[nodiscard]] MIXPREC_TARGET_AVX2_INLINE inline std::uint32_t horizontal_max(__m256i m) noexcept {
+  const __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  const __m128i q = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4E));
+  const __m128i r = _mm_max_epu32(q, _mm_shuffle_epi32(q, 0xB1));
+  return static_cast<std::uint32_t>(_mm_cvtsi128_si32(r));
+}
+
 /// max over i < n of (bits(x[i]) & 0x7FFFFFFF): above 0x7F800000 when some x[i] is NaN; 0 for n = 0.
 MIXPREC_TARGET_AVX2 inline std::uint32_t absmax_bits(const float* x, std::size_t n) noexcept {
   const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
@@ -30,11 +38,7 @@ MIXPREC_TARGET_AVX2 inline std::uint32_t absmax_bits(const float* x, std::size_t
     m0 = _mm256_max_epu32(m0, _mm256_and_si256(a, magnitude));
     m1 = _mm256_max_epu32(m1, _mm256_and_si256(b, magnitude));
   }
-  m0 = _mm256_max_epu32(m0, m1);
-  const __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
-  const __m128i q = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4E));
-  const __m128i r = _mm_max_epu32(q, _mm_shuffle_epi32(q, 0xB1));
-  auto best = static_cast<std::uint32_t>(_mm_cvtsi128_si32(r));
+  std::uint32_t best = horizontal_max(_mm256_max_epu32(m0, m1));
   for (; i < n; ++i) {
     std::uint32_t u = 0;
     std::memcpy(&u, x + i, sizeof u);

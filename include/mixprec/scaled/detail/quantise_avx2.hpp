@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "mixprec/arch/detail/target.hpp"
+#include "mixprec/kernels/detail/absmax_avx2.hpp"
 
 #if MIXPREC_X86_DISPATCH
 #include <immintrin.h>
@@ -42,10 +43,7 @@ MIXPREC_TARGET_AVX2 inline void scale_block(const float* x, std::size_t n, float
     const __m256 c = _mm256_min_ps(_mm256_max_ps(p, lo), hi);
     _mm256_storeu_ps(out + i, _mm256_blendv_ps(p, c, _mm256_castsi256_ps(finite)));
   }
-  const __m128i h = _mm_max_epu32(_mm256_castsi256_si128(amax), _mm256_extracti128_si256(amax, 1));
-  const __m128i q = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4E));
-  const __m128i r = _mm_max_epu32(q, _mm_shuffle_epi32(q, 0xB1));
-  absmax_bits = static_cast<std::uint32_t>(_mm_cvtsi128_si32(r));
+  absmax_bits = absmax_avx2::horizontal_max(amax);
   clips += count;
 }
 
