@@ -59,6 +59,21 @@ TEST_CASE("a bad policy is rejected before anything is pushed", "[policy_scope]"
   STATIC_REQUIRE(!std::is_move_constructible_v<policy_scope>);
 }
 
+TEST_CASE("a policy_scope refuses a float8, float6 or float4 member with the float8 rule's explanation",
+          "[policy_scope][errors]") {
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_AS(policy_scope("p=f32,c=float8_e4m3fn,o=f32"), mixprec::policy_parse_error);
+  const runtime_policy f8{dtype::float32, dtype::float8_e4m3fn, dtype::float32};
+  CHECK_THROWS_AS(policy_scope(f8), mixprec::policy_error);
+  CHECK_THROWS_WITH(policy_scope(f8), Contains("mixprec::policy_scope: runtime_policy.compute (float8_e4m3fn)") &&
+                                          Contains("which no policy holds") &&
+                                          Contains("1000 becomes NaN in float8_e4m3fn") &&
+                                          Contains("scaled::float8_dot<>"));
+  CHECK_THROWS_WITH(policy_scope(runtime_policy{dtype::float32, dtype::float32, dtype::float6_e3m2fn}),
+                    Contains("runtime_policy.output (float6_e3m2fn)") && Contains("which no policy holds"));
+  CHECK(mixprec::policy_scope_depth() == 0);
+}
+
 TEST_CASE("each thread sees only its own scopes", "[policy_scope][threads]") {
   // Four threads open different scopes at the same time (a barrier lines them up) and each checks,
   // many times while the others hold theirs, that it reads its own policy.
@@ -95,7 +110,6 @@ TEST_CASE("dtype_ish resolves a role against the policy, and a concrete dtype to
   CHECK(dtype_ish("param").role() == semantic_dtype::param);
   CHECK(dtype_ish("parameter").role() == semantic_dtype::param);  // Haliax's resolve_dtype spelling
   CHECK(dtype_ish("bf16") == dtype_ish(dtype::bfloat16));
-  CHECK(dtype_ish("float8_e4m3fn").resolve(f32) == dtype::float8_e4m3fn);
   CHECK_FALSE(dtype_ish("f16").role().has_value());
   {
     const policy_scope scope("p=f32,c=f16,o=bf16");
@@ -114,4 +128,14 @@ TEST_CASE("dtype_ish rejects what names neither a role nor a real floating dtype
   CHECK_THROWS_AS(dtype_ish(""), mixprec::policy_error);
   CHECK_THROWS_AS(dtype_ish(dtype::int32), mixprec::policy_error);
   CHECK_THROWS_AS(dtype_ish(dtype::weak_float), mixprec::policy_error);
+}
+
+TEST_CASE("dtype_ish refuses a float8, float6 or float4 dtype, as a policy does", "[policy_scope][dtype_ish]") {
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_AS(dtype_ish("float8_e4m3fn"), mixprec::policy_error);
+  CHECK_THROWS_WITH(dtype_ish("float8_e4m3fn"), Contains("mixprec::dtype_ish: 'float8_e4m3fn'") &&
+                                                    Contains("which no policy holds") &&
+                                                    Contains("scaled::float8_dot<>"));
+  CHECK_THROWS_WITH(dtype_ish(dtype::float4_e2m1fn), Contains("(float4_e2m1fn)") && Contains("which no policy holds"));
+  CHECK_THROWS_AS(dtype_ish(dtype::float8_e5m2), mixprec::policy_error);
 }

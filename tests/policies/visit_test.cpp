@@ -118,12 +118,20 @@ TEST_CASE("visit returns what f returns, by value or by reference, and forwards 
 
 TEST_CASE("visit rejects a runtime_policy with a dtype outside f32, f64, bf16, f16", "[policy][visit][errors]") {
   const auto noop = [](auto) {};
-  CHECK_THROWS_AS(mixprec::visit(mixprec::parse_policy("c=float8_e4m3fn,o=f32"), noop), std::invalid_argument);
-  CHECK_THROWS_WITH(mixprec::visit(mixprec::parse_policy("c=float8_e4m3fn,o=f32"), noop),
-                    Contains("compute dtype") && Contains("is float8_e4m3fn") &&
-                        Contains("only float32, float64, bfloat16 and float16"));
-  CHECK_THROWS_WITH(mixprec::visit(runtime_policy{dtype::int8, dtype::float32, dtype::float32}, noop),
-                    Contains("param dtype") && Contains("is int8"));
+  // A float8 member (parse_policy refuses it, so the policy is built by hand): the float8 rule's
+  // explanation, the same as parse_policy's.
+  const runtime_policy f8{dtype::float32, dtype::float8_e4m3fn, dtype::float32};
+  CHECK_THROWS_AS(mixprec::visit(f8, noop), std::invalid_argument);
+  CHECK_THROWS_AS(mixprec::visit(f8, noop), mixprec::policy_error);
+  CHECK_THROWS_WITH(mixprec::visit(f8, noop), Contains("mixprec::visit: runtime_policy.compute (float8_e4m3fn)") &&
+                                                  Contains("which no policy holds") &&
+                                                  Contains("1000 becomes NaN in float8_e4m3fn") &&
+                                                  Contains("scaled::float8_dot<>") && Contains("set_dot"));
+  CHECK_THROWS_WITH(mixprec::visit(runtime_policy{dtype::float4_e2m1fn, dtype::float32, dtype::float32}, noop),
+                    Contains("runtime_policy.param (float4_e2m1fn)") && Contains("which no policy holds"));
+  CHECK_THROWS_WITH(
+      mixprec::visit(runtime_policy{dtype::int8, dtype::float32, dtype::float32}, noop),
+      Contains("param dtype") && Contains("is int8") && Contains("only float32, float64, bfloat16 and float16"));
   CHECK_THROWS_WITH(mixprec::visit(runtime_policy{dtype::float32, dtype::float32, static_cast<dtype>(250)}, noop),
                     Contains("output dtype") && Contains("non-enumerator 250"));
   // f is not called when the policy is rejected.
@@ -189,13 +197,25 @@ TEST_CASE("visit<P...> calls f with the listed policy matching the runtime polic
   CHECK(mixprec::visit<mixed_float16>(runtime_policy{dtype::float32, dtype::float16, dtype::float32}, f) == 3);
 }
 
-TEST_CASE("visit<P...> passes exactly the listed type, float8 policies included", "[policy][visit][listed]") {
-  using f8 = mixprec::policy<float, mixprec::float8_e4m3fn, float>;
+TEST_CASE("visit<P...> passes exactly the listed type", "[policy][visit][listed]") {
+  using f16_f32 = mixprec::policy<mixprec::float16, float, float>;
   using all_f64 = mixprec::policy<double, double, double>;
-  CHECK(mixprec::visit<f8, all_f64>(mixprec::parse_policy("p=f32,c=float8_e4m3fn,o=f32"),
-                                    [](auto policy) { return std::is_same_v<decltype(policy), f8>; }));
-  CHECK(mixprec::visit<f8, all_f64>(mixprec::parse_policy("f64"),
-                                    [](auto policy) { return std::is_same_v<decltype(policy), all_f64>; }));
+  CHECK(mixprec::visit<f16_f32, all_f64>(mixprec::parse_policy("p=f16,c=f32"),
+                                         [](auto policy) { return std::is_same_v<decltype(policy), f16_f32>; }));
+  CHECK(mixprec::visit<f16_f32, all_f64>(mixprec::parse_policy("f64"),
+                                         [](auto policy) { return std::is_same_v<decltype(policy), all_f64>; }));
+}
+
+TEST_CASE("visit<P...> refuses a float8 runtime_policy with the float8 rule's explanation",
+          "[policy][visit][listed][errors]") {
+  bool called = false;
+  const auto mark = [&called](auto) { called = true; };
+  const runtime_policy f8{dtype::float32, dtype::float32, dtype::float8_e5m2};
+  CHECK_THROWS_AS((mixprec::visit<mixprec::full_precision, mixprec::mixed_bfloat16>(f8, mark)), mixprec::policy_error);
+  CHECK_THROWS_WITH((mixprec::visit<mixprec::full_precision, mixprec::mixed_bfloat16>(f8, mark)),
+                    Contains("mixprec::visit: runtime_policy.output (float8_e5m2)") &&
+                        Contains("which no policy holds") && Contains("scaled::float8_weight_dot"));
+  CHECK_FALSE(called);
 }
 
 TEST_CASE("visit<P...> returns what f returns, by value or by reference, and forwards f", "[policy][visit][listed]") {
@@ -241,5 +261,41 @@ TEST_CASE("visit<P...> throws a policy_error naming the runtime policy and every
 }
 
 TEST_CASE("the 64-way visit also throws a policy_error", "[policy][visit][errors]") {
-  CHECK_THROWS_AS(mixprec::visit(mixprec::parse_policy("c=float8_e4m3fn,o=f32"), [](auto) {}), mixprec::policy_error);
+  CHECK_THROWS_AS(mixprec::visit(runtime_policy{dtype::float32, dtype::float8_e4m3fn, dtype::float32}, [](auto) {}),
+                  mixprec::policy_error);
+  CHECK_THROWS_AS(mixprec::visit(runtime_policy{dtype::float32, dtype::complex64, dtype::float32}, [](auto) {}),
+                  mixprec::policy_error);
+}
+
+TEST_CASE("visit accepts exactly the policies parse_policy accepts", "[policy][visit][parse]") {
+  // Every dtype name in every role: a policy string parses exactly when the 64-way visit dispatches its
+  // policy, and parse_policy's error for a float8/float6/float4 name carries the explanation visit gives.
+  for (const dtype d : mixprec::all_dtypes) {
+    const std::string text = "p=f32,c=" + std::string(mixprec::name(d)) + ",o=f32";
+    CAPTURE(text);
+    const runtime_policy by_hand{dtype::float32, d, dtype::float32};
+    bool parsed = true;
+    std::string parse_message;
+    try {
+      const runtime_policy p = mixprec::parse_policy(text);  // outside CHECK, which would catch the throw
+      CHECK(p == by_hand);
+    } catch (const mixprec::policy_parse_error& e) {
+      parsed = false;
+      parse_message = e.what();
+    }
+    bool visited = true;
+    std::string visit_message;
+    try {
+      mixprec::visit(by_hand, [](auto) {});
+    } catch (const mixprec::policy_error& e) {
+      visited = false;
+      visit_message = e.what();
+    }
+    CHECK(parsed == visited);
+    if (mixprec::is_small_float(d)) {
+      const std::string explanation = std::string(mixprec::detail::small_float_policy_message(""));
+      CHECK_THAT(parse_message, Contains(explanation));
+      CHECK_THAT(visit_message, Contains(explanation));
+    }
+  }
 }

@@ -1,7 +1,9 @@
 // Compile-time checks of mixprec/policies/policy.hpp and mixprec/policies/policy_string.hpp. Compiling is passing.
 // Expected types follow jmp's grammar and defaults (google-deepmind/jmp, jmp/_src/policy.py at
 // 7b3a5f784eca7e1f0f9d231ef8c9dae181f01f16) and, for promote, JAX's published promotion table.
+#include <cstddef>
 #include <type_traits>
+#include <utility>
 
 #include "mixprec/policies/policy.hpp"
 #include "mixprec/policies/policy_string.hpp"
@@ -38,7 +40,12 @@ static_assert(is_same_v<mixprec::promote_policy, policy<float, promote, promote>
 // --- concepts and traits -------------------------------------------------------------------------
 static_assert(mixprec::policy_element<float> && mixprec::policy_element<double>);
 static_assert(mixprec::policy_element<bfloat16> && mixprec::policy_element<float16>);
-static_assert(mixprec::policy_element<mixprec::float8_e4m3fn> && mixprec::policy_element<mixprec::float4_e2m1fn>);
+// No policy holds a float8, float6 or float4 type (a policy converts without a scale): the concept that
+// says "allowed in a policy" refuses them too. The static_assert sentences: tests/compile_fail/policy_float8_*.
+static_assert(!mixprec::policy_element<mixprec::float8_e4m3fn> && !mixprec::policy_element<mixprec::float8_e5m2>);
+static_assert(!mixprec::policy_element<mixprec::float8_e8m0fnu> && !mixprec::policy_element<mixprec::float6_e2m3fn>);
+static_assert(!mixprec::policy_element<mixprec::float6_e3m2fn> && !mixprec::policy_element<mixprec::float4_e2m1fn>);
+static_assert(!mixprec::policy_compute_element<mixprec::float8_e4m3fn>);
 static_assert(!mixprec::policy_element<int> && !mixprec::policy_element<std::int8_t>);
 static_assert(!mixprec::policy_element<bool> && !mixprec::policy_element<std::complex<float>>);
 static_assert(!mixprec::policy_element<const float> && !mixprec::policy_element<float&>);
@@ -83,7 +90,26 @@ static_assert(is_same_v<policy_from<"p=f16,c=bf16">, policy<float16, bfloat16, b
 static_assert(is_same_v<policy_from<"c=bfloat16,o=full">, policy<float, bfloat16, float>>);
 static_assert(is_same_v<policy_from<"o=f16,p=f64">, policy<double, double, float16>>);
 static_assert(is_same_v<policy_from<" p = f32 , c = bf16 ">, policy<float, bfloat16, bfloat16>>);
-static_assert(is_same_v<policy_from<"c=float8_e4m3fn,o=f32">, policy<float, mixprec::float8_e4m3fn, float>>);
+
+// One float8 rule: policy_element accepts exactly the element types of the dtypes parse_policy (and so
+// policy_from) accepts, which are exactly the dtypes visit dispatches: f32, f64, bf16, f16.
+template <mixprec::dtype D>
+constexpr bool policy_dtype_rules_agree() {
+  constexpr bool visited = mixprec::detail::visit_index(D) < mixprec::visit_dtypes.size();
+  constexpr bool parses = mixprec::detail::parse_policy_grammar(mixprec::name(D)).ok;
+  if constexpr (mixprec::is_weak(D)) {
+    return !visited && !parses;  // no element type
+  } else {
+    return mixprec::policy_element<mixprec::type_of_t<D>> == visited && parses == visited;
+  }
+}
+template <std::size_t... I>
+constexpr bool policy_dtype_rules_agree_for_all(std::index_sequence<I...>) {
+  return (policy_dtype_rules_agree<mixprec::all_dtypes[I]>() && ...);
+}
+static_assert(policy_dtype_rules_agree_for_all(std::make_index_sequence<mixprec::dtype_count>{}));
+static_assert(mixprec::policy_element<mixprec::type_of_t<mixprec::dtype::float64>> &&
+              !mixprec::policy_element<mixprec::type_of_t<mixprec::dtype::float8_e4m3fnuz>>);
 
 // The run-time and compile-time forms agree (one grammar).
 static_assert(mixprec::to_runtime_policy<policy_from<"p=f64,c=f16,o=bf16">>() ==
@@ -96,5 +122,11 @@ static_assert(!unknown_key.ok && unknown_key.error == mixprec::policy_parse_errc
 constexpr auto repeated = mixprec::detail::parse_policy_grammar("p=f32,params=bf16");
 static_assert(!repeated.ok && repeated.error == mixprec::policy_parse_errc::repeated_key && repeated.position == 6 &&
               repeated.previous_position == 0);
+// A float8, float6 or float4 name in any role is small_float_dtype, at the name.
+constexpr auto float8_compute = mixprec::detail::parse_policy_grammar("p=f32,c=float8_e4m3fn,o=f32");
+static_assert(!float8_compute.ok && float8_compute.error == mixprec::policy_parse_errc::small_float_dtype &&
+              float8_compute.position == 8 && float8_compute.size == 13);
+static_assert(mixprec::detail::parse_policy_grammar("params=float4_e2m1fn").error ==
+              mixprec::policy_parse_errc::small_float_dtype);
 
 }  // namespace

@@ -41,36 +41,65 @@ using semantic_constant = std::integral_constant<semantic_dtype, S>;
 /// parameters are stored, so they need one fixed dtype.
 struct promote {};
 
+/// Why no policy holds a float8, float6 or float4 type, and what to write instead: the one text
+/// behind the static_asserts of `policy` and `policy_from` and the run-time `policy_error`s of
+/// `parse_policy`, `visit`, `to_string`, `policy_scope` and `dtype_ish` (docs/policies.md, "float8 and
+/// smaller formats"). A macro because a static_assert message must be a string literal; at run time it is
+/// `detail::small_float_policy_message`.
+#define MIXPREC_DETAIL_SMALL_FLOAT_POLICY_REASON                                                                  \
+  "a policy converts without a scale, so 1000 becomes NaN in float8_e4m3fn and small values flush to zero. Keep " \
+  "the policy at bfloat16 compute (policy<float, bfloat16, float>, \"p=f32,c=bf16,o=f32\") and use float8 "       \
+  "explicitly: inject mixprec::scaled::float8_dot<> into a dense layer with set_dot (per-tensor scales; values "  \
+  "beyond the range saturate and are counted), mixprec::scaled::float8_weight_dot for weight-only float8, or "    \
+  "quantise data yourself with mixprec::quantise<Format> or mixprec::saturate_cast."
+
 /// A C++ type that can be a policy's `Param`, `Compute` or `Output` type: a cv-unqualified real
-/// floating type with a dtype — `float`, `double`, `bfloat16`, `float16`, and the float8/float6/
-/// float4 types. The sub-16-bit floats are accepted, but computing in them only makes sense with
-/// per-tensor scales (scaled tensors, a later layer of mixprec); casting unscaled activations to
-/// float8 overflows or flushes most of them. `visit` covers only float32, float64, bfloat16, float16.
+/// floating type with a dtype of at least 16 bits — `float`, `double`, `bfloat16`, `float16`. The
+/// float8, float6 and float4 types are not: a policy converts without a scale, so a float8 role would
+/// turn 1000 into NaN (float8_e4m3fn) and flush small values to zero. float8 computation is explicit
+/// and lives in `scaled/` (`scaled::float8_dot`, injected with `nn::dense::set_dot`). These are exactly
+/// the four dtypes `parse_policy` accepts and `visit` dispatches.
 template <class T>
 concept policy_element = std::same_as<T, std::remove_cvref_t<T>> && has_dtype<T> && is_floating(dtype_of_v<T>) &&
-    !is_weak(dtype_of_v<T>);
+                         !is_weak(dtype_of_v<T>) &&
+                         !is_small_float(dtype_of_v<T>);
 
 /// A type allowed as a policy's `Compute` or `Output`: a `policy_element` or the `promote` tag.
 template <class T>
 concept policy_compute_element = policy_element<T> || std::same_as<T, promote>;
 
 namespace detail {
+/// A float8, float6 or float4 type (cv-qualified too), which no policy holds.
+template <class T>
+concept small_float_element = has_dtype<T> && is_small_float(dtype_of_v<T>);
+
 /// Checked in `policy`'s requires-clause: instantiating it runs the static_asserts, so a bad policy
-/// fails where it is named, with a sentence saying how to fix it.
+/// fails where it is named, with one sentence saying how to fix it. Each role is checked for a
+/// float8/float6/float4 type first; the general sentence of that role then stays silent, so the user
+/// reads why, not "constraints not satisfied".
 template <class Param, class Compute, class Output>
 consteval bool check_policy_types() {
   static_assert(!std::same_as<Param, promote>,
                 "mixprec::promote cannot be a policy's Param type: parameters are stored, so they need one fixed "
                 "floating type. Write policy<float, promote> to store float32 and promote compute and output.");
-  static_assert(std::same_as<Param, promote> || policy_element<Param>,
+  static_assert(
+      !small_float_element<Param>,
+      "A policy's Param type cannot be a float8, float6 or float4 type: " MIXPREC_DETAIL_SMALL_FLOAT_POLICY_REASON);
+  static_assert(
+      !small_float_element<Compute>,
+      "A policy's Compute type cannot be a float8, float6 or float4 type: " MIXPREC_DETAIL_SMALL_FLOAT_POLICY_REASON);
+  static_assert(
+      !small_float_element<Output>,
+      "A policy's Output type cannot be a float8, float6 or float4 type: " MIXPREC_DETAIL_SMALL_FLOAT_POLICY_REASON);
+  static_assert(std::same_as<Param, promote> || small_float_element<Param> || policy_element<Param>,
                 "A policy's Param type must be a cv-unqualified floating type with a dtype: float, double, "
-                "mixprec::bfloat16, mixprec::float16 or a mixprec float8/float6/float4 type.");
-  static_assert(policy_compute_element<Compute>,
+                "mixprec::bfloat16 or mixprec::float16.");
+  static_assert(small_float_element<Compute> || policy_compute_element<Compute>,
                 "A policy's Compute type must be a cv-unqualified floating type with a dtype (float, double, "
-                "mixprec::bfloat16, mixprec::float16, a float8/float6/float4 type) or mixprec::promote.");
-  static_assert(policy_compute_element<Output>,
+                "mixprec::bfloat16 or mixprec::float16) or mixprec::promote.");
+  static_assert(small_float_element<Output> || policy_compute_element<Output>,
                 "A policy's Output type must be a cv-unqualified floating type with a dtype (float, double, "
-                "mixprec::bfloat16, mixprec::float16, a float8/float6/float4 type) or mixprec::promote.");
+                "mixprec::bfloat16 or mixprec::float16) or mixprec::promote.");
   return true;
 }
 }  // namespace detail
@@ -79,8 +108,9 @@ consteval bool check_policy_types() {
 /// `Compute` defaults to `Param` and `Output` to `Compute`, as jmp's `get_policy` chains unspecified
 /// roles. `Compute` and `Output` may be `promote` (Flax's `dtype=None`).
 ///
-/// Errors: a `Param` that is `promote`, or any role that is not a floating type with a dtype, fails to
-/// compile with a static_assert saying which role is wrong (see `policy_element`).
+/// Errors: a `Param` that is `promote`, a role that is a float8, float6 or float4 type, or any role
+/// that is not a floating type with a dtype, fails to compile with a static_assert saying which role is
+/// wrong and what to write instead (see `policy_element`).
 ///
 /// **Example**:
 /// ```cpp

@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "mixprec/arch/detail/concat.hpp"
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "mixprec/policies/runtime_policy.hpp"
@@ -54,11 +55,12 @@ namespace detail {
 /// ```
 class policy_scope {
  public:
-  /// Pushes `policy`. Errors: throws `policy_error` if a member is not a real floating, non-weak dtype.
+  /// Pushes `policy`. Errors: throws `policy_error` if a member is not float32, float64, bfloat16 or
+  /// float16 (for a float8, float6 or float4 dtype with `parse_policy`'s explanation: no policy holds one).
   explicit policy_scope(const runtime_policy& policy) : pushed_(validated(policy)) {
     detail::policy_stack().push_back(pushed_);
   }
-  /// Pushes `parse_policy(text)`. Errors: `policy_parse_error` for a malformed string.
+  /// Pushes `parse_policy(text)`. Errors: `policy_parse_error` for a string `parse_policy` refuses.
   explicit policy_scope(std::string_view text) : policy_scope(parse_policy(text)) {}
   /// Pushes the run-time form of the compile-time policy `P` (`policy_scope s(mixed_bfloat16{})`).
   template <compile_time_policy P>
@@ -77,9 +79,9 @@ class policy_scope {
   [[nodiscard]] runtime_policy policy() const noexcept { return pushed_; }
 
  private:
-  // `to_string` checks every member and throws its policy_error for a bad one.
+  // Throws the policy_error of the first member no policy may hold.
   static runtime_policy validated(const runtime_policy& policy) {
-    (void)to_string(policy);
+    detail::check_runtime_policy(policy, "mixprec::policy_scope");
     return policy;
   }
 
@@ -93,11 +95,13 @@ class dtype_ish {
  public:
   /// The dtype of `role` in the policy it is resolved against.
   constexpr dtype_ish(semantic_dtype role) noexcept : value_(role) {}
-  /// A concrete dtype. Errors: throws `policy_error` unless `d` is a real floating, non-weak dtype.
-  dtype_ish(dtype d) : value_(d) { (void)to_string(runtime_policy{d, d, d}); }
+  /// A concrete dtype. Errors: throws `policy_error` unless `d` is a dtype a policy may hold: float32,
+  /// float64, bfloat16 or float16 (a float8, float6 or float4 one gets `parse_policy`'s explanation).
+  dtype_ish(dtype d) : value_(d) { detail::check_policy_dtype(d, "mixprec::dtype_ish: the dtype"); }
   /// Parses "param" (or "parameter", as Haliax's `resolve_dtype` allows), "compute", "output" (a role)
-  /// or the name of a real floating dtype as `parse_dtype` reads it ("f32", "bfloat16", "float8_e4m3fn"). Errors:
-  /// throws `policy_error` naming the text and what is accepted.
+  /// or the name of a dtype a policy may hold as `parse_dtype` reads it ("f32", "bfloat16", "float64").
+  /// Errors: throws `policy_error` naming the text and what is accepted; for a float8, float6 or float4
+  /// name, with `parse_policy`'s explanation.
   explicit dtype_ish(std::string_view text) : value_(parse(text)) {}
 
   /// The role, if this names one.
@@ -123,13 +127,14 @@ class dtype_ish {
     for (const semantic_dtype role : {semantic_dtype::param, semantic_dtype::compute, semantic_dtype::output}) {
       if (text == detail::role_name(role)) return role;
     }
-    if (const std::optional<dtype> d = parse_dtype(text); d && is_floating(*d) && !is_weak(*d)) return *d;
-    std::string message = "mixprec::dtype_ish: '";
-    message.append(text);
-    message.append(
-        "' names neither a role nor a real floating dtype: write param, compute or output, or a dtype such as "
-        "f32, bf16, f16, f64 or float8_e4m3fn");
-    throw policy_error(message);
+    const std::optional<dtype> d = parse_dtype(text);
+    if (d && is_small_float(*d)) {
+      throw policy_error(detail::small_float_policy_message(detail::concat("mixprec::dtype_ish: '", text, "'")));
+    }
+    if (d && is_floating(*d) && !is_weak(*d)) return *d;
+    throw policy_error(detail::concat("mixprec::dtype_ish: '", text,
+                                      "' names neither a role nor a dtype a policy holds: write param, compute or "
+                                      "output, or f32, bf16, f16 or f64"));
   }
 
   std::variant<semantic_dtype, dtype> value_;

@@ -59,7 +59,7 @@ struct policy_string_error_at {
                 "commas.");
   static_assert(Error != policy_parse_errc::unknown_dtype,
                 "The policy string names an unknown dtype: write f32 (or float32, full), bf16 (bfloat16), "
-                "f16 (float16), f64 (float64) or another floating dtype name such as float8_e4m3fn.");
+                "f16 (float16) or f64 (float64).");
   static_assert(Error != policy_parse_errc::platform_dependent_dtype,
                 "The policy string says \"half\", which jmp resolves by platform (bfloat16 on TPU, float16 "
                 "elsewhere): write bf16 or f16.");
@@ -69,6 +69,9 @@ struct policy_string_error_at {
   static_assert(Error != policy_parse_errc::weak_dtype,
                 "The policy string names float*, JAX's weakly typed float, which is not a storage type: write f32, "
                 "bf16, f16 or f64.");
+  static_assert(Error != policy_parse_errc::small_float_dtype,
+                "The policy string names a float8, float6 or float4 dtype, which no policy "
+                "holds: " MIXPREC_DETAIL_SMALL_FLOAT_POLICY_REASON);
 
   // True, so the caller's static_assert adds no second error: the one above is the diagnostic.
   static constexpr bool value = true;
@@ -94,6 +97,8 @@ struct policy_from_parse {
 /// is `half_bfloat16`.
 ///
 /// Errors: a malformed string does not compile; a static_assert says what is wrong and how to fix it.
+/// A float8, float6 or float4 dtype name (`policy_from<"c=float8_e4m3fn">`) is refused as `parse_policy`
+/// refuses it: no policy holds one (see `policy_element`).
 template <policy_string S>
 using policy_from = typename detail::policy_from_parse<S>::type;
 

@@ -31,8 +31,9 @@ namespace mixprec {
 
 /// A mixed-precision policy chosen at run time (jmp's `Policy`): the dtype parameters are stored in,
 /// the dtype compute happens in, and the dtype outputs are returned in. Default: all float32.
-/// `parse_policy` only makes policies whose three dtypes are real floating, non-weak dtypes; `to_string`
-/// and `visit` reject anything else. There is no run-time `promote` (jmp's grammar has none).
+/// `parse_policy` only makes policies whose three dtypes are float32, float64, bfloat16 or float16 (no
+/// float8, float6 or float4 type: see `policy_element`); `to_string`, `visit` and `policy_scope` reject
+/// anything else. There is no run-time `promote` (jmp's grammar has none).
 struct runtime_policy {
   dtype param = dtype::float32;    ///< storage dtype of weights
   dtype compute = dtype::float32;  ///< dtype activations and weights are cast to before a kernel
@@ -75,6 +76,14 @@ namespace detail {
     case semantic_dtype::output: break;
   }
   return "output";
+}
+
+/// The `what()` of every run-time refusal of a float8, float6 or float4 dtype in a policy (parse_policy,
+/// visit, to_string, policy_scope, dtype_ish): `subject` names the dtype and where it was found, then
+/// the rule and the explicit float8 paths (MIXPREC_DETAIL_SMALL_FLOAT_POLICY_REASON, policy.hpp).
+[[nodiscard]] inline std::string small_float_policy_message(std::string_view subject) {
+  return concat(subject, " is a float8, float6 or float4 dtype, which no policy holds: ",
+                std::string_view(MIXPREC_DETAIL_SMALL_FLOAT_POLICY_REASON));
 }
 
 /// Builds the `policy_parse_error` for a failed `parse_policy_grammar(text)`.
@@ -126,8 +135,7 @@ namespace detail {
                         "'): write one key=value per part and separate parts with commas, as in \"p=f32,c=bf16\"");
       break;
     case policy_parse_errc::unknown_dtype:
-      message += concat("unknown dtype '", token, "'", at, ": ", dtypes_hint,
-                        ", or another floating dtype name such as float8_e4m3fn");
+      message += concat("unknown dtype '", token, "'", at, ": ", dtypes_hint);
       break;
     case policy_parse_errc::platform_dependent_dtype:
       message += concat("dtype '", token, "'", at,
@@ -140,26 +148,43 @@ namespace detail {
     case policy_parse_errc::weak_dtype:
       message += concat("dtype '", token, "'", at, " is JAX's weakly typed float, not a storage type: ", dtypes_hint);
       break;
+    case policy_parse_errc::small_float_dtype:
+      message += small_float_policy_message(concat("dtype '", token, "'", at));
+      break;
   }
   return policy_parse_error(r.error, r.position, std::string(token), message);
 }
 
-/// Throws `policy_error` unless `d` is a real floating, non-weak dtype (the only dtypes a
-/// runtime_policy may hold).
-inline void check_runtime_policy_dtype(dtype d, semantic_dtype role, std::string_view caller) {
+/// Throws `policy_error` unless `d` is a dtype a policy may hold: float32, float64, bfloat16 or
+/// float16. `subject` says where `d` was found ("mixprec::to_string: runtime_policy.compute").
+inline void check_policy_dtype(dtype d, std::string_view subject) {
   const auto index = static_cast<std::size_t>(d);
   if (index >= dtype_count) {
-    std::string message;
-    message += concat(caller, ": runtime_policy.", role_name(role), " holds ", std::to_string(index),
-                      ", which is not a dtype enumerator");
-    throw policy_error(message);
+    throw policy_error(concat(subject, " holds ", std::to_string(index), ", which is not a dtype enumerator"));
   }
   if (!is_floating(d) || is_weak(d)) {
-    std::string message;
-    message += concat(caller, ": runtime_policy.", role_name(role), " is ", name(d),
-                      ", which is not a real floating dtype; a policy holds floating dtypes only "
-                      "(f32, bf16, f16, f64, or a float8/float6/float4 type)");
-    throw policy_error(message);
+    throw policy_error(concat(subject, " is ", name(d),
+                              ", which is not a real floating dtype; a policy holds f32, bf16, f16 or f64 only"));
+  }
+  if (is_small_float(d)) throw policy_error(small_float_policy_message(concat(subject, " (", name(d), ")")));
+}
+
+/// Throws `policy_error` unless every member of `p` is a dtype a policy may hold (`check_policy_dtype`);
+/// `caller` starts the message ("mixprec::to_string").
+inline void check_runtime_policy(const runtime_policy& p, std::string_view caller) {
+  check_policy_dtype(p.param, concat(caller, ": runtime_policy.param"));
+  check_policy_dtype(p.compute, concat(caller, ": runtime_policy.compute"));
+  check_policy_dtype(p.output, concat(caller, ": runtime_policy.output"));
+}
+
+/// Throws the float8 rule's `policy_error` if a member of `p` is a float8, float6 or float4 dtype.
+inline void check_no_small_float(const runtime_policy& p, std::string_view caller) {
+  for (const semantic_dtype role : {semantic_dtype::param, semantic_dtype::compute, semantic_dtype::output}) {
+    const dtype d = role == semantic_dtype::param ? p.param : role == semantic_dtype::compute ? p.compute : p.output;
+    if (is_small_float(d)) {
+      throw policy_error(
+          small_float_policy_message(concat(caller, ": runtime_policy.", role_name(role), " (", name(d), ")")));
+    }
   }
 }
 
@@ -172,9 +197,12 @@ inline void check_runtime_policy_dtype(dtype d, semantic_dtype role, std::string
 /// | `"bf16"` | a lone dtype: param = compute = output = bfloat16 |
 /// | `"p=f32,c=bf16,o=f32"` | comma-separated key=value parts, any order |
 /// | keys | `p` / `params`, `c` / `compute`, `o` / `output` |
-/// | dtypes | `f32` / `float32` / `full`, `bf16` / `bfloat16`, `f16` / `float16`, `f64` / `float64`, and any other
-/// floating dtype name of `parse_dtype` (e.g. `float8_e4m3fn`) | | defaults | unset p is float32, unset c follows p,
-/// unset o follows c (`"c=bf16"` is p=f32,c=bf16,o=bf16) |
+/// | dtypes | `f32` / `float32` / `full`, `bf16` / `bfloat16`, `f16` / `float16`, `f64` / `float64` (jmp's) |
+/// | defaults | unset p is float32, unset c follows p, unset o follows c (`"c=bf16"` is p=f32,c=bf16,o=bf16) |
+///
+/// So it accepts exactly the 64 policies `visit(p, f)` dispatches. A float8, float6 or float4 dtype is
+/// refused in every role: no policy holds one (`policy_element`); float8 computation is explicit, in
+/// `scaled/` (`scaled::float8_dot` injected with `nn::dense::set_dot`, `scaled::float8_weight_dot`).
 ///
 /// Spaces around tokens are ignored; names are case-sensitive, as in jmp.
 ///
@@ -182,7 +210,9 @@ inline void check_runtime_policy_dtype(dtype d, semantic_dtype role, std::string
 /// character offset for: empty input, an empty part (`"p=f32,,c=bf16"`, trailing comma), a part without
 /// '=' in a multi-part policy, a missing key or value (`"=f32"`, `"p="`), an unknown key, a repeated
 /// role (`"p=f32,params=bf16"`; jmp keeps the last, mixprec rejects), a second '=', an unknown dtype,
-/// `"half"` (platform-dependent in jmp), a non-floating dtype (`"int8"`), and `"float*"`.
+/// `"half"` (platform-dependent in jmp), a non-floating dtype (`"int8"`), `"float*"`, and a float8,
+/// float6 or float4 dtype (`"c=float8_e4m3fn"`: code `small_float_dtype`, whose `what()` says why and
+/// names the explicit float8 paths).
 ///
 /// **Example**:
 /// ```cpp
@@ -196,15 +226,14 @@ inline void check_runtime_policy_dtype(dtype d, semantic_dtype role, std::string
 }
 
 /// The canonical policy string "p=<param>,c=<compute>,o=<output>", each dtype written with its
-/// shortest jmp name (f32, bf16, f16, f64) or, for other floats, its NumPy/JAX name
-/// (float8_e4m3fn). `parse_policy(to_string(p)) == p` for every valid `p`. jmp's `Policy.__str__`
-/// writes the same form but spells float32 "full".
+/// shortest jmp name (f32, bf16, f16, f64). `parse_policy(to_string(p)) == p` for every valid `p`.
+/// jmp's `Policy.__str__` writes the same form but spells float32 "full".
 ///
-/// Errors: throws `policy_error` if a member is not a real floating, non-weak dtype.
+/// Errors: throws `policy_error` if a member is not float32, float64, bfloat16 or float16: a
+/// non-floating dtype, or a float8, float6 or float4 one (no policy holds those; the message says why
+/// and names the explicit float8 paths).
 [[nodiscard]] inline std::string to_string(const runtime_policy& p) {
-  detail::check_runtime_policy_dtype(p.param, semantic_dtype::param, "mixprec::to_string");
-  detail::check_runtime_policy_dtype(p.compute, semantic_dtype::compute, "mixprec::to_string");
-  detail::check_runtime_policy_dtype(p.output, semantic_dtype::output, "mixprec::to_string");
+  detail::check_runtime_policy(p, "mixprec::to_string");
   std::string text;
   text += detail::policy_key_name(semantic_dtype::param);
   text += '=';
@@ -304,16 +333,16 @@ R visit_call(F&& f) {
   return shown;
 }
 
-/// Throws `policy_error` naming the role and dtype that `visit` cannot dispatch.
+/// Throws `policy_error` naming the role and dtype that `visit` cannot dispatch (after
+/// `check_no_small_float`: what is left is a non-floating dtype or no enumerator at all).
 inline void check_visit_dtype(dtype d, semantic_dtype role, const runtime_policy& p) {
   if (visit_index(d) < visit_dtypes.size()) return;
   const auto index = static_cast<std::size_t>(d);
   const std::string found = index < dtype_count ? std::string(name(d)) : "the non-enumerator " + std::to_string(index);
-  std::string message;
-  message += concat("mixprec::visit: the ", role_name(role), " dtype of policy ", describe_policy(p), " is ", found,
-                    "; visit dispatches only float32, float64, bfloat16 and float16 (4^3 = 64 policies). "
-                    "For other types list the compile-time policies: visit<policy<...>, ...>(p, f).");
-  throw policy_error(message);
+  throw policy_error(concat("mixprec::visit: the ", role_name(role), " dtype of policy ", describe_policy(p), " is ",
+                            found,
+                            "; a policy holds only float32, float64, bfloat16 and float16, and visit dispatches all "
+                            "4^3 = 64 such policies (exactly those parse_policy accepts)"));
 }
 
 template <class R, class F, class P>
@@ -346,8 +375,12 @@ template <std::size_t N>
 /// It compiles `f` 64 times: prefer `visit<P1, P2, ...>(p, f)`, which compiles only the policies a
 /// program uses (docs/policies.md gives measured compile times of both).
 ///
+/// The 64 policies are exactly those `parse_policy` accepts: every policy string that parses can be
+/// visited, and no other run-time policy can (no policy holds a float8, float6 or float4 type).
+///
 /// Errors: throws `policy_error` (a std::invalid_argument) if a dtype of `p` is not float32, float64,
-/// bfloat16 or float16; `f` is then not called.
+/// bfloat16 or float16 — for a float8, float6 or float4 dtype with the same explanation as
+/// `parse_policy`'s; `f` is then not called.
 ///
 /// **Example**:
 /// ```cpp
@@ -365,6 +398,7 @@ decltype(auto) visit(const runtime_policy& p, F&& f) {
                   "mixprec::visit: f must return the same type for all 64 policies (like std::visit); convert the "
                   "results to one type inside f.");
     using R = std::invoke_result_t<F, detail::visit_policy_t<0>>;
+    detail::check_no_small_float(p, "mixprec::visit");
     detail::check_visit_dtype(p.param, semantic_dtype::param, p);
     detail::check_visit_dtype(p.compute, semantic_dtype::compute, p);
     detail::check_visit_dtype(p.output, semantic_dtype::output, p);
@@ -384,15 +418,16 @@ decltype(auto) visit(const runtime_policy& p, F&& f) {
 /// `to_runtime_policy<P>()` equals `p`, and returns what `f` returns (a reference result stays a
 /// reference; `f` is forwarded, not copied). Only the listed policies are instantiated, so a program
 /// that uses two or three policies compiles `f` two or three times instead of 64 (docs/policies.md
-/// has measured compile times). Any policy without `promote` can be listed, float8 ones included. The
-/// first listed match is taken when a policy is listed twice.
+/// has measured compile times). Any policy without `promote` can be listed (a policy's types are
+/// float, double, bfloat16 or float16). The first listed match is taken when a policy is listed twice.
 ///
 /// Requirements (static_assert otherwise): every listed policy is a compile-time `policy<...>` without
 /// `promote` (it needs a run-time form); `f` accepts every listed policy and returns the same type
 /// for each (as `std::visit` requires).
 ///
 /// Errors: throws `policy_error` (a std::invalid_argument) naming `p` and every listed policy as policy
-/// strings when `p` is none of them; `f` is then not called.
+/// strings when `p` is none of them — or, when `p` holds a float8, float6 or float4 dtype, the
+/// explanation `parse_policy` gives for one; `f` is then not called.
 ///
 /// **Example**:
 /// ```cpp
@@ -420,6 +455,7 @@ requires(sizeof...(Ps) > 0) decltype(auto) visit(const runtime_policy& p, F&& f)
     for (std::size_t i = 0; i < listed.size(); ++i) {
       if (listed[i] == p) return table[i](std::forward<F>(f));
     }
+    detail::check_no_small_float(p, "mixprec::visit");
     throw detail::make_visit_listed_error(p, listed);
   }
 }
@@ -429,7 +465,8 @@ requires(sizeof...(Ps) > 0) decltype(auto) visit(const runtime_policy& p, F&& f)
 #if defined(__cpp_lib_format)
 /// `std::format("{}", p)` writes `to_string(p)` ("p=f32,c=bf16,o=f32"), with the format spec of a
 /// string. Only where the standard library has `<format>` (`__cpp_lib_format`; not GCC 12's
-/// libstdc++). Errors: as `to_string` (`policy_error` for a member that is not a real floating dtype).
+/// libstdc++). Errors: as `to_string` (`policy_error` for a member that is not float32, float64,
+/// bfloat16 or float16).
 template <>
 struct std::formatter<mixprec::runtime_policy, char> : std::formatter<std::string_view, char> {
   /// Formats the canonical policy string.

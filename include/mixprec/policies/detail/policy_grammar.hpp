@@ -6,8 +6,9 @@
 /// Source: jmp `jmp/_src/policy.py` (`get_policy`, `parse_dtype`, `dtype_to_names`), google-deepmind/jmp
 /// commit 7b3a5f784eca7e1f0f9d231ef8c9dae181f01f16. Differences from jmp, all stricter or explicit:
 /// spaces around tokens are allowed; empty parts, repeated keys, a second '=' and "half" are errors
-/// (jmp fails with a tuple-unpacking error, keeps the last value, or asks the device); any other
-/// floating dtype name `parse_dtype` knows (e.g. "float8_e4m3fn") is accepted.
+/// (jmp fails with a tuple-unpacking error, keeps the last value, or asks the device); other dtype
+/// names `parse_dtype` knows are recognised so the error can say what they are (not floating, weak, or
+/// a float8/float6/float4 type, which no policy holds: policies/policy.hpp), never accepted.
 #pragma once
 
 #include <array>
@@ -38,6 +39,7 @@ enum class policy_parse_errc : std::uint8_t {
   platform_dependent_dtype,  ///< "half": jmp picks bfloat16 on TPU and float16 elsewhere
   not_floating_dtype,        ///< "c=int8", "c=complex64": a dtype, but not a real floating one
   weak_dtype,                ///< "c=float*": JAX's weakly typed float is not a storage type
+  small_float_dtype,         ///< "c=float8_e4m3fn": a float8/float6/float4 dtype, which no policy holds
 };
 
 namespace detail {
@@ -139,7 +141,8 @@ struct policy_dtype_token {
   policy_parse_errc error = policy_parse_errc::unknown_dtype;
 };
 
-/// jmp's `parse_dtype`, then `mixprec::parse_dtype` for every other name (floating ones accepted).
+/// jmp's `parse_dtype`; every other name `mixprec::parse_dtype` knows is an error that says what it is.
+/// So the dtypes accepted are exactly f32, f64, bf16 and f16: the ones `visit` dispatches.
 [[nodiscard]] constexpr policy_dtype_token parse_policy_dtype(std::string_view token) noexcept {
   for (const auto& [text, d] : policy_dtype_names) {
     if (text == token) return {d, true, {}};
@@ -149,6 +152,7 @@ struct policy_dtype_token {
   if (!d) return {dtype::float32, false, policy_parse_errc::unknown_dtype};
   if (!is_floating(*d)) return {dtype::float32, false, policy_parse_errc::not_floating_dtype};
   if (is_weak(*d)) return {dtype::float32, false, policy_parse_errc::weak_dtype};
+  if (is_small_float(*d)) return {dtype::float32, false, policy_parse_errc::small_float_dtype};
   return {*d, true, {}};
 }
 
@@ -170,10 +174,11 @@ struct policy_dtype_token {
 ///     part   := key "=" dtype
 ///     key    := "p" | "params" | "c" | "compute" | "o" | "output"
 ///     dtype  := "f32" | "float32" | "full" | "bf16" | "bfloat16" | "f16" | "float16" | "f64" | "float64"
-///             | any other real floating, non-weak dtype name of mixprec::parse_dtype
 ///
-/// with optional spaces around every token. Unset roles default as in jmp: param float32, compute =
-/// param, output = compute. Never throws; see `policy_grammar_result`.
+/// with optional spaces around every token. Any other dtype name is an error: `unknown_dtype`, or for a
+/// name `parse_dtype` knows `not_floating_dtype`, `weak_dtype` or `small_float_dtype` (a float8, float6
+/// or float4 type, which no policy holds: policy.hpp). Unset roles default as in jmp: param float32,
+/// compute = param, output = compute. Never throws; see `policy_grammar_result`.
 [[nodiscard]] constexpr policy_grammar_result parse_policy_grammar(std::string_view text) noexcept {
   const policy_text_range all = policy_trim(text, {0, text.size()});
   if (all.empty()) return policy_grammar_failure(policy_parse_errc::empty_input, {0, 0}, {0, 0});
