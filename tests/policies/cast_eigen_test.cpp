@@ -172,3 +172,30 @@ TEST_CASE("all_finite and loss scaling reach into Eigen leaves", "[eigen][all_fi
   const auto back = ls.unscale(ls.scale(std::get<1>(t)));
   CHECK(back == std::get<1>(t));
 }
+
+TEST_CASE("Eigen::Map is a tree: casts give owning matrices, in-place walks write through", "[cast][eigen][map]") {
+  std::vector<float> buffer{1.0f, 3.14159274f, -2.0f, 0.5f, 0.1f, 65504.0f};
+  using row_matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<row_matrix> map(buffer.data(), 2, 3);
+  const auto h = mixprec::cast_floating<mixprec::bfloat16>(map);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(h)>,
+                                Eigen::Matrix<mixprec::bfloat16, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>);
+  REQUIRE(h.rows() == 2);
+  CHECK(h(0, 1).bits() == 0x4049);  // pi rounded to 8 significand bits
+  CHECK(h(1, 2).bits() == 0x4780);  // 65504 rounds up to 2^16
+  const Eigen::Map<const Eigen::Array<float, 3, 2>> read_only(buffer.data());
+  const auto a = mixprec::cast_floating<double>(read_only);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(a)>, Eigen::Array<double, 3, 2>>);
+  CHECK(a(1, 1) == 0.1f);  // column-major: coefficient (1, 1) is buffer[4]
+  CHECK(mixprec::all_finite(read_only));
+
+  const mixprec::static_loss_scale ls(2.0f);
+  const auto unscaled = ls.unscale(map);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(unscaled)>, row_matrix>);
+  CHECK(unscaled(1, 2) == 32752.0f);
+  CHECK(buffer[5] == 65504.0f);  // unscale copies
+  ls.unscale_in_place(map);
+  CHECK(buffer == std::vector<float>{0.5f, 3.14159274f / 2, -1.0f, 0.25f, 0.1f / 2, 32752.0f});
+  const auto doubled = mixprec::tree_map([](float x, float y) { return x + y; }, map, map);
+  CHECK(doubled(0, 0) == 1.0f);
+}

@@ -3,6 +3,7 @@
 // `auto` expression must not outlive its operands). Bit patterns are worked out from the formats.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <complex>
 #include <cstddef>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+#include <xtensor/xadapt.hpp>
 
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/formats/bfloat16.hpp"
@@ -122,4 +124,35 @@ TEST_CASE("all_finite and loss scaling reach into xtensor leaves", "[xtensor][al
   const auto back = ls.unscale(scaled);
   CHECK(std::get<0>(back) == std::get<0>(t));
   CHECK(std::get<1>(back) == std::get<1>(t));
+}
+
+TEST_CASE("xt::adapt adaptors are trees: casts give owning containers, in-place walks write through",
+          "[cast][xtensor][adapt]") {
+  std::vector<float> buffer{1.0f, 3.14159274f, -2.0f, 0.5f, 0.1f, 65504.0f};
+  auto fixed_rank = xt::adapt(buffer.data(), buffer.size(), xt::no_ownership(), std::array<std::size_t, 2>{2, 3});
+  const auto h = mixprec::cast_floating<bfloat16>(fixed_rank);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(h)>, xt::xtensor<bfloat16, 2>>);
+  REQUIRE(h.shape() == std::array<std::size_t, 2>{2, 3});
+  CHECK(h(0, 1).bits() == 0x4049);  // pi: 1.5707963 * 2^1, mantissa 0x49 after rounding to nearest
+  CHECK(h(1, 2).bits() == 0x4780);  // 65504 rounds up to 65536 = 2^16
+  auto any_rank = xt::adapt(buffer.data(), buffer.size(), xt::no_ownership(), std::vector<std::size_t>{6});
+  const auto d = mixprec::cast_floating<double>(any_rank);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(d)>, xt::xarray<double>>);
+  CHECK(d(5) == 65504.0);
+
+  // Several trees at once, and in place through the adaptor: the caller's buffer changes.
+  std::vector<float> other{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+  auto other_adaptor = xt::adapt(other.data(), other.size(), xt::no_ownership(), std::array<std::size_t, 2>{2, 3});
+  const auto sum = mixprec::tree_map([](float a, float b) { return a + b; }, fixed_rank, other_adaptor);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(sum)>, xt::xtensor<float, 2>>);
+  CHECK(sum(1, 0) == 1.5f);
+  const mixprec::static_loss_scale ls(4.0f);
+  const auto unscaled = ls.unscale(fixed_rank);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(unscaled)>, xt::xtensor<float, 2>>);
+  CHECK(unscaled(0, 0) == 0.25f);
+  CHECK(buffer[0] == 1.0f);  // unscale copies
+  ls.unscale_in_place(fixed_rank);
+  CHECK(buffer == std::vector<float>{0.25f, 3.14159274f / 4, -0.5f, 0.125f, 0.1f / 4, 16376.0f});
+  buffer[3] = std::numeric_limits<float>::infinity();
+  CHECK_FALSE(mixprec::all_finite(fixed_rank));
 }

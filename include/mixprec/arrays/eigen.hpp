@@ -1,6 +1,7 @@
 /// \file
 /// \brief The Eigen adapter: mixprec small floats as Eigen scalars (`Eigen::NumTraits`), and Eigen
-/// dense containers (`Eigen::Matrix`, `Eigen::Array`) as tree nodes, so that `cast_floating`,
+/// dense containers (`Eigen::Matrix`, `Eigen::Array`) and contiguous maps of them (`Eigen::Map`) as
+/// tree nodes, so that `cast_floating`,
 /// `cast_to_compute`, loss scaling and `all_finite` work on them. One of the two headers allowed to
 /// include Eigen (the other adapter is `mixprec/arrays/xtensor.hpp`).
 ///
@@ -122,5 +123,57 @@ struct tree_traits<Eigen::Matrix<Scalar, Rows, Cols, Options, MaxRows, MaxCols>>
 template <class Scalar, int Rows, int Cols, int Options, int MaxRows, int MaxCols>
 struct tree_traits<Eigen::Array<Scalar, Rows, Cols, Options, MaxRows, MaxCols>>
     : detail::eigen_tree_traits<Eigen::Array, Scalar, Rows, Cols, Options, MaxRows, MaxCols> {};
+
+namespace detail {
+/// The Eigen plain object like `Plain` (Matrix or Array, same sizes and options) of scalar type U.
+template <class Plain, class U>
+struct eigen_rebind;
+template <class Scalar, int Rows, int Cols, int Options, int MaxRows, int MaxCols, class U>
+struct eigen_rebind<Eigen::Matrix<Scalar, Rows, Cols, Options, MaxRows, MaxCols>, U> {
+  using type = Eigen::Matrix<U, Rows, Cols, Options, MaxRows, MaxCols>;
+};
+template <class Scalar, int Rows, int Cols, int Options, int MaxRows, int MaxCols, class U>
+struct eigen_rebind<Eigen::Array<Scalar, Rows, Cols, Options, MaxRows, MaxCols>, U> {
+  using type = Eigen::Array<U, Rows, Cols, Options, MaxRows, MaxCols>;
+};
+
+template <class Plain>
+concept eigen_plain = requires {
+  typename eigen_rebind<std::remove_const_t<Plain>, float>::type;
+};
+}  // namespace detail
+
+/// `Eigen::Map` of a Matrix or Array (`const` or not) with the default, contiguous stride, of scalar
+/// leaves: a range node over the mapped coefficients (storage order), so in-place operations write
+/// through to the caller's buffer (a `Map<const ...>` is read-only). Casting gives an owning Matrix or
+/// Array of the new scalar type with the same sizes and options. Maps with explicit strides are not
+/// trees (copy them into a plain object first).
+template <class Plain, int MapOptions>
+requires detail::eigen_plain<Plain>
+struct tree_traits<Eigen::Map<Plain, MapOptions, Eigen::Stride<0, 0>>> {
+  using element_type = std::remove_const_t<typename Plain::Scalar>;
+  static_assert(tree_leaf<element_type>,
+                "mixprec trees: an Eigen map is a tree node only when its coefficients are scalar leaves "
+                "(arithmetic, std::complex, mixprec small floats).");
+
+  template <class Object, class F>
+  static void for_each(Object& m, F&& f) {
+    const Eigen::Index n = m.size();
+    auto* data = m.data();
+    for (Eigen::Index i = 0; i < n; ++i) f(data[i]);
+  }
+
+  template <class F>
+  static auto map(const Eigen::Map<Plain, MapOptions, Eigen::Stride<0, 0>>& m, F&& f) {
+    using U = std::remove_cvref_t<decltype(f(std::declval<const element_type&>()))>;
+    typename detail::eigen_rebind<std::remove_const_t<Plain>, U>::type out;
+    out.resize(m.rows(), m.cols());
+    const Eigen::Index n = m.size();
+    const element_type* in = m.data();
+    U* dst = out.data();
+    for (Eigen::Index i = 0; i < n; ++i) dst[i] = f(in[i]);
+    return out;
+  }
+};
 
 }  // namespace mixprec

@@ -10,8 +10,10 @@
 ///    sub-byte integer (int4, uint4, int2, uint2);
 ///  - a *node*: a type with a `mixprec::tree_traits` specialisation. Built in here: `std::tuple`,
 ///    `std::pair`, `std::array`, `std::vector`, `std::map` (keys are structure, values are subtrees),
-///    nested arbitrarily. `mixprec/arrays/eigen.hpp` adds `Eigen::Matrix` and `Eigen::Array`;
-///    `mixprec/arrays/xtensor.hpp` adds `xt::xarray` and `xt::xtensor`. Your own struct opts in the same way.
+///    nested arbitrarily. `mixprec/arrays/eigen.hpp` adds `Eigen::Matrix`, `Eigen::Array` and contiguous
+///    `Eigen::Map`s of them; `mixprec/arrays/xtensor.hpp` adds `xt::xarray`, `xt::xtensor`,
+///    `xt::xtensor_fixed` and `xt::adapt`'s adaptors. Mapping a map or an adaptor gives an owning container;
+///    walking one in place writes through to the mapped buffer. Your own struct opts in the same way.
 ///
 /// **Opting in a struct** ("product" node: a fixed list of children of possibly different types).
 /// Specialise `tree_traits` with `children` (a tuple of references to the children, for const and
@@ -122,10 +124,11 @@ struct tree_check {
   static_assert(tree<T>,
                 "mixprec trees: this type is neither a scalar leaf nor a tree node. Leaves are arithmetic types, "
                 "std::complex, mixprec small floats and intn; nodes are std::tuple, std::pair, std::array, "
-                "std::vector, std::map and types with a mixprec::tree_traits specialisation. For an Eigen or "
-                "xtensor container include mixprec/arrays/eigen.hpp or mixprec/arrays/xtensor.hpp (and evaluate lazy "
-                "expressions into a container first); for your own struct specialise mixprec::tree_traits "
-                "(see mixprec/arrays/tree.hpp).");
+                "std::vector, std::map and types with a mixprec::tree_traits specialisation. Eigen matrices, arrays "
+                "and contiguous maps of them are nodes once mixprec/arrays/eigen.hpp is included; xtensor containers "
+                "and xt::adapt adaptors once mixprec/arrays/xtensor.hpp is. Views, lazy expressions and maps with "
+                "explicit strides are not: evaluate them into a container first. For your own struct specialise "
+                "mixprec::tree_traits (see mixprec/arrays/tree.hpp).");
   static constexpr bool value = tree<T>;
 };
 }  // namespace detail

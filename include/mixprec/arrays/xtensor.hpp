@@ -1,7 +1,7 @@
 /// \file
 /// \brief The xtensor adapter: xtensor containers (`xt::xarray`, `xt::xtensor`, `xt::xtensor_fixed`)
-/// as tree nodes, so that `cast_floating`, `cast_to_compute`, loss scaling and `all_finite` work on
-/// them. One of the two headers allowed to include xtensor (the other adapter is `mixprec/arrays/eigen.hpp`).
+/// and adaptors (`xt::adapt`) as tree nodes, so that `cast_floating`, `cast_to_compute`, loss scaling and `all_finite`
+/// work on them. One of the two headers allowed to include xtensor (the other adapter is `mixprec/arrays/eigen.hpp`).
 ///
 /// Casting gives an evaluated container of the new element type with the same shape, layout and
 /// strides (`xt::xarray<float>` -> `xt::xarray<bfloat16>`), never a lazy `auto` expression that could
@@ -111,6 +111,38 @@ struct tree_traits<xt::xfixed_container<ET, S, L, Sharable, xt::xtensor_expressi
   template <class F>
   static auto map(const xt::xfixed_container<ET, S, L, Sharable, xt::xtensor_expression_tag>& a, F&& f) {
     xt::xtensor_fixed<typename base::template mapped_t<F>, S, L, Sharable> out;
+    base::fill(out, a, f);
+    return out;
+  }
+};
+
+/// `xt::xtensor_adaptor` (`xt::adapt` over a pointer or a container, static rank) of scalar leaves: a
+/// range node over the adapted elements, so in-place operations (`unscale_in_place`, an optimiser's
+/// update through `tree_for_each`) write through to the caller's buffer. Casting gives an owning
+/// `xt::xtensor<U, N, L>` of the same shape.
+template <class EC, std::size_t N, xt::layout_type L>
+struct tree_traits<xt::xtensor_adaptor<EC, N, L, xt::xtensor_expression_tag>>
+    : detail::xtensor_tree_traits_base<std::remove_cv_t<typename std::remove_reference_t<EC>::value_type>> {
+  using base = detail::xtensor_tree_traits_base<std::remove_cv_t<typename std::remove_reference_t<EC>::value_type>>;
+  template <class F>
+  static auto map(const xt::xtensor_adaptor<EC, N, L, xt::xtensor_expression_tag>& a, F&& f) {
+    xt::xtensor<typename base::template mapped_t<F>, N, L> out;
+    base::resize_like(out, a);
+    base::fill(out, a, f);
+    return out;
+  }
+};
+
+/// `xt::xarray_adaptor` (`xt::adapt` with a run-time rank) of scalar leaves: as `xt::xtensor_adaptor`;
+/// casting gives an owning `xt::xarray<U, L>`.
+template <class EC, xt::layout_type L, class SC>
+struct tree_traits<xt::xarray_adaptor<EC, L, SC, xt::xtensor_expression_tag>>
+    : detail::xtensor_tree_traits_base<std::remove_cv_t<typename std::remove_reference_t<EC>::value_type>> {
+  using base = detail::xtensor_tree_traits_base<std::remove_cv_t<typename std::remove_reference_t<EC>::value_type>>;
+  template <class F>
+  static auto map(const xt::xarray_adaptor<EC, L, SC, xt::xtensor_expression_tag>& a, F&& f) {
+    xt::xarray<typename base::template mapped_t<F>, L> out;
+    base::resize_like(out, a);
     base::fill(out, a, f);
     return out;
   }

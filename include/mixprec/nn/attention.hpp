@@ -5,7 +5,7 @@
 ///
 /// The computation, for an input x [batch, seq, d_model] (or [seq, d_model]: batch 1), compute type
 /// `C = compute_t<P, In>`, output type `O = output_t<P, In>`, opmath `A = accumulator_t<C>` (float32 for
-/// bfloat16/float16/float8 compute, float64 for double):
+/// bfloat16/float16 compute, float64 for double):
 ///
 ///     q = x · Wq (+ bq)   [batch, seq, n_heads,    head_dim]   rounded to C   (kernels::matmul: float32 sums)
 ///     k = x · Wk (+ bk)   [batch, seq, n_kv_heads, head_dim]   rounded to C
@@ -359,6 +359,8 @@ inline constexpr no_key_mask_t no_key_mask{};
 ///   (llama2.c and PyTorch store [out, in]).
 /// - **Input**: x `xt::xtensor<In, 2>` [seq, d_model] (one sequence), `xt::xtensor<In, 3>`
 ///   [batch, seq, d_model], or `xt::xarray<In>` of rank 2 or 3; In is float, double or a small float.
+///   Views and maps of those shapes too (`xt::adapt`, `xt::view`, `Eigen::Map`: docs/layers.md,
+///   "Containers"), for x, the key mask and dy alike.
 /// - **Optional key padding mask**: bool, shape [seq] or [batch, seq] (x's shape without its last axis),
 ///   true = real token, false = padding (Hugging Face's `attention_mask` convention). Padding keys are
 ///   never attended; a query with no visible key outputs zeros before `wo`.
@@ -367,7 +369,8 @@ inline constexpr no_key_mask_t no_key_mask{};
 ///   `cache.size() + t` (for RoPE and the causal mask). Positions are shared by the batch rows: with left
 ///   padding the real tokens of a row start at a later position, which RoPE does not notice (q·k
 ///   depends only on position differences).
-/// - **Output**: the same kind of container as x, shape of x, element type `output_t<P, In>`.
+/// - **Output**: the same kind of container as an `xt::xtensor`/`xt::xarray` x, an owning `xt::xtensor`
+///   for a view or map (docs/layers.md, "Containers"), shape of x, element type `output_t<P, In>`.
 /// - **Errors**: `std::invalid_argument` for a wrong rank or feature count (both shapes in the message),
 ///   a mask of the wrong shape, a cache of another batch size or head shape, or a full cache.
 ///   Complex inputs do not compile (static_assert).
@@ -462,15 +465,18 @@ class attention {
   }
 
   /// Self-attention over x [seq, d_model] or [batch, seq, d_model]: see the class comment.
-  template <detail::layer_array X>
-  [[nodiscard]] auto operator()(const X& x) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto operator()(const X& x_in) const {
+    const auto& x = detail::as_array(x_in);
     return forward(x, static_cast<no_cache*>(nullptr), static_cast<const no_mask*>(nullptr));
   }
 
   /// Self-attention with a key padding mask [seq] / [batch, seq] (true = real token).
-  template <detail::layer_array X, detail::layer_array M>
+  template <detail::layer_input X, detail::layer_input M>
   requires std::same_as < detail::value_t<M>,
-  bool > [[nodiscard]] auto operator()(const X& x, const M& key_mask) const {
+  bool > [[nodiscard]] auto operator()(const X& x_in, const M& key_mask_in) const {
+    const auto& x = detail::as_array(x_in);
+    const auto& key_mask = detail::as_array(key_mask_in);
     return forward(x, static_cast<no_cache*>(nullptr), &key_mask);
   }
 
@@ -481,20 +487,28 @@ class attention {
   /// (diagnostics/residual_scale_plan.hpp). Pass `no_key_mask` for no mask. With `null_probe` nothing
   /// is built or called.
   /// \throws std::invalid_argument as `operator()`, and whatever `probe.observe` throws.
-  template <detail::layer_array X, class M, diagnostics::probe Probe>
-  requires(std::same_as<M, no_key_mask_t> || (detail::layer_array<M> && std::same_as<detail::value_t<M>, bool>))
+  template <detail::layer_input X, class M, diagnostics::probe Probe>
+  requires(std::same_as<M, no_key_mask_t> || (detail::layer_input<M> && std::same_as<detail::value_t<M>, bool>))
       [[nodiscard]] auto
-      operator()(const X& x, const M& key_mask, Probe&& probe, std::string_view site) const {
+      operator()(const X& x_in, const M& key_mask_in, Probe&& probe, std::string_view site) const {
+    const auto& x = detail::as_array(x_in);
     using In = detail::value_t<X>;
     static_assert(detail::attention_real_v<In>,
                   "nn::attention does not support complex (or integer) inputs: the softmax needs real scores. "
                   "Pass float, double or a mixprec small float.");
     if constexpr (detail::attention_real_v<In>) {
+      [[maybe_unused]] const auto& key_mask_view = [&]() -> decltype(auto) {
+        if constexpr (std::same_as<M, no_key_mask_t>) {
+          return (key_mask_in);
+        } else {
+          return detail::as_array(key_mask_in);
+        }
+      }();
       const auto* mask = [&] {
         if constexpr (std::same_as<M, no_key_mask_t>) {
           return static_cast<const no_mask*>(nullptr);
         } else {
-          return &key_mask;
+          return &key_mask_view;
         }
       }();
       return forward_impl(x, static_cast<cache_type<In>*>(nullptr), mask, static_cast<saved<In>*>(nullptr), probe,
@@ -503,15 +517,19 @@ class attention {
   }
 
   /// Attention of x's tokens over the cache and themselves; appends x's keys and values to `cache`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto operator()(const X& x, cache_type<detail::value_t<X>>& cache) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto operator()(const X& x_in, cache_type<detail::value_t<X>>& cache) const {
+    const auto& x = detail::as_array(x_in);
     return forward(x, &cache, static_cast<const no_mask*>(nullptr));
   }
 
   /// As above, with a key padding mask for x's tokens (recorded in the cache for later steps).
-  template <detail::layer_array X, detail::layer_array M>
+  template <detail::layer_input X, detail::layer_input M>
   requires std::same_as < detail::value_t<M>,
-  bool > [[nodiscard]] auto operator()(const X& x, cache_type<detail::value_t<X>>& cache, const M& key_mask) const {
+  bool >
+      [[nodiscard]] auto operator()(const X& x_in, cache_type<detail::value_t<X>>& cache, const M& key_mask_in) const {
+    const auto& x = detail::as_array(x_in);
+    const auto& key_mask = detail::as_array(key_mask_in);
     return forward(x, &cache, &key_mask);
   }
 
@@ -578,16 +596,19 @@ class attention {
   /// Self-attention `operator()(x)`, saving in `ctx` what `backward` needs. Same result, bit for bit
   /// (one code path). No cache: training sees whole sequences.
   /// \throws std::invalid_argument as `operator()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto forward(const X& x, saved<detail::value_t<X>>& ctx) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto forward(const X& x_in, saved<detail::value_t<X>>& ctx) const {
+    const auto& x = detail::as_array(x_in);
     return forward_impl(x, static_cast<cache_type<detail::value_t<X>>*>(nullptr), static_cast<const no_mask*>(nullptr),
                         &ctx);
   }
 
   /// As above with a key padding mask [seq] / [batch, seq] (true = real token).
-  template <detail::layer_array X, detail::layer_array M>
+  template <detail::layer_input X, detail::layer_input M>
   requires std::same_as < detail::value_t<M>,
-  bool > [[nodiscard]] auto forward(const X& x, const M& key_mask, saved<detail::value_t<X>>& ctx) const {
+  bool > [[nodiscard]] auto forward(const X& x_in, const M& key_mask_in, saved<detail::value_t<X>>& ctx) const {
+    const auto& x = detail::as_array(x_in);
+    const auto& key_mask = detail::as_array(key_mask_in);
     return forward_impl(x, static_cast<cache_type<detail::value_t<X>>*>(nullptr), &key_mask, &ctx);
   }
 
@@ -603,8 +624,9 @@ class attention {
   /// to C are not differentiated). Scratch: O(seq · heads · head_dim).
   /// \throws std::invalid_argument if dy's features or rows do not match the saved forward, or the
   ///         gradients are not shaped like the parameters.
-  template <class T, detail::layer_array DY>
-  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy, gradients& grads) const {
+  template <class T, detail::layer_input DY>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
+    const auto& dy = detail::as_array(dy_in);
     using C = typename saved<T>::compute_type;
     using A = typename saved<T>::opmath_type;
     detail::check_features("attention::backward", dy, config_.d_model, "d_model");

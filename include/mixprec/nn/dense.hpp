@@ -109,14 +109,16 @@ class injected_dot {
 ///   `P::param_type`. `from_weights` loads [in, out] or [out, in] matrices of any floating type
 ///   (rounded once to the param type); [out, in] is transposed once, at load time.
 /// - **Input**: `xt::xtensor<T, N>` (any N >= 1) or `xt::xarray<T>`, shape [..., in]; leading axes
-///   are flattened into rows.
+///   are flattened into rows. Views and maps too (`xt::adapt`, `xt::view`, `Eigen::Map`: read in place
+///   when contiguous row-major, else copied once; docs/layers.md, "Containers").
 /// - **Computation** (`kernels::matmul`): x and the parameters are rounded to `C = compute_t<P, T>`,
-///   products are summed in `accumulator_t<C>` (float32 for bfloat16/float16/float8 compute), the
+///   products are summed in `accumulator_t<C>` (float32 for bfloat16/float16 compute), the
 ///   bias (rounded to C) is added in the accumulator, and the result is rounded once to
 ///   `O = output_t<P, T>`. (Flax rounds `x · kernel` to the compute dtype before adding the bias; one
 ///   rounding is at least as accurate.) Complex inputs stay complex: complex64 x with float32 params
 ///   runs a complex64 GEMM.
-/// - **Output**: the same kind of container, shape [..., out], element type `O`.
+/// - **Output**: the same kind of container for an `xt::xtensor`/`xt::xarray` x, an owning `xt::xtensor`
+///   for a view or map (docs/layers.md, "Containers"), shape [..., out], element type `O`.
 /// - **Errors**: `std::invalid_argument` when the input's last axis is not `in` (both shapes in the
 ///   message), or when parameter shapes disagree.
 /// - **Training** (TRAINING.md §1, §6): `forward(x, ctx)` computes `operator()(x)` and saves x as the
@@ -291,8 +293,9 @@ class dense {
 
   /// y = x · kernel + bias for x [..., in]: see the class comment for types and rounding.
   /// \throws std::invalid_argument if the last axis of `x` is not `in_features()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto operator()(const X& x) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto operator()(const X& x_in) const {
+    const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
@@ -307,8 +310,9 @@ class dense {
   /// `operator()(x)`, saving in `ctx` what `backward` needs (x rounded to the compute type). Same
   /// result, bit for bit, as `operator()`.
   /// \throws std::invalid_argument as `operator()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto forward(const X& x, saved<detail::value_t<X>>& ctx) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto forward(const X& x_in, saved<detail::value_t<X>>& ctx) const {
+    const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
@@ -330,8 +334,9 @@ class dense {
   /// `grads.bias += Σrows dy` (sums in float32, or float64 under float64; never rounded to 16 bits).
   /// \throws std::invalid_argument if dy's last axis is not `out_features()`, its rows are not those
   ///         of the saved forward, or `grads` is not shaped like the parameters.
-  template <class T, detail::layer_array DY>
-  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy, gradients& grads) const {
+  template <class T, detail::layer_input DY>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
+    const auto& dy = detail::as_array(dy_in);
     using C = compute_t<P, T>;
     detail::check_features(
         "dense::backward", dy, out_features(),

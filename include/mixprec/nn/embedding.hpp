@@ -191,7 +191,8 @@ class embedding {
   /// The lookup `operator()(ids)`, saving the ids in `ctx` for `backward`. Same result, bit for bit.
   /// \throws std::out_of_range as `operator()`.
   template <class Ids>
-  [[nodiscard]] auto forward(const Ids& ids, saved& ctx) const {
+  [[nodiscard]] auto forward(const Ids& ids_in, saved& ctx) const {
+    const auto& ids = detail::as_array(ids_in);
     auto y = (*this)(ids);
     ctx.ids.resize(ids.size());
     for (std::size_t n = 0; n < ids.size(); ++n) ctx.ids[n] = static_cast<std::size_t>(ids.data()[n]);
@@ -202,8 +203,9 @@ class embedding {
   /// for float64 parameters). Ids get no gradient.
   /// \throws std::invalid_argument if dy [..., features] does not hold one row per saved id, or the
   /// gradients are not shaped like the table.
-  template <detail::layer_array DY>
-  void backward(const saved& ctx, const DY& dy, gradients& grads) const {
+  template <detail::layer_input DY>
+  void backward(const saved& ctx, const DY& dy_in, gradients& grads) const {
+    const auto& dy = detail::as_array(dy_in);
     detail::check_features("embedding::backward", dy, features(), "table features");
     detail::check_backward_rows("embedding::backward", detail::leading_size(dy), ctx.ids.size());
     detail::check_gradient_shape("embedding::backward", "embedding", grads.embedding.shape(), table_.shape());
@@ -219,8 +221,9 @@ class embedding {
   /// `attend(x)` with logits returned in `Y` instead of `output_t<P, T>` (float32 logits for a fused
   /// cross-entropy: TRAINING.md keeps logits in float32, never rounded to the compute type).
   /// \throws std::invalid_argument if the last axis of x is not `features()`.
-  template <class Y, detail::layer_array X>
-  [[nodiscard]] auto attend_logits(const X& x) const {
+  template <class Y, detail::layer_input X>
+  [[nodiscard]] auto attend_logits(const X& x_in) const {
+    const auto& x = detail::as_array(x_in);
     using C = compute_t<P, detail::value_t<X>>;
     check_attend(x);
     auto y = detail::make_like<Y>(x, vocab_size());
@@ -230,8 +233,9 @@ class embedding {
 
   /// `attend_logits<Y>(x)`, saving x rounded to the compute type in `ctx`. Same result, bit for bit.
   /// \throws std::invalid_argument if the last axis of x is not `features()`.
-  template <class Y, detail::layer_array X>
-  [[nodiscard]] auto attend_forward(const X& x, attend_saved<detail::value_t<X>>& ctx) const {
+  template <class Y, detail::layer_input X>
+  [[nodiscard]] auto attend_forward(const X& x_in, attend_saved<detail::value_t<X>>& ctx) const {
+    const auto& x = detail::as_array(x_in);
     using C = compute_t<P, detail::value_t<X>>;
     check_attend(x);
     ctx.rows = detail::leading_size(x);
@@ -246,8 +250,9 @@ class embedding {
   /// C, float32 sums) and adds `grads.embedding += dlogitsᵀ · h` (float32).
   /// \throws std::invalid_argument if dlogits' last axis is not vocab, its rows are not the saved ones,
   /// or the gradients are not shaped like the table.
-  template <class T, detail::layer_array DZ>
-  [[nodiscard]] auto attend_backward(const attend_saved<T>& ctx, const DZ& dlogits, gradients& grads) const {
+  template <class T, detail::layer_input DZ>
+  [[nodiscard]] auto attend_backward(const attend_saved<T>& ctx, const DZ& dlogits_in, gradients& grads) const {
+    const auto& dlogits = detail::as_array(dlogits_in);
     using C = compute_t<P, T>;
     detail::check_features("embedding::attend_backward", dlogits, vocab_size(), "vocab");
     detail::check_backward_rows("embedding::attend_backward", detail::leading_size(dlogits), ctx.rows);
@@ -308,11 +313,38 @@ class embedding {
     return y;
   }
 
+  /// As above for ids in any other array a layer takes (`xt::adapt` over a buffer, a view,
+  /// `xt::xtensor_fixed`, an Eigen matrix or map: read in place when contiguous row-major, see
+  /// `as_row_major`): [..ids.., features] as an `xt::xtensor` (an `xt::xarray` for a shape whose rank is
+  /// known only at run time).
+  /// \throws std::out_of_range if an id is negative or >= vocab_size().
+  template <detail::layer_input Ids>
+  requires detail::id_type<detail::value_t<Ids>>
+  [[nodiscard]] auto operator()(const Ids& ids_in) const {
+    const auto& ids = detail::as_array(ids_in);
+    using View = std::remove_cvref_t<decltype(ids)>;
+    using Y = detail::rebind_t<View, output_t<P, param_type>, 1>;
+    auto shape = [&] {
+      if constexpr (View::rank == dynamic_rank) {
+        typename Y::shape_type s(ids.dimension() + 1);
+        return s;
+      } else {
+        return std::array<std::size_t, View::rank + 1>{};
+      }
+    }();
+    std::copy(ids.shape().begin(), ids.shape().end(), shape.begin());
+    shape[ids.dimension()] = features();
+    auto y = Y::from_shape(shape);
+    lookup(ids, y.data());
+    return y;
+  }
+
   /// Logits of a tied classifier: x [..., features] · table^T -> [..., vocab], in
   /// `output_t<P, T>`, computed in `compute_t<P, T>` with float32 accumulation.
   /// \throws std::invalid_argument if the last axis of x is not `features()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto attend(const X& x) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto attend(const X& x_in) const {
+    const auto& x = detail::as_array(x_in);
     return attend_logits<output_t<P, detail::value_t<X>>>(x);
   }
 

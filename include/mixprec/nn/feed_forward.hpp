@@ -77,7 +77,8 @@ enum class ffn_activation : std::uint8_t {
 ///
 /// - **Parameters**: `w1` [in -> hidden], `w2` [hidden -> out], and for gated activations `w3`
 ///   [in -> hidden], each with an optional bias, stored in `P::param_type` (see `nn::dense`).
-/// - **Input**: `xt::xtensor<T, N>` (N >= 1) or `xt::xarray<T>`, shape [..., in].
+/// - **Input**: `xt::xtensor<T, N>` (N >= 1) or `xt::xarray<T>`, shape [..., in], or a view or map
+///   (docs/layers.md, "Containers").
 /// - **Computation**, with `C = compute_t<P, T>` and `Acc = accumulator_t<C>` (float32 for 16-bit
 ///   compute): `w1 x` and `w3 x` are GEMMs of operands rounded to C summed in Acc (`kernels::matmul`),
 ///   kept in Acc; the activation and the gate product run in Acc ("opmath", `kernels::activations`), and
@@ -85,7 +86,8 @@ enum class ffn_activation : std::uint8_t {
 ///   with float32 epilogue writes); `w2`'s result is rounded once to `O = output_t<P, T>`. Rows are
 ///   processed in chunks so that the hidden scratch stays below `kernels::matmul_block_elements`
 ///   elements per buffer whatever the number of rows.
-/// - **Output**: the same kind of container, shape [..., out].
+/// - **Output**: the same kind of container for an `xt::xtensor`/`xt::xarray` x, an owning `xt::xtensor`
+///   for a view or map (docs/layers.md, "Containers"), shape [..., out].
 /// - **Errors**: `std::invalid_argument` for an input whose last axis is not `in`, and at construction
 ///   for projections whose shapes do not chain or a w3 missing (gated) or superfluous (plain).
 ///   Complex compute types do not compile (the activations are real functions).
@@ -230,8 +232,9 @@ class feed_forward {
 
   /// y = w2(act(w1 x) [* (w3 x)]) for x [..., in]; see the class comment for types and rounding.
   /// \throws std::invalid_argument if the last axis of x is not `in_features()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto operator()(const X& x) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto operator()(const X& x_in) const {
+    const auto& x = detail::as_array(x_in);
     diagnostics::null_probe none;
     return run(x, static_cast<saved<detail::value_t<X>>*>(nullptr), none, {});
   }
@@ -242,8 +245,9 @@ class feed_forward {
   /// output [..., out] in the output type — the out-projection whose magnitude the float16 scale
   /// planner (diagnostics/residual_scale_plan.hpp) reads. With `null_probe` nothing is built or called.
   /// \throws std::invalid_argument as `operator()`, and whatever `probe.observe` throws.
-  template <detail::layer_array X, diagnostics::probe Probe>
-  [[nodiscard]] auto operator()(const X& x, Probe&& probe, std::string_view site) const {
+  template <detail::layer_input X, diagnostics::probe Probe>
+  [[nodiscard]] auto operator()(const X& x_in, Probe&& probe, std::string_view site) const {
+    const auto& x = detail::as_array(x_in);
     return run(x, static_cast<saved<detail::value_t<X>>*>(nullptr), probe, site);
   }
 
@@ -251,8 +255,9 @@ class feed_forward {
   /// same result bit for bit. Memory: rows × (in + hidden) C values and rows × hidden Acc values (two
   /// such arrays for gated variants). Real inputs only.
   /// \throws std::invalid_argument as `operator()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto forward(const X& x, saved<detail::value_t<X>>& ctx) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto forward(const X& x_in, saved<detail::value_t<X>>& ctx) const {
+    const auto& x = detail::as_array(x_in);
     detail::check_real<detail::value_t<X>>("feed_forward");
     diagnostics::null_probe none;
     return run(x, &ctx, none, {});
@@ -270,8 +275,9 @@ class feed_forward {
   /// \throws std::invalid_argument if dy's last axis is not `out_features()`, its rows are not those
   ///         of the saved forward, `ctx` was not filled by this layer's `forward`, or `grads` is not
   ///         shaped like the parameters. Nothing is added to `grads` when it throws.
-  template <class T, detail::layer_array DY>
-  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy, gradients& grads) const {
+  template <class T, detail::layer_input DY>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
+    const auto& dy = detail::as_array(dy_in);
     using C = compute_t<P, T>;
     using Acc = accumulator_t<C>;
     using H = detail::ffn_hidden_t<P, T>;

@@ -37,9 +37,10 @@ struct layer_norm_options {
 /// Layer normalisation of the last axis: `y = (x - mean) / sqrt(var + epsilon) * scale + bias`.
 ///
 /// - **Parameters**: optional `scale` and `bias` [features] in `P::param_type`.
-/// - **Input**: `xt::xtensor<T, N>` (N >= 1) or `xt::xarray<T>`, shape [..., features].
+/// - **Input**: `xt::xtensor<T, N>` (N >= 1) or `xt::xarray<T>`, shape [..., features], or a view or
+///   map (docs/layers.md, "Containers").
 /// - **Computation**, per row: x is rounded to `C = compute_t<P, T>` and widened to the statistics
-///   type `S = accumulator_t<C>` (float32 for bfloat16/float16/float8 compute, float64 for float64;
+///   type `S = accumulator_t<C>` (float32 for bfloat16/float16 compute, float64 for float64;
 ///   `statistics_t<C>` of layer_types.hpp where that is defined); mean and variance come from the
 ///   corrected two-pass algorithm (`kernels::mean_variance`: exact mean first, then squared deviations,
 ///   compensated sums), accurate for data ~1e6 with unit spread, unlike Flax's default
@@ -124,16 +125,18 @@ class layer_norm {
 
   /// Normalises each row of x [..., features]; returns the same kind of container, same shape, in
   /// `output_t<P, T>`. \throws std::invalid_argument if the last axis is not `features()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto operator()(const X& x) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto operator()(const X& x_in) const {
+    const auto& x = detail::as_array(x_in);
     return run(x, nullptr);
   }
 
   /// `operator()(x)` written into `out`, which must have x's shape and element type `output_t<P, T>`
   /// (a caller's buffer, reused across calls: no allocation for the result). Same bits as `operator()`.
   /// \throws std::invalid_argument if the last axis of x is not `features()` or out's shape is not x's.
-  template <detail::layer_array X, detail::layer_array Y>
-  void forward_into(Y& out, const X& x) const {
+  template <detail::layer_input X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x_in) const {
+    const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, T>>,
                   "layer_norm::forward_into(out, x): out's element type must be output_t<P, T> of the layer's "
@@ -201,8 +204,9 @@ class layer_norm {
 
   /// `operator()(x)`, saving x̂ and r in `ctx` for `backward`. Same result, bit for bit (one code path).
   /// \throws std::invalid_argument as `operator()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto forward(const X& x, saved<detail::value_t<X>>& ctx) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto forward(const X& x_in, saved<detail::value_t<X>>& ctx) const {
+    const auto& x = detail::as_array(x_in);
     detail::check_real<detail::value_t<X>>("layer_norm");
     return run(x, &ctx);
   }
@@ -213,8 +217,9 @@ class layer_norm {
   /// `grads.bias += Σrows dy` (float32; float64 under float64).
   /// \throws std::invalid_argument if dy's last axis is not `features()`, its rows are not the saved
   ///         ones, or the gradients do not match the parameters.
-  template <class T, detail::layer_array DY>
-  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy, gradients& grads) const {
+  template <class T, detail::layer_input DY>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
+    const auto& dy = detail::as_array(dy_in);
     using C = compute_t<P, T>;
     using S = typename saved<T>::stat_type;
     const std::size_t f = features_;

@@ -7,7 +7,7 @@
 ///    truncated.
 ///  - a complex input is never made real: with a real compute type C the layer computes in
 ///    `std::complex<C>` (complex64 input + float32 compute -> complex64); when C has no complex
-///    counterpart (bfloat16, float16, float8) the layer does not compile.
+///    counterpart (bfloat16, float16) the layer does not compile.
 ///  - output type: `P::output_type`, or with `promote` the compute type (complex as above).
 ///  - statistics of norms: at least float32: `promote_t<float, compute>` (float64 under float64).
 #pragma once
@@ -36,7 +36,7 @@ template <class Target, class T>
 requires(!is_complex_v<Target>) struct keep_complex<Target, std::complex<T>> {
   static_assert(std::is_same_v<Target, float> || std::is_same_v<Target, double>,
                 "a complex input would be made real: this policy computes in a type with no complex "
-                "counterpart (bfloat16, float16, float8). Use a float32 or float64 compute type, or "
+                "counterpart (bfloat16, float16). Use a float32 or float64 compute type, or "
                 "mixprec::promote, for complex inputs.");
   using type = std::complex<Target>;
 };

@@ -54,7 +54,7 @@
 namespace mixprec::nn {
 
 /// The element type of the residual stream of a fused `rms_norm` with policy `P` and inputs `T`: the
-/// accumulator of the compute type, i.e. float32 for float32/bfloat16/float16/float8 compute, float64
+/// accumulator of the compute type, i.e. float32 for float32/bfloat16/float16 compute, float64
 /// for float64, std::complex of those for complex inputs. Never a 16-bit type.
 template <class P, class T>
 using residual_t = accumulator_t<compute_t<P, T>>;
@@ -109,7 +109,8 @@ struct rms_norm_options {
 /// RMS normalisation of the last axis: `y = x * rsqrt(mean(|x|^2) + epsilon) * scale`.
 ///
 /// - **Parameter**: an optional `scale` [features] in `P::param_type` (llama2.c's `rms_*_weight`).
-/// - **Input**: `xt::xtensor<T, N>` (N >= 1) or `xt::xarray<T>`, shape [..., features].
+/// - **Input**: `xt::xtensor<T, N>` (N >= 1) or `xt::xarray<T>`, shape [..., features], or a view or
+///   map (docs/layers.md, "Containers").
 /// - **Plain form** `norm(x)`: x rounded to `C = compute_t<P, T>` and widened to `S =
 ///   accumulator_t<C>` (float32 or float64); the mean square is a compensated sum in S
 ///   (`kernels::scaled_mean_square`: rows whose squares would overflow or underflow S, such as a
@@ -122,7 +123,8 @@ struct rms_norm_options {
 ///   `mixprec::num_threads()` threads.
 ///   An all-zero row gives zeros when epsilon > 0 (0/0 = NaN with epsilon 0, as IEEE says).
 /// - **Fused form** `norm(x, residual)` / `norm(x, no_residual)`: see the file comment. The residual
-///   must be the same kind of container as x, same shape, element type `residual_t<P, T>`.
+///   may be any container or view a layer takes (docs/layers.md, "Containers"), x's shape, element
+///   type `residual_t<P, T>`.
 /// - **Errors**: `std::invalid_argument` when the last axis is not `features`, or x and the residual
 ///   have different shapes (both shapes in the message); from the constructors, when epsilon is
 ///   negative or not finite or the residual scale is not finite and positive (the message names the
@@ -186,8 +188,9 @@ class rms_norm {
 
   /// Plain RMSNorm of x [..., features]: same kind of container and shape, in `output_t<P, T>`.
   /// \throws std::invalid_argument if the last axis is not `features()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto operator()(const X& x) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto operator()(const X& x_in) const {
+    const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
     auto y = detail::make_like<output_t<P, T>>(x, features_);
@@ -198,16 +201,19 @@ class rms_norm {
   /// Fused residual add and RMSNorm: returns {rmsnorm(residual + x), (residual + x) * residual_scale}
   /// (see the file comment). `residual` must have x's shape and element type `residual_t<P, T>`.
   /// \throws std::invalid_argument if the last axis is not `features()` or the shapes differ.
-  template <detail::layer_array X, detail::layer_array Residual>
-  [[nodiscard]] auto operator()(const X& x, const Residual& residual) const {
+  template <detail::layer_input X, detail::layer_input Residual>
+  [[nodiscard]] auto operator()(const X& x_in, const Residual& residual_in) const {
+    const auto& x = detail::as_array(x_in);
+    const auto& residual = detail::as_array(residual_in);
     check_fused(x, residual);
     return fused(x, residual.data());
   }
 
   /// Fused form for the first block: the residual stream starts as x (converted to `residual_t<P, T>`).
   /// \throws std::invalid_argument if the last axis is not `features()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto operator()(const X& x, no_residual_t) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto operator()(const X& x_in, no_residual_t) const {
+    const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
     return fused(x, static_cast<const residual_t<P, T>*>(nullptr));
@@ -216,8 +222,9 @@ class rms_norm {
   /// Plain `operator()(x)` written into `out` (x's shape, element type `output_t<P, T>`; a caller's
   /// buffer, reused across calls). Same bits as `operator()(x)`.
   /// \throws std::invalid_argument if the last axis of x is not `features()` or out's shape is not x's.
-  template <detail::layer_array X, detail::layer_array Y>
-  void forward_into(Y& out, const X& x) const {
+  template <detail::layer_input X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x_in) const {
+    const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     check_out_type<T, Y>();
     detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
@@ -230,8 +237,9 @@ class rms_norm {
   /// `residual` itself: the stream is then updated in place, as a decode loop wants. Same bits as
   /// `operator()(x, residual)`.
   /// \throws std::invalid_argument if the last axis is not `features()` or a shape is not x's.
-  template <detail::layer_array X, detail::layer_array Residual, detail::layer_array Y>
-  void forward_into(Y& out, Residual& new_residual, const X& x, const Residual& residual) const {
+  template <detail::layer_input X, detail::layer_array Residual, detail::layer_array Y>
+  void forward_into(Y& out, Residual& new_residual, const X& x_in, const Residual& residual) const {
+    const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     check_out_type<T, Y>();
     check_fused(x, residual);
@@ -243,8 +251,9 @@ class rms_norm {
 
   /// Fused `operator()(x, no_residual)` written into `out` and `new_residual` (x's shape).
   /// \throws std::invalid_argument if the last axis is not `features()` or a shape is not x's.
-  template <detail::layer_array X, detail::layer_array Residual, detail::layer_array Y>
-  void forward_into(Y& out, Residual& new_residual, const X& x, no_residual_t) const {
+  template <detail::layer_input X, detail::layer_array Residual, detail::layer_array Y>
+  void forward_into(Y& out, Residual& new_residual, const X& x_in, no_residual_t) const {
+    const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     check_out_type<T, Y>();
     static_assert(std::is_same_v<Residual, detail::rebind_t<X, residual_t<P, T>>>,
@@ -310,8 +319,9 @@ class rms_norm {
 
   /// Plain `operator()(x)`, saving x̂ and r in `ctx`. Same result, bit for bit.
   /// \throws std::invalid_argument as `operator()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto forward(const X& x, saved<detail::value_t<X>>& ctx) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto forward(const X& x_in, saved<detail::value_t<X>>& ctx) const {
+    const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     detail::check_real<T>("rms_norm");
     detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
@@ -322,8 +332,10 @@ class rms_norm {
 
   /// Fused `operator()(x, residual)`, saving ŝ and r in `ctx`. Same result, bit for bit.
   /// \throws std::invalid_argument as `operator()`.
-  template <detail::layer_array X, detail::layer_array Residual>
-  [[nodiscard]] auto forward(const X& x, const Residual& residual, saved<detail::value_t<X>>& ctx) const {
+  template <detail::layer_input X, detail::layer_input Residual>
+  [[nodiscard]] auto forward(const X& x_in, const Residual& residual_in, saved<detail::value_t<X>>& ctx) const {
+    const auto& x = detail::as_array(x_in);
+    const auto& residual = detail::as_array(residual_in);
     detail::check_real<detail::value_t<X>>("rms_norm");
     check_fused(x, residual);
     return fused(x, residual.data(), &ctx);
@@ -331,8 +343,9 @@ class rms_norm {
 
   /// Fused `operator()(x, no_residual)`, saving ŝ and r in `ctx`. Same result, bit for bit.
   /// \throws std::invalid_argument as `operator()`.
-  template <detail::layer_array X>
-  [[nodiscard]] auto forward(const X& x, no_residual_t, saved<detail::value_t<X>>& ctx) const {
+  template <detail::layer_input X>
+  [[nodiscard]] auto forward(const X& x_in, no_residual_t, saved<detail::value_t<X>>& ctx) const {
+    const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     detail::check_real<T>("rms_norm");
     detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
@@ -344,8 +357,9 @@ class rms_norm {
   /// `grads.scale += Σrows dy ⊙ x̂`.
   /// \throws std::invalid_argument if dy's features or rows do not match, the context is a fused one,
   ///         or the gradients do not match the scale.
-  template <class T, detail::layer_array DY>
-  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy, gradients& grads) const {
+  template <class T, detail::layer_input DY>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
+    const auto& dy = detail::as_array(dy_in);
     if (ctx.fused) {
       throw std::invalid_argument(
           "rms_norm::backward: the context was saved by the fused form; call backward(ctx, dnormed, "
@@ -362,8 +376,11 @@ class rms_norm {
   /// (c the residual scale, or 1), in `residual_t<P, T>` (float32): it is both dx and dresidual
   /// (TRAINING.md §1). Adds `grads.scale += Σrows dnormed ⊙ ŝ`.
   /// \throws std::invalid_argument as the plain `backward`, or if dnew_residual's shape is not dnormed's.
-  template <class T, detail::layer_array DY, detail::layer_array DR>
-  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dnormed, const DR& dnew_residual, gradients& grads) const {
+  template <class T, detail::layer_input DY, detail::layer_input DR>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dnormed_in, const DR& dnew_residual_in,
+                              gradients& grads) const {
+    const auto& dnormed = detail::as_array(dnormed_in);
+    const auto& dnew_residual = detail::as_array(dnew_residual_in);
     using R = typename saved<T>::stat_type;
     if (dnew_residual.size() != dnormed.size()) {
       throw std::invalid_argument(kernels::detail::concat(
@@ -378,8 +395,9 @@ class rms_norm {
   /// The fused VJP when the new residual stream is not used (the last norm of a network): its
   /// cotangent is zero.
   /// \throws std::invalid_argument as the plain `backward`.
-  template <class T, detail::layer_array DY>
-  [[nodiscard]] auto backward_fused(const saved<T>& ctx, const DY& dnormed, gradients& grads) const {
+  template <class T, detail::layer_input DY>
+  [[nodiscard]] auto backward_fused(const saved<T>& ctx, const DY& dnormed_in, gradients& grads) const {
+    const auto& dnormed = detail::as_array(dnormed_in);
     return backward_fused_impl(ctx, dnormed, static_cast<const typename saved<T>::stat_type*>(nullptr), grads);
   }
 
@@ -396,10 +414,10 @@ class rms_norm {
   void check_fused(const X& x, const Residual& residual) const {
     using T = detail::value_t<X>;
     using R = residual_t<P, T>;
-    static_assert(std::is_same_v<Residual, detail::rebind_t<X, R>>,
-                  "rms_norm(x, residual): the residual stream must be the same kind of container as x with "
-                  "element type nn::residual_t<P, T> (float32, or float64 under float64 compute), as the "
-                  "previous fused rms_norm returned it; start the stream with nn::no_residual.");
+    static_assert(std::is_same_v<detail::value_t<Residual>, R>,
+                  "rms_norm(x, residual): the residual stream must have element type nn::residual_t<P, T> "
+                  "(float32, or float64 under float64 compute), as the previous fused rms_norm returned it; "
+                  "start the stream with nn::no_residual.");
     detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
     if (!std::equal(x.shape().begin(), x.shape().end(), residual.shape().begin(), residual.shape().end())) {
       throw std::invalid_argument(

@@ -95,12 +95,12 @@ struct unscale_leaf_fn {
 };
 
 template <class Tree>
-[[nodiscard]] std::remove_cvref_t<Tree> scale_tree(const Tree& tree, float s) {
+[[nodiscard]] auto scale_tree(const Tree& tree, float s) {
   return tree_map(scale_leaf_fn{s}, tree);
 }
 
 template <class Tree>
-[[nodiscard]] std::remove_cvref_t<Tree> unscale_tree(const Tree& tree, float s) {
+[[nodiscard]] auto unscale_tree(const Tree& tree, float s) {
   const bool exact = has_exact_reciprocal(s);
   return tree_map(unscale_leaf_fn{s, exact ? 1.0f / s : 0.0f, exact}, tree);
 }
@@ -190,12 +190,13 @@ class static_loss_scale {
   [[nodiscard]] float loss_scale() const noexcept { return scale_; }
   /// `tree` with every floating and complex leaf multiplied by S (see the file comment).
   template <class Tree>
-  [[nodiscard]] std::remove_cvref_t<Tree> scale(const Tree& tree) const {
+  [[nodiscard]] auto scale(const Tree& tree) const {
     return detail::scale_tree(tree, scale_);
   }
-  /// `tree` with every floating and complex leaf divided by S (see the file comment).
+  /// `tree` with every floating and complex leaf divided by S (see the file comment). The same type
+  /// as `tree`, except that an `Eigen::Map` or `xt::adapt` leaf comes back as an owning container.
   template <class Tree>
-  [[nodiscard]] std::remove_cvref_t<Tree> unscale(const Tree& tree) const {
+  [[nodiscard]] auto unscale(const Tree& tree) const {
     return detail::unscale_tree(tree, scale_);
   }
   /// Divides every floating and complex leaf of `tree` by S where it is, without a copy; the result
@@ -317,12 +318,14 @@ class dynamic_loss_scale {
 
   /// `tree` with every floating and complex leaf multiplied by the current S (see the file comment).
   template <class Tree>
-  [[nodiscard]] std::remove_cvref_t<Tree> scale(const Tree& tree) const {
+  [[nodiscard]] auto scale(const Tree& tree) const {
     return detail::scale_tree(tree, state_.loss_scale);
   }
-  /// `tree` with every floating and complex leaf divided by the current S (see the file comment).
+  /// `tree` with every floating and complex leaf divided by the current S (see the file comment). The
+  /// same type as `tree`, except that an `Eigen::Map` or `xt::adapt` leaf comes back as an owning
+  /// container.
   template <class Tree>
-  [[nodiscard]] std::remove_cvref_t<Tree> unscale(const Tree& tree) const {
+  [[nodiscard]] auto unscale(const Tree& tree) const {
     return detail::unscale_tree(tree, state_.loss_scale);
   }
   /// Divides every floating and complex leaf of `tree` by the current S where it is, without a copy;

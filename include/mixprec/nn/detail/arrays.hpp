@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <ranges>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "mixprec/arrays/row_major.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
@@ -42,12 +44,58 @@ struct array_traits<xt::xarray<T>> {
   using rebind = xt::xarray<U>;
 };
 
-/// `xt::xtensor<T, N>` or `xt::xarray<T>` (row-major, default allocator).
+/// A `row_major_view` (what `as_array` makes of any other input): outputs are owning
+/// `xt::xtensor<U, Rank>`, or `xt::xarray<U>` for a dynamic rank.
+template <class T, std::size_t Rank>
+struct array_traits<row_major_view<T, Rank>> {
+  static constexpr bool supported = true;
+  using value_type = T;
+  template <class U, std::size_t Extra = 0>
+  using rebind = std::conditional_t<Rank == dynamic_rank, xt::xarray<U>, xt::xtensor<U, Rank + Extra>>;
+};
+
+/// What the layers compute on: `xt::xtensor<T, N>` or `xt::xarray<T>` (row-major, default allocator),
+/// or a `row_major_view`.
 template <class X>
 concept layer_array = array_traits<X>::supported;
 
+/// What the layers take as an input: a `layer_array`, or anything `as_row_major` reads
+/// (`xt::adapt`, views, `xt::xtensor_fixed`, other xtensor expressions, Eigen matrices and maps).
+/// Other ranges (`std::vector`, C arrays) are accepted here too, so that `as_array` stops them with a
+/// sentence saying what to pass instead (a failed concept would only say "constraints not satisfied").
 template <class X>
-using value_t = typename array_traits<X>::value_type;
+concept layer_input = layer_array<X> || row_major_source<X> || std::ranges::range<X>;
+
+/// `x` itself for a `layer_array` (the output is the same kind of container), otherwise
+/// `as_row_major(x)`: a view of x's buffer when it is contiguous row-major, else of a copy.
+/// Errors: an input type that is neither does not compile (as_row_major's static_assert).
+template <class X>
+[[nodiscard]] decltype(auto) as_array(const X& x) {
+  if constexpr (layer_array<X>) {
+    return (x);
+  } else {
+    return as_row_major(x);
+  }
+}
+
+/// The element type of a layer input: `value_t` of what `as_array` makes of it.
+template <class X>
+struct input_value {
+  using type = void;
+};
+template <class X>
+requires layer_array<X>
+struct input_value<X> {
+  using type = typename array_traits<X>::value_type;
+};
+template <class X>
+requires(!layer_array<X> && row_major_source<X>) struct input_value<X> {
+  using type = typename decltype(as_row_major(std::declval<const X&>()))::value_type;
+};
+
+/// The element type of a layer input (`void` for a type `as_array` refuses).
+template <class X>
+using value_t = typename input_value<X>::type;
 
 template <class X, class U, std::size_t Extra = 0>
 using rebind_t = typename array_traits<X>::template rebind<U, Extra>;
