@@ -72,12 +72,15 @@ llama2c::checkpoint load_stories260k() {
 // lambda * sqrt(n) * u (to first order) except with probability 2n * exp(-lambda^2 (1 - u)^2 / 2) — their
 // inner-product bound — instead of the worst case n * u. We choose lambda for a failure probability of
 // 1e-3 and, because the model normalises before every block and before the classifier (RMSNorm), put the
-// error on the scale of the logits:
-//     |logit - oracle| <= lambda(n) * sqrt(n) * u * max_i |oracle_i|,   lambda(n) = sqrt(2 ln(2n / 1e-3)) / (1 - u)
-// with n the number of roundings on the longest path to a logit, counted below from the configuration.
-// This is a model (the network could amplify errors; a trained one barely does), not a proof. Measured on
-// stories260K, positions 0..7: float32, float64, c=bf16 and c=f16 all land 20-50x inside their bounds
-// (errors 4e-6, 1e-14, 0.05-0.11, 0.006-0.009); on the random checkpoint below (untrained, dim 8) 2-10x.
+// error of each logit on the scale of its own dot product:
+//     |logit_i - oracle_i| <= lambda(n) * sqrt(n) * u * sum_k |w_ik h_k|,   lambda(n) = sqrt(2 ln(2n / 1e-3)) / (1 - u)
+// with w_i the classifier row of logit i, h the oracle's final normed hidden state, and n the number of
+// roundings on the longest path to a logit, counted below from the configuration. Each logit gets its
+// own tolerance: a small logit made of small terms is held to a small bound, not to one set by the
+// largest logit. This is a model (the network could amplify errors; a trained one barely does), not a
+// proof. Measured (largest error / its tolerance over all logits of positions 0..7): stories260K
+// float64 0.037, float32 0.039, c=bf16 0.048, c=f16 0.046; the random checkpoint below (untrained,
+// dim 8) float64 0.18, float32 0.11, c=bf16 0.47, c=f16 0.71.
 // ---------------------------------------------------------------------------------------------------------
 
 // float32/float64 compute: every addition of every sum rounds, so a sum of k terms is k roundings deep.
@@ -97,44 +100,72 @@ double accumulation_depth(const llama2c::model_config& c, int pos) {
 // the final RMSNorm output and the classifier weights.
 double rounding_depth(const llama2c::model_config& c) { return static_cast<double>(11 * c.n_layers + 3); }
 
-double tolerance(double n, double u, const std::vector<double>& oracle_logits) {
+// lambda(n) * sqrt(n) * u: the relative error bound of n roundings of unit roundoff u.
+double relative_bound(double n, double u) {
   constexpr double failure_probability = 1e-3;
   const double lambda = std::sqrt(2.0 * std::log(2.0 * n / failure_probability)) / (1.0 - u);
-  double scale = 0;
-  for (const double v : oracle_logits) scale = std::max(scale, std::abs(v));
-  return lambda * std::sqrt(n) * u * scale;
+  return lambda * std::sqrt(n) * u;
+}
+
+// One tolerance per logit: relative_bound(n, u) * S_i, with S_i = sum_k |w_ik h_k| the magnitude of the
+// classifier's dot product for logit i (w_i its row, h the oracle's final normed hidden state): the
+// scale on which the roundings of the inputs of that dot product act. S_i >= |logit_i|, and a small
+// logit made of small terms gets a small tolerance (the bound is not set by the largest logit).
+std::vector<double> logit_tolerances(double n, double u, const llama2c::checkpoint& ck,
+                                     const std::vector<double>& hidden) {
+  const auto& w = ck.classifier().values;
+  const std::size_t dim = hidden.size();
+  const std::size_t vocab = w.size() / dim;
+  const double r = relative_bound(n, u);
+  std::vector<double> tol(vocab);
+  for (std::size_t i = 0; i < vocab; ++i) {
+    double s = 0;
+    for (std::size_t k = 0; k < dim; ++k) s += std::abs(static_cast<double>(w[i * dim + k]) * hidden[k]);
+    tol[i] = r * s;
+  }
+  return tol;
 }
 
 // The unit roundoff 2^-p of a p-bit-significand format (p counts the implicit bit).
 double unit_roundoff(int significand_bits) { return std::ldexp(1.0, -significand_bits); }
 
-// max_i |a_i - b_i|.
+// max_i |a_i - b_i| / tol_i, and the logit where it is reached.
 template <class T>
-double max_abs_diff(const xt::xtensor<T, 1>& a, const std::vector<double>& b) {
+std::pair<double, std::size_t> worst_ratio(const xt::xtensor<T, 1>& a, const std::vector<double>& b,
+                                           const std::vector<double>& tol) {
   REQUIRE(a.size() == b.size());
+  REQUIRE(tol.size() == b.size());
   double worst = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a(i)) - b[i]));
-  return worst;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const double ratio = std::abs(static_cast<double>(a(i)) - b[i]) / tol[i];
+    if (ratio > worst) {
+      worst = ratio;
+      at = i;
+    }
+  }
+  return {worst, at};
 }
 
-// Feeds `tokens` to the model under P and to the oracle at positions 0, 1, ...; checks every step's logits
-// against the oracle within `tolerance(n(pos), u, oracle)`; returns the largest error seen relative to its
-// tolerance.
+// Feeds `tokens` to the model under P and to the oracle at positions 0, 1, ...; checks every logit of every
+// step against the oracle within its own tolerance (`logit_tolerances(n(pos), u, ...)`); returns the largest
+// error seen relative to its tolerance.
 template <class P, class Depth>
 double compare_with_oracle(const llama2c::checkpoint& ck, const std::vector<int>& tokens, double u, Depth depth) {
   llama::model<P> m(ck);
   llama_reference::reference_llama oracle(ck);
-  double worst_ratio = 0;
+  double worst = 0;
   for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
     const std::vector<double> expected = oracle.forward(tokens[pos], static_cast<int>(pos));
     const auto logits = m.forward(tokens[pos]);
-    const double err = max_abs_diff(logits, expected);
-    const double tol = tolerance(depth(static_cast<int>(pos)), u, expected);
-    INFO("position " << pos << ": max |logit - oracle| = " << err << ", tolerance " << tol);
-    CHECK(err <= tol);
-    worst_ratio = std::max(worst_ratio, err / tol);
+    const auto tol = logit_tolerances(depth(static_cast<int>(pos)), u, ck, oracle.final_hidden());
+    const auto [ratio, at] = worst_ratio(logits, expected, tol);
+    INFO("position " << pos << ": logit " << at << " = " << static_cast<double>(logits(at)) << ", oracle "
+                     << expected[at] << ", tolerance " << tol[at] << " (" << ratio << " of it)");
+    CHECK(ratio <= 1.0);
+    worst = std::max(worst, ratio);
   }
-  return worst_ratio;
+  return worst;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -438,8 +469,8 @@ TEST_CASE("stories260K logits match the float64 oracle within each format's roun
     llama::model<bf16_compute_policy> m(ck);
     llama_reference::reference_llama oracle(ck);
     const std::vector<double> expected = oracle.forward(1, 0);
-    const double err = max_abs_diff(m.forward(1), expected);
-    CHECK(err > tolerance(acc(0), unit_roundoff(24), expected));
+    const auto f32_tolerances = logit_tolerances(acc(0), unit_roundoff(24), ck, oracle.final_hidden());
+    CHECK(worst_ratio(m.forward(1), expected, f32_tolerances).first > 1.0);
   }
   SECTION("step 0 against SOURCE.md's quoted logits and argmax") {
     llama::model<f32_policy> m(ck);

@@ -152,14 +152,17 @@ class reference_llama {
       note(stats_.max_abs_residual, x);
     }
 
-    const std::vector<double> final_x = rmsnorm(x, ck_.rms_final.values);
-    std::vector<double> logits = matvec(ck_.classifier().values, final_x);
+    final_hidden_ = rmsnorm(x, ck_.rms_final.values);
+    std::vector<double> logits = matvec(ck_.classifier().values, final_hidden_);
     note(stats_.max_abs_logit, logits);
     return logits;
   }
 
   /// Largest magnitudes seen so far.
   [[nodiscard]] const activation_stats& stats() const noexcept { return stats_; }
+
+  /// The classifier's input of the last `forward`: the final RMSNorm's output [dim].
+  [[nodiscard]] const std::vector<double>& final_hidden() const noexcept { return final_hidden_; }
 
  private:
   static void note(double& max_abs, const std::vector<double>& values) {
@@ -171,6 +174,7 @@ class reference_llama {
   std::vector<std::vector<std::vector<double>>> value_cache_;  // [layer][pos][kv_dim]
   int next_pos_ = 0;
   activation_stats stats_;
+  std::vector<double> final_hidden_;
 };
 
 /// Index of the largest value, lowest index on ties (run.c `sample_argmax`).
