@@ -8,6 +8,7 @@
 
 // IWYU pragma: begin_exports
 #include "mixprec/arrays/eigen.hpp"
+#include "mixprec/arrays/row_major.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/core.hpp"
 
@@ -22,6 +23,7 @@
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/dot_product.hpp"
 #include "mixprec/nn/embedding.hpp"
+#include "mixprec/nn/error_bound.hpp"
 #include "mixprec/nn/feed_forward.hpp"
 #include "mixprec/nn/kv_cache.hpp"
 #include "mixprec/nn/layer_norm.hpp"

@@ -21,9 +21,11 @@
 #include <utility>
 #include <vector>
 
+#include "attention_reference.hpp"
 #include "mixprec/core.hpp"
 #include "mixprec/diagnostics/recording_probe.hpp"
 #include "mixprec/nn/attention.hpp"
+#include "mixprec/nn/error_bound.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
 
@@ -128,152 +130,6 @@ double round_to(double x) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The float64 reference.
-// ---------------------------------------------------------------------------------------------
-
-/// Weights as doubles, [in, out] row-major; biases empty when absent.
-struct weights64 {
-  std::vector<double> wq, wk, wv, wo, bq, bk, bv, bo;
-};
-
-/// The reference's output: y [rows, d_model] and, per element, a first-order error scale `bound`: the
-/// result of the same computation on magnitudes (|x| |w| sums, rotations of magnitudes, score
-/// magnitudes times 2 through the softmax; see `reference_attention`).
-struct ref_out {
-  std::vector<double> y;
-  std::vector<double> bound;
-};
-
-/// Reference attention for x [batch, seq, d_model] (doubles), from the config as the user wrote it
-/// (defaults resolved here independently). `valid` [batch * seq] (empty: all real). `round_c` is the
-/// rounding to the compute type applied to scores and probabilities in `softmax_precision::compute`
-/// (null: none). Only the query rows in `rows` (flat b * seq + t) are evaluated (empty: all).
-///
-/// Error scale: if every value an operation reads is off by at most eps times its magnitude and the
-/// operation adds a relative eps, the result is off by at most ~eps times the magnitude computed here:
-///  - projections: M = sum |x| |w| + |b| (with magnitudes of inputs in place of |x| for wo);
-///  - rotations: Ma' = |c| Ma + |s| Mb (and symmetrically);
-///  - scores: Ms_j = scale sum_i (Mq_i |k_ji| + |q_i| Mk_ji) (+ |s_j| when scores are rounded);
-///  - softmax: dp_j = p_j (ds_j - sum_t p_t ds_t), so the weighted sum moves by <= 2 max_j Ms_j sum_j p_j |v_j|:
-///    Ma_i = sum_j p_j (Mv_ji + 2 max Ms |v_ji|) + |a_i| (+ sum_j p_j |v_ji| when probabilities are rounded).
-ref_out reference_attention(const nn::attention_config& cfg, std::size_t batch, std::size_t seq,
-                            const std::vector<double>& x, const weights64& w, const std::vector<char>& valid,
-                            double (*round_c)(double), const std::vector<std::size_t>& rows = {}) {
-  const std::size_t d = cfg.d_model, H = cfg.n_heads;
-  const std::size_t KV = cfg.n_kv_heads == 0 ? H : cfg.n_kv_heads;
-  const std::size_t hd = cfg.head_dim == 0 ? d / H : cfg.head_dim;
-  const double scale = cfg.scale ? *cfg.scale : 1.0 / std::sqrt(static_cast<double>(hd));
-  const std::size_t n = batch * seq;
-
-  auto project = [&](const std::vector<double>& in, const std::vector<double>& in_mag, std::size_t in_w,
-                     const std::vector<double>& wt, const std::vector<double>& b, std::size_t out_w,
-                     std::vector<double>& out, std::vector<double>& out_mag) {
-    out.assign(n * out_w, 0.0);
-    out_mag.assign(n * out_w, 0.0);
-    for (std::size_t r = 0; r < n; ++r) {
-      for (std::size_t o = 0; o < out_w; ++o) {
-        double s = b.empty() ? 0.0 : b[o];
-        double m = b.empty() ? 0.0 : std::abs(b[o]);
-        for (std::size_t i = 0; i < in_w; ++i) {
-          s += in[r * in_w + i] * wt[i * out_w + o];
-          m += (in_mag[r * in_w + i] + std::abs(in[r * in_w + i])) * std::abs(wt[i * out_w + o]);
-        }
-        out[r * out_w + o] = s;
-        out_mag[r * out_w + o] = m;
-      }
-    }
-  };
-  const std::vector<double> zero_mag(x.size(), 0.0);
-  std::vector<double> q, qm, k, km, v, vm;
-  project(x, zero_mag, d, w.wq, w.bq, H * hd, q, qm);
-  project(x, zero_mag, d, w.wk, w.bk, KV * hd, k, km);
-  project(x, zero_mag, d, w.wv, w.bv, KV * hd, v, vm);
-
-  if (cfg.rotary) {
-    const double theta = cfg.rotary->theta;
-    const bool adjacent = cfg.rotary->layout == nn::rope_layout::adjacent_pairs;
-    auto rotate = [&](std::vector<double>& val, std::vector<double>& mag, std::size_t heads) {
-      for (std::size_t r = 0; r < n; ++r) {
-        const double pos = static_cast<double>(r % seq);
-        for (std::size_t h = 0; h < heads; ++h) {
-          for (std::size_t i = 0; i < hd / 2; ++i) {
-            const double angle = pos / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(hd));
-            const double c = std::cos(angle), s = std::sin(angle);
-            const std::size_t ia = r * heads * hd + h * hd + (adjacent ? 2 * i : i);
-            const std::size_t ib = r * heads * hd + h * hd + (adjacent ? 2 * i + 1 : i + hd / 2);
-            const double a = val[ia], b = val[ib], ma = mag[ia], mb = mag[ib];
-            val[ia] = a * c - b * s;
-            val[ib] = a * s + b * c;
-            mag[ia] = std::abs(c) * ma + std::abs(s) * mb + std::abs(a * c) + std::abs(b * s);
-            mag[ib] = std::abs(s) * ma + std::abs(c) * mb + std::abs(a * s) + std::abs(b * c);
-          }
-        }
-      }
-    };
-    rotate(q, qm, H);
-    rotate(k, km, KV);
-  }
-
-  std::vector<double> att(n * H * hd, 0.0), att_mag(n * H * hd, 0.0);
-  std::vector<char> want(n, rows.empty() ? 1 : 0);
-  for (std::size_t r : rows) want[r] = 1;
-  const std::size_t group = H / KV;
-  for (std::size_t b = 0; b < batch; ++b) {
-    for (std::size_t t = 0; t < seq; ++t) {
-      if (!want[b * seq + t]) continue;
-      for (std::size_t h = 0; h < H; ++h) {
-        const std::size_t g = h / group;
-        const double* qv = &q[(b * seq + t) * H * hd + h * hd];
-        const double* qmv = &qm[(b * seq + t) * H * hd + h * hd];
-        std::vector<double> s, sm;
-        std::vector<std::size_t> keys;
-        for (std::size_t j = 0; j < seq; ++j) {
-          if (cfg.causal && j > t) continue;
-          if (!valid.empty() && !valid[b * seq + j]) continue;
-          const double* kv = &k[(b * seq + j) * KV * hd + g * hd];
-          const double* kmv = &km[(b * seq + j) * KV * hd + g * hd];
-          double dot = 0.0, mag = 0.0;
-          for (std::size_t i = 0; i < hd; ++i) {
-            dot += qv[i] * kv[i];
-            mag += qmv[i] * std::abs(kv[i]) + std::abs(qv[i]) * kmv[i] + std::abs(qv[i] * kv[i]);
-          }
-          double score = dot * scale;
-          mag *= scale;
-          if (round_c != nullptr) {
-            mag += std::abs(score);
-            score = round_c(score);
-          }
-          s.push_back(score);
-          sm.push_back(mag);
-          keys.push_back(j);
-        }
-        double* out = &att[(b * seq + t) * H * hd + h * hd];
-        double* out_mag = &att_mag[(b * seq + t) * H * hd + h * hd];
-        if (keys.empty()) continue;  // fully masked: zeros
-        const double m = *std::max_element(s.begin(), s.end());
-        const double smax = *std::max_element(sm.begin(), sm.end());
-        double l = 0.0;
-        for (double sj : s) l += std::exp(sj - m);
-        for (std::size_t jj = 0; jj < keys.size(); ++jj) {
-          double p = std::exp(s[jj] - m) / l;
-          if (round_c != nullptr) p = round_c(p);
-          const double* vv = &v[(b * seq + keys[jj]) * KV * hd + g * hd];
-          const double* vmv = &vm[(b * seq + keys[jj]) * KV * hd + g * hd];
-          for (std::size_t i = 0; i < hd; ++i) {
-            out[i] += p * vv[i];
-            out_mag[i] += p * (vmv[i] + 2.0 * smax * std::abs(vv[i]) + (round_c != nullptr ? std::abs(vv[i]) : 0.0));
-          }
-        }
-        for (std::size_t i = 0; i < hd; ++i) out_mag[i] += std::abs(out[i]);
-      }
-    }
-  }
-  ref_out r;
-  project(att, att_mag, H * hd, w.wo, w.bo, d, r.y, r.bound);
-  return r;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Building layers and inputs.
 // ---------------------------------------------------------------------------------------------
 
@@ -350,11 +206,11 @@ double eps_for(std::size_t terms) {
 /// for |s| ~ 5).
 constexpr double safety = 8.0;
 
-/// Checks every evaluated element of y against the reference: |y - ref| <= safety eps bound + u_O |ref|.
+/// Checks every evaluated element of y against the reference: |y - ref| <= `tolerance(M, |ref|)`, the
+/// layer's tolerance `nn::error_bound<In>(layer, keys)` (8 eps M + u_O |ref|).
 template <class O, std::size_t N>
-void check_against(const xt::xtensor<O, N>& y, const ref_out& r, double eps, const std::vector<std::size_t>& rows,
-                   std::size_t d) {
-  const double u_o = std::is_same_v<O, float> || std::is_same_v<O, double> ? 0.0 : unit_roundoff<O>();
+void check_against(const xt::xtensor<O, N>& y, const ref_out& r, const nn::attention_error_bound& tolerance,
+                   const std::vector<std::size_t>& rows, std::size_t d) {
   REQUIRE(y.size() == r.y.size());
   std::vector<std::size_t> all;
   if (rows.empty()) {
@@ -364,11 +220,19 @@ void check_against(const xt::xtensor<O, N>& y, const ref_out& r, double eps, con
     for (std::size_t o = 0; o < d; ++o) {
       const std::size_t i = row * d + o;
       const double got = static_cast<double>(y.data()[i]);
-      const double tol = safety * eps * r.bound[i] + u_o * std::abs(r.y[i]);
+      const double tol = tolerance(r.bound[i], std::abs(r.y[i]));
       INFO("row " << row << ", feature " << o << ": got " << got << ", reference " << r.y[i] << ", tolerance " << tol);
       REQUIRE(std::abs(got - r.y[i]) <= tol);
     }
   }
+}
+
+/// The same with an eps of this file's own (`eps_for`): |y - ref| <= safety eps M + u_O |ref|.
+template <class O, std::size_t N>
+void check_against(const xt::xtensor<O, N>& y, const ref_out& r, double eps, const std::vector<std::size_t>& rows,
+                   std::size_t d) {
+  const double u_o = std::is_same_v<O, float> || std::is_same_v<O, double> ? 0.0 : unit_roundoff<O>();
+  check_against(y, r, nn::attention_error_bound{safety * eps, u_o}, rows, d);
 }
 
 /// The configuration most tests use: GQA (4 query heads on 2 kv heads), causal, adjacent RoPE, tiny
@@ -424,7 +288,6 @@ using input_for = std::conditional_t<std::is_same_v<P, p_f64>, double, float>;
 TEMPLATE_LIST_TEST_CASE("attention matches a float64 reference for every policy", "[nn][attention]", all_policies) {
   using P = TestType;
   using In = input_for<P>;
-  using C = nn::compute_t<P, In>;
   const auto cfg = small_config();
   const auto layer = random_layer<P>(cfg, 1, /*biases=*/true);
   const std::size_t batch = 2, seq = 7;
@@ -437,13 +300,13 @@ TEMPLATE_LIST_TEST_CASE("attention matches a float64 reference for every policy"
 
   const auto y = layer(x, mask);
   const auto r = reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer), valid, nullptr);
-  check_against(y, r, eps_for<C>(16 + seq + 8), {}, cfg.d_model);
+  check_against(y, r, nn::error_bound<In>(layer, seq), {}, cfg.d_model);
   for (const auto& e : y) CHECK(std::isfinite(static_cast<double>(e)));
 
   SECTION("without a mask, padding tokens are attended like any other") {
     const auto y_all = layer(x);
     const auto r_all = reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer), {}, nullptr);
-    check_against(y_all, r_all, eps_for<C>(16 + seq + 8), {}, cfg.d_model);
+    check_against(y_all, r_all, nn::error_bound<In>(layer, seq), {}, cfg.d_model);
   }
 }
 
@@ -517,11 +380,11 @@ TEST_CASE("attention under promote matches the reference for bfloat16 and float6
   const auto xbf = random_input<bfloat16>(2, 6, cfg.d_model, 4);
   const auto ybf = layer(xbf);  // computed in float32 (bf16 inputs are exact in float)
   check_against(ybf, reference_attention(cfg, 2, 6, to_doubles(xbf), read_weights(layer), {}, nullptr),
-                eps_for<float>(16 + 6 + 8), {}, cfg.d_model);
+                nn::error_bound<bfloat16>(layer, 6), {}, cfg.d_model);
   const auto x64 = random_input<double>(2, 6, cfg.d_model, 5);
   const auto y64 = layer(x64);  // computed in float64: float64-level agreement
   check_against(y64, reference_attention(cfg, 2, 6, to_doubles(x64), read_weights(layer), {}, nullptr),
-                eps_for<double>(16 + 6 + 8), {}, cfg.d_model);
+                nn::error_bound<double>(layer, 6), {}, cfg.d_model);
 }
 
 TEST_CASE("grouped-query attention: query head h reads kv head h / (n_heads / n_kv_heads)", "[nn][attention]") {
@@ -541,7 +404,7 @@ TEST_CASE("grouped-query attention: query head h reads kv head h / (n_heads / n_
     const auto x = random_input<double>(2, 5, 12, 8);
     INFO("n_heads " << heads << ", n_kv_heads " << kv_heads);
     check_against(layer(x), reference_attention(cfg, 2, 5, to_doubles(x), read_weights(layer), {}, nullptr),
-                  eps_for<double>(32 + 5 + 8), {}, 12);
+                  nn::error_bound<double>(layer, 5), {}, 12);
   }
 }
 
@@ -559,7 +422,7 @@ TEST_CASE("both rotary layouts, and custom theta, match the reference, and each 
     const auto x = random_input<double>(1, 9, 16, 10);
     outputs.push_back(layer(x));
     check_against(outputs.back(), reference_attention(cfg, 1, 9, to_doubles(x), read_weights(layer), {}, nullptr),
-                  eps_for<double>(16 + 9 + 8), {}, 16);
+                  nn::error_bound<double>(layer, 9), {}, 16);
   }
   for (std::size_t a = 0; a < outputs.size(); ++a) {
     for (std::size_t b = a + 1; b < outputs.size(); ++b) {
@@ -587,7 +450,7 @@ TEST_CASE("causal and padding masks: every combination matches the reference, fu
       check_against(y,
                     reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer),
                                         padded ? valid : std::vector<char>{}, nullptr),
-                    eps_for<float>(8 + seq + 8), {}, 8);
+                    nn::error_bound<float>(layer, seq), {}, 8);
       if (causal && padded) {
         // Queries 0 and 1 of row 1 see only padding keys: the attended heads are exactly 0 (not NaN), so
         // y is exactly the output bias.
@@ -654,7 +517,7 @@ TEST_CASE("attention with a cache, decoding one token at a time, equals attentio
           REQUIRE(d <= tol_scale * r.bound[i]);
         }
       }
-      check_against(y, r, eps_for<C>(16 + seq + 8), {}, cfg.d_model);
+      check_against(y, r, nn::error_bound<In>(layer, seq), {}, cfg.d_model);
     }
   };
   // Reassociation of sums of at most K = 16 (projections) and key_block + head_dim terms: gamma_K per
@@ -807,7 +670,7 @@ TEST_CASE("softmax_precision::compute matches the reference that rounds scores a
   const auto x = random_input<float>(2, 8, cfg.d_model, 42);
   const auto y = layer(x);
   const auto r = reference_attention(cfg, 2, 8, to_doubles(x), read_weights(layer), {}, &round_to<bfloat16>);
-  check_against(y, r, eps_for<bfloat16>(16 + 8 + 8), {}, cfg.d_model);
+  check_against(y, r, nn::error_bound<float>(layer, 8), {}, cfg.d_model);
   // For float32 compute the option changes nothing: bit-identical outputs.
   auto cfg32 = cfg;
   const auto l_compute = random_layer<p_f32>(cfg32, 43, false);
@@ -896,7 +759,7 @@ TEST_CASE("llama2.c stories260K attention: [out, in] weights, adjacent RoPE, dec
     auto cache = layer.template make_cache<float>(1, 512);
     auto y = xt::xtensor<float, 3>::from_shape({1, steps, 64});
     for (std::size_t pos = 0; pos < steps; ++pos) put_tokens(y, layer(tokens(x, pos, pos + 1), cache), pos);
-    check_against(y, r, eps_for<nn::compute_t<P, float>>(64 + steps + 8), {}, 64);
+    check_against(y, r, nn::error_bound<float>(layer, steps), {}, 64);
   };
   decode(p_f32{});
   decode(p_c_bf16{});

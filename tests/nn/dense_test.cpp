@@ -14,6 +14,7 @@
 
 #include "mixprec/core.hpp"
 #include "mixprec/nn/dense.hpp"
+#include "mixprec/nn/error_bound.hpp"
 #include "mixprec/nn/weight_cache.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
@@ -76,12 +77,16 @@ TEMPLATE_LIST_TEST_CASE("dense matches a float64 reference within bounds derived
   REQUIRE(y.shape()[2] == out);
 
   // Bounds. S = sum_i |x_i w_io| + |b_o| (exact operands: the stored params, the float inputs).
-  //  - rounding x, w to C: each product is off by <= (2 u_C + u_C^2) |x w|; the bias by u_C |b|;
+  //  - rounding x, w to C: each product is off by <= (2 u_C + u_C^2) |x w|; the bias by u_C |b|
+  //    (u_x + u_w + u_x u_w with u_x, u_w the roundings that happen: 0 where C holds T or the params);
   //  - the accumulator (Eigen, any order): gamma_{K+1} <= (K + 2) u_acc of the rounded magnitudes,
   //    which are <= (1 + u_C)^2 S;
   //  - the output rounding to O: u_O of the accumulated value.
-  // With the operands rounded to C in the reference (second check) only the last two terms remain:
-  // that check pins the rounding points (it fails if x or w were not rounded to C, or summed in C).
+  // The first check takes that bound from nn::error_bound (nn/error_bound.hpp); the reference stays
+  // this file's own. With the operands rounded to C in the reference (second check) only the last two
+  // terms remain: that check pins the rounding points (it fails if x or w were not rounded to C, or
+  // summed in C).
+  const auto bound = nn::error_bound<T>(layer);
   const double u_c = unit_roundoff<C>();
   const double u_acc = unit_roundoff<Acc>();
   const double u_o = std::is_same_v<O, Acc> ? 0.0 : unit_roundoff<O>();
@@ -100,8 +105,7 @@ TEMPLATE_LIST_TEST_CASE("dense matches a float64 reference within bounds derived
       }
       const double got = static_cast<double>(y.data()[r * out + o]);
       const double acc_err = k_terms * u_acc * (1 + u_c) * (1 + u_c) * s;
-      const double tol =
-          (2 * u_c + u_c * u_c) * s + acc_err + u_o * (std::abs(ref) + (2 * u_c + u_c * u_c) * s + acc_err);
+      const double tol = bound(s, std::abs(ref));
       const double tol_rounded = acc_err + u_o * (std::abs(ref_rounded) + acc_err);
       INFO("row " << r << " out " << o << ": got " << got << ", reference " << ref << ", rounded reference "
                   << ref_rounded);

@@ -13,6 +13,7 @@
 
 #include "mixprec/core.hpp"
 #include "mixprec/diagnostics/recording_probe.hpp"
+#include "mixprec/nn/error_bound.hpp"
 #include "mixprec/nn/feed_forward.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
@@ -61,13 +62,8 @@ TEMPLATE_LIST_TEST_CASE("feed_forward matches a float64 reference for every acti
                         "[nn][feed_forward]", all_policies) {
   using P = TestType;
   using T = float;
-  using C = nn::compute_t<P, T>;
   using O = nn::output_t<P, T>;
-  using Acc = mixprec::accumulator_t<C>;
   const std::size_t in = 12, hidden = 20, rows = 4;
-  const double u_c = unit_roundoff<C>(), u_acc = unit_roundoff<Acc>(), u_o = rounding_to<O, Acc>();
-  // Every activation here is Lipschitz with constant < 1.13 (max |gelu'| = 1.129 at x = 2.4; silu' < 1.1).
-  const double lipschitz = 1.13;
   for (ffn_activation act : all_activations) {
     CAPTURE(nn::activation_name(act));
     std::mt19937 rng(static_cast<unsigned>(act) + 100);
@@ -78,11 +74,17 @@ TEMPLATE_LIST_TEST_CASE("feed_forward matches a float64 reference for every acti
     const auto y = ffn(x);
     STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<O, 2>>);
     REQUIRE(y.shape()[1] == in);
+    // The bound, propagated through the block by nn::error_bound (nn/error_bound.hpp) from this file's
+    // float64 reference values:
+    //  h = x.w + b: (2 u_C + u_C^2) S + (K + 2) u_acc (1 + u_C)^2 S (as in dense_test.cpp);
+    //  act(h): Lipschitz constant 1.13 (max |gelu'| = 1.129; silu' < 1.1) times e_h, plus the opmath
+    //  error, <= 32 u_acc (|h| + 1) (activations_test.cpp bounds);
+    //  gated a = act(h1) h3: dact |h3| + |act| e3 + dact e3 + u_acc |a|;
+    //  y = a.w2 + b2, with a rounded to C (u_C (|a| + da)), w2 and b2 rounded to C, the accumulation
+    //  bound, and the output rounding.
+    const auto bound = nn::error_bound<T>(ffn);
     for (std::size_t r = 0; r < rows; ++r) {
       // Hidden layer: value a_k and a bound da_k on |computed a_k - a_k| before its rounding to C.
-      //  h = x.w + b: (2 u_C + u_C^2) S + (K + 2) u_acc (1 + u_C)^2 S (as in dense_test.cpp);
-      //  act(h): lipschitz * e_h + the opmath error, <= 32 u_acc (|h| + 1) (activations_test.cpp bounds);
-      //  gated a = act(h1) h3: dact |h3| + |act| e3 + dact e3 + u_acc |a|.
       std::vector<double> a(hidden), da(hidden);
       for (std::size_t k = 0; k < hidden; ++k) {
         auto project = [&](const nn::dense<P>& d, double& err) {
@@ -91,38 +93,31 @@ TEMPLATE_LIST_TEST_CASE("feed_forward matches a float64 reference for every acti
             h += static_cast<double>(x(r, i)) * w(d, i, k);
             s += std::abs(static_cast<double>(x(r, i)) * w(d, i, k));
           }
-          err = (2 * u_c + u_c * u_c) * s + static_cast<double>(in + 2) * u_acc * (1 + u_c) * (1 + u_c) * s;
+          err = bound.projection.accumulated(s);
           return h;
         };
         double e1 = 0.0;
         const double h1 = project(ffn.w1(), e1);
         const double act_v = ref_act(act, h1);
-        const double dact = lipschitz * e1 + 32 * u_acc * (std::abs(h1) + 1);
+        const double dact = bound.activation(std::abs(h1), e1);
         if (nn::is_gated(act)) {
           double e3 = 0.0;
           const double h3 = project(*ffn.w3(), e3);
           a[k] = act_v * h3;
-          da[k] = dact * std::abs(h3) + std::abs(act_v) * e3 + dact * e3 + u_acc * std::abs(a[k]);
+          da[k] = bound.gate(act_v, dact, h3, e3);
         } else {
           a[k] = act_v;
           da[k] = dact;
         }
       }
-      // Output: y = a.w2 + b2, with a rounded to C (u_C (|a| + da)), w2 and b2 rounded to C, the
-      // accumulation bound, and the output rounding.
       for (std::size_t o = 0; o < in; ++o) {
         double ref = b(ffn.w2(), o);
-        double err = u_c * std::abs(b(ffn.w2(), o));
-        double s = std::abs(b(ffn.w2(), o));
+        auto sum = bound.output(b(ffn.w2(), o));
         for (std::size_t k = 0; k < hidden; ++k) {
-          const double wk = w(ffn.w2(), k, o);
-          ref += a[k] * wk;
-          const double a_mag = std::abs(a[k]) + da[k];
-          err += (da[k] + u_c * a_mag) * std::abs(wk) * (1 + u_c) + u_c * a_mag * std::abs(wk);
-          s += a_mag * std::abs(wk) * (1 + u_c) * (1 + u_c);
+          ref += a[k] * w(ffn.w2(), k, o);
+          sum.add(a[k], da[k], w(ffn.w2(), k, o));
         }
-        err += static_cast<double>(hidden + 2) * u_acc * s;
-        const double tol = err + u_o * (std::abs(ref) + err);
+        const double tol = sum(std::abs(ref));
         const double got = static_cast<double>(y(r, o));
         INFO("row " << r << " out " << o << ": got " << got << ", reference " << ref << ", tolerance " << tol);
         REQUIRE(std::abs(got - ref) <= tol);

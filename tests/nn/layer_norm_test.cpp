@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "mixprec/core.hpp"
+#include "mixprec/nn/error_bound.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
@@ -48,10 +49,7 @@ TEMPLATE_LIST_TEST_CASE("layer_norm matches a float64 reference within bounds de
                         "[nn][layer_norm]", all_policies) {
   using P = TestType;
   using T = float;
-  using Param = typename P::param_type;
-  using C = nn::compute_t<P, T>;
   using O = nn::output_t<P, T>;
-  using S = mixprec::accumulator_t<C>;
   const std::size_t f = 48;
   std::mt19937 rng(21);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -74,10 +72,8 @@ TEMPLATE_LIST_TEST_CASE("layer_norm matches a float64 reference within bounds de
   //    <= 8 u_S (2 + |xhat|) A covers them with margin;
   //  - scale and bias rounded to C (u_par when C is narrower than the param type): u_par (|s xhat| + |b|);
   //  - the output rounding: u_O |y|.
-  const double u_in = rounding_to<C, T>();
-  const double u_par = rounding_to<C, Param>();
-  const double u_s = unit_roundoff<S>();
-  const double u_o = rounding_to<O, S>();
+  // That bound is nn::error_bound's (nn/error_bound.hpp); the reference and A stay this file's own.
+  const auto bound = nn::error_bound<T>(ln);
   for (std::size_t r = 0; r < 4; ++r) {
     const T* row = x.data() + r * f;
     const auto st = stats_of(row, f);
@@ -90,9 +86,7 @@ TEMPLATE_LIST_TEST_CASE("layer_norm matches a float64 reference within bounds de
       const double b = static_cast<double>(ln.bias()->data()[j]);
       const double xhat = static_cast<double>((static_cast<long double>(row[j]) - st.mean) / sd_eps);
       const double ref = xhat * s + b;
-      const double err =
-          std::abs(s) * (u_in + 8 * u_s) * a * (2 + std::abs(xhat)) + u_par * (std::abs(s * xhat) + std::abs(b));
-      const double tol = err + u_o * (std::abs(ref) + err);
+      const double tol = bound(a, xhat, s, b);
       const double got = static_cast<double>(y.data()[r * f + j]);
       INFO("row " << r << " feature " << j << ": got " << got << ", reference " << ref << ", tolerance " << tol);
       REQUIRE(std::abs(got - ref) <= tol);
@@ -219,10 +213,8 @@ TEMPLATE_LIST_TEST_CASE("layer_norm normalises epsilon-sized, all-zero and huge 
   // double of the C-rounded row.
   using P = TestType;
   using T = float;
-  using Param = typename P::param_type;
   using C = nn::compute_t<P, T>;
   using O = nn::output_t<P, T>;
-  using S = mixprec::accumulator_t<C>;
   const std::size_t f = 40;
   const double eps = 1e-5;
   std::mt19937 rng(23);
@@ -248,9 +240,9 @@ TEMPLATE_LIST_TEST_CASE("layer_norm normalises epsilon-sized, all-zero and huge 
     x(4, j) = static_cast<T>(as<C>(top * ramp));
   }
   const auto y = ln(x);
-  const double u_par = rounding_to<C, Param>();
-  const double u_s = unit_roundoff<S>();
-  const double u_o = rounding_to<O, S>();
+  // The rows hold values of C: the bound for inputs of type C (no input rounding, u_in = 0).
+  const auto bound = nn::error_bound<C>(ln);
+  STATIC_REQUIRE(std::is_same_v<nn::output_t<P, C>, O>);
   for (std::size_t r = 0; r < 5; ++r) {
     const T* row = x.data() + r * f;
     const auto st = stats_of(row, f);
@@ -269,8 +261,7 @@ TEMPLATE_LIST_TEST_CASE("layer_norm normalises epsilon-sized, all-zero and huge 
       }
       const double xhat = static_cast<double>((static_cast<long double>(row[j]) - st.mean) / sd_eps);
       const double ref = xhat * s + b;
-      const double err = std::abs(s) * 8 * u_s * a * (2 + std::abs(xhat)) + u_par * (std::abs(s * xhat) + std::abs(b));
-      const double tol = err + u_o * (std::abs(ref) + err);
+      const double tol = bound(a, xhat, s, b);
       INFO("row " << r << " feature " << j << ": got " << got << ", reference " << ref << ", tolerance " << tol);
       REQUIRE(std::abs(got - ref) <= tol);
     }

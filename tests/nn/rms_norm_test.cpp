@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mixprec/core.hpp"
+#include "mixprec/nn/error_bound.hpp"
 #include "mixprec/nn/rms_norm.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
@@ -50,10 +51,7 @@ TEMPLATE_LIST_TEST_CASE("rms_norm matches x * rsqrt(mean(x^2) + eps) * w within 
                         "[nn][rms_norm]", all_policies) {
   using P = TestType;
   using T = float;
-  using Param = typename P::param_type;
-  using C = nn::compute_t<P, T>;
   using O = nn::output_t<P, T>;
-  using S = mixprec::accumulator_t<C>;
   const std::size_t f = 64;
   std::mt19937 rng(31);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -65,10 +63,11 @@ TEMPLATE_LIST_TEST_CASE("rms_norm matches x * rsqrt(mean(x^2) + eps) * w within 
   const auto y = norm(x);
   STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<O, 3>>);
   // Relative error per element: x_j rounded to C (u_in) moves y_j by u_in and the root mean square by
-  // at most u_in: 2 u_in; the scale rounded to C: u_par; in S a compensated mean square, a square
-  // root, a division and two products: 8 u_S with margin; the output rounding: u_O.
-  const double rel = 2 * rounding_to<C, T>() + rounding_to<C, Param>() + 8 * unit_roundoff<S>();
-  const double u_o = rounding_to<O, S>();
+  // at most u_in: 2 u_in; the scale as the product sees it (as stored, rounded to S: the default
+  // norm_scale_precision::opmath): u_par; in S a compensated mean square, a square root, a division and
+  // two products: 8 u_S with margin; the output rounding: u_O. That bound is nn::error_bound's
+  // (nn/error_bound.hpp); the reference stays this file's own.
+  const auto bound = nn::error_bound<T>(norm);
   std::vector<double> wv(f);
   for (std::size_t j = 0; j < f; ++j) wv[j] = static_cast<double>(norm.scale()->data()[j]);
   for (std::size_t r = 0; r < 6; ++r) {
@@ -77,7 +76,7 @@ TEMPLATE_LIST_TEST_CASE("rms_norm matches x * rsqrt(mean(x^2) + eps) * w within 
     const auto ref = reference_rms_norm(row, wv, 1e-5);
     for (std::size_t j = 0; j < f; ++j) {
       const double got = static_cast<double>(y.data()[r * f + j]);
-      const double tol = (rel + u_o * (1 + rel)) * std::abs(ref[j]);
+      const double tol = bound(std::abs(ref[j]));
       INFO("row " << r << " feature " << j << ": got " << got << ", reference " << ref[j]);
       REQUIRE(std::abs(got - ref[j]) <= tol);
     }
@@ -258,7 +257,6 @@ TEMPLATE_LIST_TEST_CASE("rms_norm normalises epsilon-sized, all-zero, huge and t
   using T = float;
   using C = nn::compute_t<P, T>;
   using O = nn::output_t<P, T>;
-  using S = mixprec::accumulator_t<C>;
   const std::size_t f = 48;
   const double eps = 1e-5;
   std::mt19937 rng(5);
@@ -283,10 +281,11 @@ TEMPLATE_LIST_TEST_CASE("rms_norm normalises epsilon-sized, all-zero, huge and t
   for (auto& row : rows) {
     for (auto& v : row) v = as<C>(as<T>(v));  // what the layer computes with
   }
-  const double rel = 8 * unit_roundoff<S>();
-  const double u_o = rounding_to<O, S>();
+  STATIC_REQUIRE(std::is_same_v<nn::output_t<P, C>, O>);
   for (double e : {eps, 0.0}) {
     const auto norm = nn::rms_norm<P>::from_scale(w, {.epsilon = e});
+    // The rows hold values of C: the bound for inputs of type C (no input rounding): 8 u_S + u_O.
+    const auto bound = nn::error_bound<C>(norm);
     std::vector<double> wv(f);
     for (std::size_t j = 0; j < f; ++j) wv[j] = static_cast<double>(norm.scale()->data()[j]);
     for (std::size_t r = 0; r < rows.size(); ++r) {
@@ -302,7 +301,7 @@ TEMPLATE_LIST_TEST_CASE("rms_norm normalises epsilon-sized, all-zero, huge and t
         if (r == 1) {
           REQUIRE(got == 0.0);
         } else {
-          REQUIRE(std::abs(got - ref[j]) <= (rel + u_o * (1 + rel)) * std::abs(ref[j]));
+          REQUIRE(std::abs(got - ref[j]) <= bound(std::abs(ref[j])));
         }
       }
     }
@@ -321,7 +320,6 @@ TEMPLATE_LIST_TEST_CASE("rms_norm applies its scale as stored, in the statistics
   using C = nn::compute_t<P, T>;
   using O = nn::output_t<P, T>;
   using S = mixprec::accumulator_t<C>;
-  using Param = typename P::param_type;
   const std::size_t f = 32;
   auto w = xt::xtensor<double, 1>::from_shape({f});
   for (std::size_t j = 0; j < f; ++j) w(j) = 1.0 + std::ldexp(static_cast<double>(j), -12);
@@ -331,8 +329,9 @@ TEMPLATE_LIST_TEST_CASE("rms_norm applies its scale as stored, in the statistics
   std::normal_distribution<double> normal(0.0, 2.0);
   for (auto& v : x) v = static_cast<T>(as<C>(normal(rng)));  // exact in C: no input rounding
   const auto y = norm(x);
-  const double rel = 8 * unit_roundoff<S>() + rounding_to<S, Param>();
-  const double u_o = rounding_to<O, S>();
+  // x holds values of C: the bound for inputs of type C, 8 u_S + (scale rounded to S) + u_O.
+  const auto bound = nn::error_bound<C>(norm);
+  STATIC_REQUIRE(std::is_same_v<nn::output_t<P, C>, O>);
   std::vector<double> wv(f);
   for (std::size_t j = 0; j < f; ++j) wv[j] = as<S>(static_cast<double>(norm.scale()->data()[j]));
   for (std::size_t r = 0; r < 2; ++r) {
@@ -341,7 +340,7 @@ TEMPLATE_LIST_TEST_CASE("rms_norm applies its scale as stored, in the statistics
     const auto ref = reference_row(row, wv, 1e-6);
     for (std::size_t j = 0; j < f; ++j) {
       INFO("row " << r << " feature " << j << ": got " << static_cast<double>(y(r, j)) << ", reference " << ref[j]);
-      REQUIRE(std::abs(static_cast<double>(y(r, j)) - ref[j]) <= (rel + u_o * (1 + rel)) * std::abs(ref[j]));
+      REQUIRE(std::abs(static_cast<double>(y(r, j)) - ref[j]) <= bound(std::abs(ref[j])));
     }
   }
 }
