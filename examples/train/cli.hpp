@@ -3,7 +3,8 @@
 /// `usage_error`, a std::invalid_argument whose sentence names the flag and the fix), and the help text.
 ///
 ///     mixprec-train --policy STRING [--policy STRING ...] [--iters N] [--threads T] [--seed S]
-///                   [--eval-every N] [--eval-iters N] [--data FILE] [--out DIR] [--batch B] [--help]
+///                   [--eval-every N] [--eval-iters N] [--data FILE] [--out DIR] [--batch B]
+///                   [--resume DIR] [--help]
 #pragma once
 
 #include <algorithm>
@@ -61,6 +62,9 @@ struct cli_options {
   std::size_t n_head = 4;       ///< attention heads, dividing n_embd
   std::size_t n_embd = 128;     ///< residual width
   std::size_t block = 64;       ///< context length
+  /// --resume DIR: continue each policy's run from DIR/params_<policy>.safetensors and
+  /// DIR/train_state_<policy>.safetensors (written by an earlier run with the same settings) up to --iters.
+  std::optional<std::filesystem::path> resume;
 };
 
 /// The help text. `default_data` is the text file used without --data.
@@ -69,7 +73,7 @@ struct cli_options {
   u += "Usage: " + std::string(program) +
        " [--policy P ...] [--iters N] [--threads T] [--seed S] [--eval-every N]\n"
        "       [--eval-iters N] [--data FILE] [--out DIR] [--batch B] [--grad-accum N] [--val-windows N]\n"
-       "       [--n-layer N] [--n-head N] [--n-embd N] [--block N] [--help]\n";
+       "       [--n-layer N] [--n-head N] [--n-embd N] [--block N] [--resume DIR] [--help]\n";
   u += "Trains nanoGPT's shakespeare_char GPT (4 layers, 4 heads, n_embd 128, block 64, character vocabulary)\n"
        "with mixprec's layers under each mixed-precision policy given, printing a line per evaluation and a final\n"
        "line per policy with the loss over the whole validation split and the training tokens per second; writes\n"
@@ -92,6 +96,9 @@ struct cli_options {
        "                   model size (default 4, 4, 128, 64: the recipe; smaller for a quick check)\n";
   u += "  --data FILE      the training text (default " + default_data.string() + ")\n";
   u += "  --out DIR        output folder, created if missing (default mixprec-train-out)\n";
+  u += "  --resume DIR     continue each policy's run from the parameters and train state an earlier run\n"
+       "                   wrote to DIR (same settings, fewer iterations) up to --iters: the result is the\n"
+       "                   uninterrupted run's, bit for bit (not for +fp8 runs)\n";
   u += "  --help           print this help\n\n";
   u += "Flags take their value as the next argument or after '=' (--iters 200, --iters=200).\n";
   u += "Exit status: 0 success, 1 unreadable data or a failed run, 2 bad command line.\n";
@@ -210,6 +217,10 @@ template <class T>
     } else if (flag == "--out") {
       o.out = value();
       if (o.out.empty()) throw usage_error("--out needs a folder name: give a path (created if missing)");
+    } else if (flag == "--resume") {
+      o.resume = std::filesystem::path(value());
+      if (o.resume->empty())
+        throw usage_error("--resume needs a folder name: give the --out folder of the run to continue");
     } else if (flag.starts_with("-")) {
       throw usage_error("unknown option '" + std::string(flag) + "': see --help for the options");
     } else {

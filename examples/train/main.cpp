@@ -5,6 +5,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -107,6 +108,22 @@ int main(int argc, char** argv) {
       run.float8 = pa.float8;
       mixprec::train::checkpoint params, state;
       params.metadata["policy"] = pa.text;
+      // --resume: the earlier run's parameters and state for this policy.
+      std::optional<mixprec::train::checkpoint> resume_params, resume_state;
+      resume_from resume;
+      if (options.resume) {
+        resume_params =
+            mixprec::train::checkpoint::load(*options.resume / ("params_" + file_safe(pa.text) + ".safetensors"));
+        resume_state =
+            mixprec::train::checkpoint::load(*options.resume / ("train_state_" + file_safe(pa.text) + ".safetensors"));
+        const auto saved = resume_state->metadata.find("policy");
+        if (saved == resume_state->metadata.end() || saved->second != pa.text) {
+          throw std::invalid_argument("--resume: " + resume_state->source() + " was written for policy '" +
+                                      (saved == resume_state->metadata.end() ? std::string("?") : saved->second) +
+                                      "', not '" + pa.text + "'");
+        }
+        resume = {&*resume_params, &*resume_state};
+      }
       params.metadata["format"] = "mixprec-train GPT parameters, kernels [in, out]";
       auto log = [&](const eval_point& e, float loss_scale, std::int64_t skipped) {
         std::printf("policy=%s iter=%lld train_loss=%.4f val_loss=%.4f loss_scale=%g skipped_steps=%lld\n",
@@ -116,7 +133,7 @@ int main(int argc, char** argv) {
       };
       const run_result r =
           mixprec::visit<mixprec::full_precision, mixprec::mixed_bfloat16, mixprec::mixed_float16, bf16_params>(
-              pa.policy, [&]<class P>(P) { return train<P>(config, run, data, log, &params, &state); });
+              pa.policy, [&]<class P>(P) { return train<P>(config, run, data, log, &params, &state, resume); });
       params.save(options.out / ("params_" + file_safe(pa.text) + ".safetensors"));
       state.metadata["policy"] = pa.text;
       state.save(options.out / ("train_state_" + file_safe(pa.text) + ".safetensors"));

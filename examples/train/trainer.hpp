@@ -56,6 +56,30 @@ struct run_options {
   bool float8 = false;          ///< float8 products with delayed scaling in every projection (dot injection)
 };
 
+/// A run to continue: the parameters and the train state an earlier run of the same policy wrote
+/// (`params_<policy>.safetensors`, `train_state_<policy>.safetensors`). The continued run computes
+/// iterations `iteration + 1 .. iters` and ends with the parameters an uninterrupted run to `iters`
+/// would have, bit for bit: the batches are those of the uninterrupted run (the samplers are advanced
+/// past the draws of the iterations and evaluations already run), and the optimiser, its master
+/// weights and the loss scale continue from the saved state.
+struct resume_from {
+  const mixprec::train::checkpoint* params = nullptr;
+  const mixprec::train::checkpoint* state = nullptr;
+};
+
+namespace detail {
+/// The run settings a train state records (metadata `run.*`), which a continued run must repeat: the
+/// same seed, batch, gradient accumulation and evaluation settings draw the same batches.
+inline std::vector<std::pair<std::string, std::string>> recorded_settings(const run_options& opt) {
+  return {{"run.seed", std::to_string(opt.seed)},
+          {"run.batch", std::to_string(opt.batch)},
+          {"run.grad_accum", std::to_string(opt.grad_accum)},
+          {"run.eval_every", std::to_string(opt.eval_every)},
+          {"run.eval_iters", std::to_string(opt.eval_iters)},
+          {"run.loss_scaling", opt.loss_scaling ? "1" : "0"}};
+}
+}  // namespace detail
+
 /// What a float8 run reports per projection: the amax of its input and of its output gradient at every
 /// step (the newest entry of each delayed-scaling history) and how many elements saturated.
 struct float8_layer_report {
@@ -96,9 +120,14 @@ struct run_result {
 /// Trains a GPT with policy `P` on `data`; `log(eval_point, loss_scale, skipped_steps)` is called at each
 /// evaluation. If given, `params_out` receives the trained parameters (dotted names, param dtype) and
 /// `state_out` the optimiser and loss-scale state (`train_state.safetensors` of TRAINING.md §6).
+/// With `resume`, continues the run that wrote it (see `resume_from`).
+/// \throws std::invalid_argument when `resume` was written with other run settings, for float8 runs
+///   (their delayed-scaling histories are not saved), or is already at or past `opt.iters`;
+///   mixprec::train::safetensors_error when a tensor is missing or has another shape or dtype.
 template <class P, class Log>
 run_result train(const gpt_config& config, const run_options& opt, const char_dataset& data, Log&& log,
-                 mixprec::train::checkpoint* params_out = nullptr, mixprec::train::checkpoint* state_out = nullptr) {
+                 mixprec::train::checkpoint* params_out = nullptr, mixprec::train::checkpoint* state_out = nullptr,
+                 const resume_from& resume = {}) {
   namespace tr = mixprec::train;
   std::mt19937_64 rng(opt.seed);
   gpt<P> model(config, rng);
@@ -143,6 +172,52 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
   std::mt19937_64 batch_rng(opt.seed + 1);
   std::mt19937_64 eval_rng(opt.seed + 2);
   double train_seconds = 0;
+  std::int64_t first_iter = 0;
+
+  if (resume.state != nullptr) {
+    const auto& st = *resume.state;
+    if (opt.float8) {
+      throw std::invalid_argument(
+          "resume: float8 runs cannot be continued yet (the delayed-scaling histories are not saved); "
+          "train them from the start");
+    }
+    for (const auto& [key, value] : detail::recorded_settings(opt)) {
+      const auto found = st.metadata.find(key);
+      if (found == st.metadata.end() || found->second != value) {
+        throw std::invalid_argument("resume: the saved run has " + key + " = " +
+                                    (found == st.metadata.end() ? std::string("(none)") : found->second) +
+                                    " but this run " + value + ": continue with the settings of the saved run");
+      }
+    }
+    const auto saved_iters = st.get_scalar<std::int64_t>("run.iteration");
+    if (saved_iters >= opt.iters) {
+      throw std::invalid_argument("resume: the saved run already ran iterations 0.." + std::to_string(saved_iters) +
+                                  ": give --iters above " + std::to_string(saved_iters));
+    }
+    model.for_each_parameter([&](const std::string& name, auto& p) {
+      using T = typename std::remove_cvref_t<decltype(p)>::value_type;
+      resume.params->get_into(name, std::span<T>(p.data(), p.size()));
+    });
+    adamw.load_state(st);
+    if (ls) {
+      ls.emplace(mixprec::dynamic_loss_scale_state{st.get_scalar<float>("loss_scale"),
+                                                   static_cast<int>(st.get_scalar<std::int32_t>("loss_scale_counter")),
+                                                   ls->state().options});
+    }
+    result.skipped_steps = st.get_scalar<std::int64_t>("run.skipped_steps");
+    // The draws of the iterations and evaluations already run, in the order the loop made them.
+    for (std::int64_t it = 0; it <= saved_iters; ++it) {
+      if (it % opt.eval_every == 0 || it == saved_iters) {
+        for (std::size_t i = 0; i < 2 * opt.eval_iters; ++i) {
+          (void)data.sample_batch(i < opt.eval_iters ? split::train : split::val, opt.batch, config.block, eval_rng);
+        }
+      }
+      for (std::size_t micro = 0; micro < opt.grad_accum; ++micro) {
+        (void)data.sample_batch(split::train, opt.batch, config.block, batch_rng);
+      }
+    }
+    first_iter = saved_iters + 1;
+  }
 
   auto estimate = [&](split which) {
     double sum = 0;
@@ -153,7 +228,7 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
     return sum / static_cast<double>(opt.eval_iters);
   };
 
-  for (std::int64_t it = 0; it <= opt.iters; ++it) {
+  for (std::int64_t it = first_iter; it <= opt.iters; ++it) {
     if (it % opt.eval_every == 0 || it == opt.iters) {
       eval_point e{it, estimate(split::train), estimate(split::val)};
       result.curve.push_back(e);
@@ -231,7 +306,7 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
   for (std::size_t l = 0; l < float8_dots.size(); ++l) result.float8[l].clips = float8_dots[l]->clip_counts();
   result.train_loss = result.curve.back().train_loss;
   result.tokens_per_s =
-      static_cast<double>(opt.batch * config.block) * static_cast<double>(opt.iters + 1) / train_seconds;
+      static_cast<double>(opt.batch * config.block) * static_cast<double>(opt.iters + 1 - first_iter) / train_seconds;
   result.final_loss_scale = ls ? ls->loss_scale() : 1.0f;
 
   // The whole validation split, every non-overlapping window.
@@ -267,6 +342,9 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
   if (state_out != nullptr) {
     // TRAINING.md §6: the optimiser's master weights and moments, its step, and the loss-scale state.
     adamw.save_state(*state_out);
+    for (const auto& [key, value] : detail::recorded_settings(opt)) state_out->metadata[key] = value;
+    state_out->put_scalar("run.iteration", opt.iters);
+    state_out->put_scalar("run.skipped_steps", result.skipped_steps);
     if (ls) {
       state_out->put_scalar("loss_scale", ls->loss_scale());
       state_out->put_scalar("loss_scale_counter", static_cast<std::int32_t>(ls->counter()));
