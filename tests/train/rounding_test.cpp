@@ -1,4 +1,4 @@
-// Tests of mixprec/train/rounding.hpp (stochastic rounding to bfloat16, Kahan-compensated parameters)
+// Tests of mixprec/train/rounding.hpp (stochastic rounding to bfloat16 and float16, Kahan-compensated parameters)
 // and of their use by the optimisers, against the rules of TRAINING.md §2 (llm.c's
 // stochastic_rounding, optimi's kahan_sum): unbiasedness, NaN, no overflow below the bf16 maximum,
 // independence of the order of calls, and 1000 tiny updates that move a bf16 1.0.
@@ -20,6 +20,7 @@
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::train::stochastic_round_bf16;
+using mixprec::train::stochastic_round_f16;
 using mixprec::train::stochastic_rounding_bits;
 using mixprec::train::write_back;
 
@@ -86,6 +87,51 @@ TEST_CASE("stochastic rounding: NaN stays NaN, no Inf from a finite value up to 
   CHECK(stochastic_round_bf16(-0.0f, 0).bits() == 0x8000);
 }
 
+TEST_CASE("stochastic rounding to float16 rounds up with probability equal to the discarded fraction", "[rounding]") {
+  // Reference, in double: the float16 neighbours of x are found by stepping float16 bit patterns (the
+  // format, not the code under test, gives them), and the discarded fraction f = (|x| - lo) / (hi - lo).
+  // Over every r, the number of round-ups must be f * 2^16 exactly for a normal result, and
+  // ceil(f * 2^16) for a subnormal one (documented bias below 2^-16 of the spacing).
+  const float f16_max = static_cast<float>(std::numeric_limits<float16>::max());
+  for (const float x : {1.0f + 0x1.234p-11f, -1.0f - 0x1.ffcp-11f, 3.0e-5f, -1.0e-6f, 5.96e-8f, 1.0e-9f, 65500.0f,
+                        -65503.0f, f16_max, 0.0f, 1.0f, 1234.567f, 6.1e-5f, 6.0e-5f}) {
+    INFO("x = " << x);
+    // lo: the largest-magnitude float16 not above |x| (the truncation); hi: the next pattern up.
+    std::uint16_t lo_bits = 0;
+    while (lo_bits < 0x7C00 &&
+           static_cast<double>(static_cast<float>(float16::from_bits(static_cast<std::uint16_t>(lo_bits + 1)))) <=
+               std::abs(static_cast<double>(x))) {
+      ++lo_bits;
+    }
+    const double lo = static_cast<float>(float16::from_bits(lo_bits));
+    const double hi = static_cast<float>(float16::from_bits(static_cast<std::uint16_t>(lo_bits + 1)));
+    const double f = (std::abs(static_cast<double>(x)) - lo) / (hi - lo);
+    const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+    std::uint32_t ups = 0;
+    for (std::uint32_t r = 0; r < 65536; ++r) {
+      const std::uint16_t b = stochastic_round_f16(x, static_cast<std::uint16_t>(r)).bits();
+      REQUIRE((b == (sign | lo_bits) || b == (sign | (lo_bits + 1))));
+      ups += b == (sign | (lo_bits + 1)) ? 1 : 0;
+    }
+    CHECK(ups == static_cast<std::uint32_t>(std::ceil(f * 65536.0)));
+    if (lo_bits >= 0x0400) CHECK(static_cast<double>(ups) == f * 65536.0);  // normal: exactly unbiased
+  }
+}
+
+TEST_CASE("stochastic rounding to float16: NaN, Inf, beyond the maximum, zeros", "[rounding]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const std::uint16_t r : {std::uint16_t{0}, std::uint16_t{0xFFFF}}) {
+    CHECK(std::isnan(static_cast<float>(stochastic_round_f16(std::numeric_limits<float>::quiet_NaN(), r))));
+    CHECK(stochastic_round_f16(inf, r).bits() == 0x7C00);
+    CHECK(stochastic_round_f16(-inf, r).bits() == 0xFC00);
+    CHECK(stochastic_round_f16(0.0f, r).bits() == 0x0000);
+    CHECK(stochastic_round_f16(-0.0f, r).bits() == 0x8000);
+    // Above 65504: round to nearest even, as the conversion (65519 -> 65504, 65520 -> Inf).
+    for (const float x : {65505.0f, 65519.0f, 65520.0f, -70000.0f})
+      CHECK(stochastic_round_f16(x, r).bits() == float16(x).bits());
+  }
+}
+
 TEST_CASE("Kahan addition keeps what rounding loses", "[rounding]") {
   // p = 1 (bf16 ulp 2^-7); u = 2^-9 four times: p + c reaches 1 + 2^-7 exactly.
   bfloat16 p(1.0f), c(0.0f);
@@ -114,6 +160,27 @@ TEST_CASE("1000 updates of 1e-4 move a bf16 1.0 with Kahan or stochastic roundin
   CHECK(std::abs(run({false, write_back::kahan, 0}) - 1.1) < 1.0 / 128);
   CHECK(std::abs(run({false, write_back::stochastic, 3}) - 1.1) < 2.0 / 128);
   CHECK(std::abs(run({true, write_back::nearest, 0}) - 1.1) < 1.0 / 128);
+}
+
+TEST_CASE("1000 updates of 1e-4 move a float16 1.0 with stochastic rounding, not with RNE", "[rounding]") {
+  // float16's spacing at 1 is 2^-10 (9.8e-4): an update of 1e-4 is below half of it, so round to nearest
+  // even never moves the parameter, and stochastic rounding moves it by 1e-4 per step in expectation.
+  const auto run = [](write_back rounding) {
+    mixprec::train::sgd opt({.precision = {false, rounding, 11}});
+    std::vector<float16> p(64, float16(1.0f));
+    const std::vector<float> g(p.size(), -1e-4f);
+    for (int s = 0; s < 1000; ++s) {
+      opt.begin_step(1.0);
+      opt.update("p", std::span<float16>(p), std::span<const float>(g), false);
+    }
+    double mean = 0;
+    for (auto x : p) mean += static_cast<double>(static_cast<float>(x)) / static_cast<double>(p.size());
+    return mean;
+  };
+  CHECK(run(write_back::nearest) == 1.0);
+  // 64 parameters of 1000 steps: the mean's standard deviation is below 2^-10 / sqrt(64 * 1000) ~ 4e-6
+  // per step and about 1e-4 after 1000 (a sum of 1000 roundings): 1.1 within 0.002 is > 10 sigma.
+  CHECK(std::abs(run(write_back::stochastic) - 1.1) < 0.002);
 }
 
 TEST_CASE("stochastic rounding in the optimiser does not depend on the order of calls", "[rounding]") {

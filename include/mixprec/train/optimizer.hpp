@@ -24,7 +24,7 @@
 ///    step updates the master, and the parameter becomes `round(master)`: round to nearest even, or
 ///    stochastic rounding when `rounding == write_back::stochastic` (llm.c rounds its bf16 copy that way);
 ///  - `master_weights = false`: the step starts from the parameter's own value and writes back with
-///    `rounding`: `nearest` (updates below half an ulp are lost), `stochastic` (bfloat16 only; the random
+///    `rounding`: `nearest` (updates below half an ulp are lost), `stochastic` (bfloat16 and float16; the random
 ///    bits hash (seed, step, tensor id, element index), see `rounding.hpp`), or `kahan` (a compensation
 ///    tensor of the parameter's type, optimi's `kahan_sum`; the whole update u = new - old, weight decay
 ///    included, goes through the compensation; optimi applies the decay to the parameter directly).
@@ -64,7 +64,7 @@ namespace mixprec::train {
 /// How an updated value is written into a 16-bit parameter (see the file comment).
 enum class write_back {
   nearest,     ///< round to nearest even
-  stochastic,  ///< stochastic rounding (bfloat16 parameters only)
+  stochastic,  ///< stochastic rounding (bfloat16 and float16 parameters)
   kahan,       ///< Kahan-compensated parameter (only without master weights)
 };
 
@@ -153,8 +153,6 @@ class optimizer_base {
     constexpr bool is_double = std::same_as<T, double>;
     const bool master = narrow && precision_.master_weights;
     const bool kahan = narrow && !precision_.master_weights && precision_.rounding == write_back::kahan;
-    if (std::same_as<T, float16> && precision_.rounding == write_back::stochastic)
-      fail(name, "stochastic rounding is implemented for bfloat16 parameters only, this one is float16");
     auto [it, created] = states_.try_emplace(std::string(name));
     parameter_state& st = it->second;
     if (created) {
@@ -230,9 +228,13 @@ class optimizer_base {
     } else {
       const auto step = static_cast<std::uint64_t>(step_);
       auto round = [&](float x, std::size_t i) {
-        if constexpr (std::same_as<T, bfloat16>) {
-          if (precision_.rounding == write_back::stochastic)
-            return stochastic_round_bf16(x, stochastic_rounding_bits(precision_.seed, step, st.tensor_id, i));
+        if (precision_.rounding == write_back::stochastic) {
+          const std::uint16_t bits = stochastic_rounding_bits(precision_.seed, step, st.tensor_id, i);
+          if constexpr (std::same_as<T, bfloat16>) {
+            return stochastic_round_bf16(x, bits);
+          } else {
+            return stochastic_round_f16(x, bits);
+          }
         }
         return T(x);
       };

@@ -1,6 +1,6 @@
 /// \file
 /// \brief Writing an updated float32 value back into a 16-bit parameter: stochastic rounding to
-/// bfloat16 (llm.c), its counter-based random bits, and Kahan-compensated addition (optimi). Used by
+/// bfloat16 (llm.c) and float16, its counter-based random bits, and Kahan-compensated addition (optimi). Used by
 /// the optimisers (`adamw.hpp`, `sgd.hpp`) when a bfloat16/float16 parameter has no float32 master copy.
 ///
 /// **Stochastic rounding** (llm.c `llmc/cuda_utils.cuh`, `stochastic_rounding`; TRAINING.md §2): with 16
@@ -24,10 +24,12 @@
 /// in c until they move p. Each `+=` is computed in float32 and rounded once to the parameter type.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 
 #include "mixprec/formats/bfloat16.hpp"
@@ -77,6 +79,29 @@ namespace mixprec::train {
   // correct next value, and |x| <= max has low == 0 at max itself, so no Inf can arise here.
   const std::uint32_t top = (u >> 16) + (low > r ? 1U : 0U);
   return bfloat16::from_bits(static_cast<std::uint16_t>(top));
+}
+
+/// Stochastic rounding of `x` to float16 with the random bits `r`: x lies between the float16 value
+/// t truncated toward zero and the next one away from zero, t + q (q the float16 spacing at |x|:
+/// 2^(e - 10) in the binade [2^e, 2^(e+1)), 2^-24 among the subnormals), and rounds away from zero
+/// when r < f · 2^16, f = (|x| − |t|) / q the discarded fraction. For a normal float16 result f has 13
+/// bits (float32 keeps 13 more than float16's 10), so P(away) = f exactly and E[result] = x (unbiased),
+/// as for bfloat16. For a subnormal result f can have more than 16 bits: P(away) = ceil(f · 2^16) / 2^16,
+/// a bias away from zero below 2^-16 of the spacing 2^-24. Special cases as for bfloat16: NaN stays NaN;
+/// |x| above the float16 maximum (65504), and Inf, round to nearest even (so Inf only where RNE gives it);
+/// every finite |x| <= 65504 gives a finite result.
+[[nodiscard]] inline float16 stochastic_round_f16(float x, std::uint16_t r) noexcept {
+  using limits = std::numeric_limits<float16>;
+  const float ax = std::fabs(x);
+  if (std::isnan(x) || !(ax <= static_cast<float>(limits::max()))) return float16(x);  // NaN, beyond max, Inf
+  // The spacing q = 2^(exponent of |x| - digits + 1), never below the subnormal spacing.
+  const int exponent = ax == 0.0f ? limits::min_exponent - 1 : std::ilogb(ax);
+  const float q = std::ldexp(1.0f, std::max(exponent, limits::min_exponent - 1) - (limits::digits - 1));
+  const float scaled = ax / q;                                               // exact: q is a power of two
+  const float truncated = std::trunc(scaled);                                // |t| / q
+  const float fraction = scaled - truncated;                                 // exact, in [0, 1)
+  const bool away = static_cast<float>(r) < fraction * 65536.0f;             // fraction * 2^16: exact
+  return float16(std::copysign((truncated + (away ? 1.0f : 0.0f)) * q, x));  // representable: exact
 }
 
 /// One Kahan-compensated update of a 16-bit parameter (see the file comment): `c += u`,
