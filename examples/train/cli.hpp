@@ -98,7 +98,7 @@ struct cli_options {
   u += "  --out DIR        output folder, created if missing (default mixprec-train-out)\n";
   u += "  --resume DIR     continue each policy's run from the parameters and train state an earlier run\n"
        "                   wrote to DIR (same settings, fewer iterations) up to --iters: the result is the\n"
-       "                   uninterrupted run's, bit for bit (not for +fp8 runs)\n";
+       "                   uninterrupted run's, bit for bit\n";
   u += "  --help           print this help\n\n";
   u += "Flags take their value as the next argument or after '=' (--iters 200, --iters=200).\n";
   u += "Exit status: 0 success, 1 unreadable data or a failed run, 2 bad command line.\n";

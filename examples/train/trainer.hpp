@@ -121,8 +121,8 @@ struct run_result {
 /// evaluation. If given, `params_out` receives the trained parameters (dotted names, param dtype) and
 /// `state_out` the optimiser and loss-scale state (`train_state.safetensors` of TRAINING.md §6).
 /// With `resume`, continues the run that wrote it (see `resume_from`).
-/// \throws std::invalid_argument when `resume` was written with other run settings, for float8 runs
-///   (their delayed-scaling histories are not saved), or is already at or past `opt.iters`;
+/// \throws std::invalid_argument when `resume` was written with other run settings or is already at or
+///   past `opt.iters`;
 ///   mixprec::train::safetensors_error when a tensor is missing or has another shape or dtype.
 template <class P, class Log>
 run_result train(const gpt_config& config, const run_options& opt, const char_dataset& data, Log&& log,
@@ -176,11 +176,6 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
 
   if (resume.state != nullptr) {
     const auto& st = *resume.state;
-    if (opt.float8) {
-      throw std::invalid_argument(
-          "resume: float8 runs cannot be continued yet (the delayed-scaling histories are not saved); "
-          "train them from the start");
-    }
     for (const auto& [key, value] : detail::recorded_settings(opt)) {
       const auto found = st.metadata.find(key);
       if (found == st.metadata.end() || found->second != value) {
@@ -205,6 +200,23 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
                                                    ls->state().options});
     }
     result.skipped_steps = st.get_scalar<std::int64_t>("run.skipped_steps");
+    // A float8 run: each projection's delayed scalings (scale and amax history of x, kernel, dy) and
+    // clip counts, under the options it was built with.
+    for (std::size_t l = 0; l < float8_dots.size(); ++l) {
+      const std::string prefix = "float8." + result.float8[l].name + ".";
+      const auto scaling = [&](const std::string& tensor, const mixprec::delayed_scaling_state& now) {
+        mixprec::delayed_scaling_state saved{st.get_scalar<double>(prefix + tensor + ".scale"), {}, now.options};
+        const auto history = st.get<double, 1>(prefix + tensor + ".amax_history");
+        saved.amax_history.assign(history.begin(), history.end());
+        return saved;
+      };
+      const auto count = [&](const std::string& tensor) {
+        return static_cast<std::size_t>(st.get_scalar<std::uint64_t>(prefix + tensor + ".clips"));
+      };
+      auto& dot = *float8_dots[l];
+      dot.restore(scaling("x", dot.x_scaling().state()), scaling("kernel", dot.kernel_scaling().state()),
+                  scaling("dy", dot.dy_scaling().state()), {count("x"), count("kernel"), count("dy")});
+    }
     // The draws of the iterations and evaluations already run, in the order the loop made them.
     for (std::int64_t it = 0; it <= saved_iters; ++it) {
       if (it % opt.eval_every == 0 || it == saved_iters) {
@@ -345,6 +357,21 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
     for (const auto& [key, value] : detail::recorded_settings(opt)) state_out->metadata[key] = value;
     state_out->put_scalar("run.iteration", opt.iters);
     state_out->put_scalar("run.skipped_steps", result.skipped_steps);
+    for (std::size_t l = 0; l < float8_dots.size(); ++l) {
+      const std::string prefix = "float8." + result.float8[l].name + ".";
+      const auto put_scaling = [&](const std::string& tensor, const mixprec::delayed_scaling_state& state,
+                                   std::size_t clips) {
+        state_out->put_scalar(prefix + tensor + ".scale", state.scale);
+        const std::vector<std::uint64_t> shape{state.amax_history.size()};
+        state_out->put(prefix + tensor + ".amax_history", std::span<const double>(state.amax_history), shape);
+        state_out->put_scalar(prefix + tensor + ".clips", static_cast<std::uint64_t>(clips));
+      };
+      const auto& dot = *float8_dots[l];
+      const auto clips = dot.clip_counts();
+      put_scaling("x", dot.x_scaling().state(), clips.x);
+      put_scaling("kernel", dot.kernel_scaling().state(), clips.kernel);
+      put_scaling("dy", dot.dy_scaling().state(), clips.dy);
+    }
     if (ls) {
       state_out->put_scalar("loss_scale", ls->loss_scale());
       state_out->put_scalar("loss_scale_counter", static_cast<std::int32_t>(ls->counter()));

@@ -109,6 +109,46 @@ TEST_CASE("float8_dot: the scales of step t come from the amaxes of earlier step
   CHECK(dot.x_scaling().amax_history().size() == 2);
 }
 
+TEST_CASE("float8_dot::restore continues a product from its saved scalings, bit for bit", "[scaled][float8]") {
+  const nn::dot_shape s{.rows = 8, .in = 16, .out = 4};
+  const auto w = gaussian(s.in * s.out, 0.1, 7);
+  scaled::float8_dot<> original;
+  std::vector<float> y(s.rows * s.out), dx(s.rows * s.in), dw(s.in * s.out);
+  for (std::uint64_t step = 0; step < 3; ++step) {  // growing inputs: some saturate under the delayed scale
+    auto x = gaussian(s.rows * s.in, 1.0 + static_cast<double>(step), 10 + step);
+    original.forward(x, w, y, s);
+    original.backward(x, gaussian(s.rows * s.out, 0.01, 20 + step), w, dx, dw, s);
+    original.update_scales();
+  }
+  REQUIRE(original.clip_counts().x > 0);
+  scaled::float8_dot<> continued;
+  continued.restore(original.x_scaling().state(), original.kernel_scaling().state(), original.dy_scaling().state(),
+                    original.clip_counts());
+  CHECK(continued.x_scaling().state() == original.x_scaling().state());
+  CHECK(continued.dy_scaling().state() == original.dy_scaling().state());
+  CHECK(continued.clip_counts().x == original.clip_counts().x);
+  // The next step gives the same bits from both (a fresh product would measure x instead: other bits).
+  const auto x = gaussian(s.rows * s.in, 4.0, 30);
+  const auto dy = gaussian(s.rows * s.out, 0.02, 31);
+  std::vector<float> y2(y.size()), dx2(dx.size()), dw2(dw.size());
+  original.forward(x, w, y, s);
+  original.backward(x, dy, w, dx, dw, s);
+  continued.forward(x, w, y2, s);
+  continued.backward(x, dy, w, dx2, dw2, s);
+  CHECK(y == y2);
+  CHECK(dx == dx2);
+  CHECK(dw == dw2);
+  scaled::float8_dot<> fresh;
+  fresh.forward(x, w, y2, s);
+  CHECK_FALSE(y == y2);
+  // A state the scaling refuses changes nothing.
+  auto bad = original.x_scaling().state();
+  bad.scale = -1.0;
+  CHECK_THROWS_AS(continued.restore(bad, original.kernel_scaling().state(), original.dy_scaling().state(), {}),
+                  std::invalid_argument);
+  CHECK(continued.x_scaling().state() == original.x_scaling().state());
+}
+
 TEST_CASE("float8_dot: the kernel is scaled by its current amax unless delayed scaling is asked for",
           "[scaled][float8]") {
   const nn::dot_shape s{.rows = 8, .in = 16, .out = 4};

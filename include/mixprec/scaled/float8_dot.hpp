@@ -215,7 +215,26 @@ class float8_dot final : public nn::dot_product {
   [[nodiscard]] const delayed_scaling<forward_format>& kernel_scaling() const noexcept { return kernel_; }
   [[nodiscard]] const delayed_scaling<backward_format>& dy_scaling() const noexcept { return dy_; }
 
-  /// Saturated operand elements since construction.
+  /// Replaces the three scalings and the clip counts with saved ones (`x_scaling().state()`, ...,
+  /// `clip_counts()` of the product being continued, e.g. from a checkpoint), dropping any amaxes not
+  /// yet applied by `update_scales`: the product then continues as the saved one would have. Not to be
+  /// called while another thread runs the layer.
+  /// \throws std::invalid_argument for a state `delayed_scaling` refuses (non-finite scale, a history
+  ///         longer than its options allow, ...); nothing is changed then.
+  void restore(const delayed_scaling_state& x, const delayed_scaling_state& kernel, const delayed_scaling_state& dy,
+               const float8_clip_counts& clips) {
+    delayed_scaling<forward_format> x_new(x);
+    delayed_scaling<forward_format> kernel_new(kernel);
+    delayed_scaling<backward_format> dy_new(dy);
+    const std::lock_guard lock(mutex_);
+    x_ = std::move(x_new);
+    kernel_ = std::move(kernel_new);
+    dy_ = std::move(dy_new);
+    clips_ = clips;
+    pending_ = {};
+  }
+
+  /// Saturated operand elements since construction (or since the counts a `restore` set).
   [[nodiscard]] float8_clip_counts clip_counts() const {
     const std::lock_guard lock(mutex_);
     return clips_;
