@@ -80,51 +80,6 @@ struct NumTraits<T> : GenericNumTraits<T> {
 namespace mixprec {
 
 namespace detail {
-/// The tree protocol for an Eigen plain object (Matrix or Array) of scalars: children are the
-/// coefficients in storage order; `map` builds the same kind of object, same sizes and options, of
-/// the transformed scalar type.
-template <template <class, int, int, int, int, int> class Plain, class Scalar, int Rows, int Cols, int Options,
-          int MaxRows, int MaxCols>
-struct eigen_tree_traits {
-  static_assert(tree_leaf<Scalar>,
-                "mixprec trees: an Eigen matrix or array is a tree node only when its coefficients are scalar "
-                "leaves (arithmetic, std::complex, mixprec small floats).");
-  using element_type = Scalar;
-  using object = Plain<Scalar, Rows, Cols, Options, MaxRows, MaxCols>;
-
-  template <class Object, class F>
-  static void for_each(Object& m, F&& f) {
-    const Eigen::Index n = m.size();
-    auto* data = m.data();
-    for (Eigen::Index i = 0; i < n; ++i) f(data[i]);
-  }
-
-  template <class F>
-  static auto map(const object& m, F&& f) {
-    using U = std::remove_cvref_t<decltype(f(std::declval<const Scalar&>()))>;
-    Plain<U, Rows, Cols, Options, MaxRows, MaxCols> out;
-    out.resize(m.rows(), m.cols());  // never the (rows, cols) constructor: for fixed 2-vectors it sets coefficients
-    const Eigen::Index n = m.size();
-    const Scalar* in = m.data();
-    U* dst = out.data();
-    for (Eigen::Index i = 0; i < n; ++i) dst[i] = f(in[i]);
-    return out;
-  }
-};
-}  // namespace detail
-
-/// `Eigen::Matrix` of scalar leaves: a range node over its coefficients (storage order). Casting gives
-/// an evaluated `Eigen::Matrix` of the new scalar type with the same sizes and options.
-template <class Scalar, int Rows, int Cols, int Options, int MaxRows, int MaxCols>
-struct tree_traits<Eigen::Matrix<Scalar, Rows, Cols, Options, MaxRows, MaxCols>>
-    : detail::eigen_tree_traits<Eigen::Matrix, Scalar, Rows, Cols, Options, MaxRows, MaxCols> {};
-
-/// `Eigen::Array` of scalar leaves: as `Eigen::Matrix`.
-template <class Scalar, int Rows, int Cols, int Options, int MaxRows, int MaxCols>
-struct tree_traits<Eigen::Array<Scalar, Rows, Cols, Options, MaxRows, MaxCols>>
-    : detail::eigen_tree_traits<Eigen::Array, Scalar, Rows, Cols, Options, MaxRows, MaxCols> {};
-
-namespace detail {
 /// The Eigen plain object like `Plain` (Matrix or Array, same sizes and options) of scalar type U.
 template <class Plain, class U>
 struct eigen_rebind;
@@ -137,24 +92,20 @@ struct eigen_rebind<Eigen::Array<Scalar, Rows, Cols, Options, MaxRows, MaxCols>,
   using type = Eigen::Array<U, Rows, Cols, Options, MaxRows, MaxCols>;
 };
 
+/// A Matrix or Array type (`const` allowed), the kinds of object an Eigen tree node holds or maps.
 template <class Plain>
-concept eigen_plain = requires {
-  typename eigen_rebind<std::remove_const_t<Plain>, float>::type;
-};
-}  // namespace detail
+concept eigen_plain = requires { typename eigen_rebind<std::remove_const_t<Plain>, float>::type; };
 
-/// `Eigen::Map` of a Matrix or Array (`const` or not) with the default, contiguous stride, of scalar
-/// leaves: a range node over the mapped coefficients (storage order), so in-place operations write
-/// through to the caller's buffer (a `Map<const ...>` is read-only). Casting gives an owning Matrix or
-/// Array of the new scalar type with the same sizes and options. Maps with explicit strides are not
-/// trees (copy them into a plain object first).
-template <class Plain, int MapOptions>
-requires detail::eigen_plain<Plain>
-struct tree_traits<Eigen::Map<Plain, MapOptions, Eigen::Stride<0, 0>>> {
+/// The tree protocol for an Eigen object whose coefficients are contiguous in the storage order of the
+/// plain type `Plain` (the object itself, or a `Map` of it with the default stride): children are the
+/// coefficients in storage order; `map` builds a `Plain` (same kind, sizes and options) of the
+/// transformed scalar type.
+template <class Plain>
+struct eigen_tree_traits {
   using element_type = std::remove_const_t<typename Plain::Scalar>;
   static_assert(tree_leaf<element_type>,
-                "mixprec trees: an Eigen map is a tree node only when its coefficients are scalar leaves "
-                "(arithmetic, std::complex, mixprec small floats).");
+                "mixprec trees: an Eigen matrix, array or map is a tree node only when its coefficients are scalar "
+                "leaves (arithmetic, std::complex, mixprec small floats).");
 
   template <class Object, class F>
   static void for_each(Object& m, F&& f) {
@@ -163,11 +114,11 @@ struct tree_traits<Eigen::Map<Plain, MapOptions, Eigen::Stride<0, 0>>> {
     for (Eigen::Index i = 0; i < n; ++i) f(data[i]);
   }
 
-  template <class F>
-  static auto map(const Eigen::Map<Plain, MapOptions, Eigen::Stride<0, 0>>& m, F&& f) {
+  template <class Object, class F>
+  static auto map(const Object& m, F&& f) {
     using U = std::remove_cvref_t<decltype(f(std::declval<const element_type&>()))>;
-    typename detail::eigen_rebind<std::remove_const_t<Plain>, U>::type out;
-    out.resize(m.rows(), m.cols());
+    typename eigen_rebind<std::remove_const_t<Plain>, U>::type out;
+    out.resize(m.rows(), m.cols());  // never the (rows, cols) constructor: for fixed 2-vectors it sets coefficients
     const Eigen::Index n = m.size();
     const element_type* in = m.data();
     U* dst = out.data();
@@ -175,5 +126,26 @@ struct tree_traits<Eigen::Map<Plain, MapOptions, Eigen::Stride<0, 0>>> {
     return out;
   }
 };
+}  // namespace detail
+
+/// `Eigen::Matrix` of scalar leaves: a range node over its coefficients (storage order). Casting gives
+/// an evaluated `Eigen::Matrix` of the new scalar type with the same sizes and options.
+template <class Scalar, int Rows, int Cols, int Options, int MaxRows, int MaxCols>
+struct tree_traits<Eigen::Matrix<Scalar, Rows, Cols, Options, MaxRows, MaxCols>>
+    : detail::eigen_tree_traits<Eigen::Matrix<Scalar, Rows, Cols, Options, MaxRows, MaxCols>> {};
+
+/// `Eigen::Array` of scalar leaves: as `Eigen::Matrix`.
+template <class Scalar, int Rows, int Cols, int Options, int MaxRows, int MaxCols>
+struct tree_traits<Eigen::Array<Scalar, Rows, Cols, Options, MaxRows, MaxCols>>
+    : detail::eigen_tree_traits<Eigen::Array<Scalar, Rows, Cols, Options, MaxRows, MaxCols>> {};
+
+/// `Eigen::Map` of a Matrix or Array (`const` or not) with the default, contiguous stride, of scalar
+/// leaves: a range node over the mapped coefficients (storage order), so in-place operations write
+/// through to the caller's buffer (a `Map<const ...>` is read-only). Casting gives an owning Matrix or
+/// Array of the new scalar type with the same sizes and options. Maps with explicit strides are not
+/// trees (copy them into a plain object first).
+template <class Plain, int MapOptions>
+requires detail::eigen_plain<Plain>
+struct tree_traits<Eigen::Map<Plain, MapOptions, Eigen::Stride<0, 0>>> : detail::eigen_tree_traits<Plain> {};
 
 }  // namespace mixprec

@@ -72,35 +72,46 @@ struct xtensor_tree_traits_base {
 };
 }  // namespace detail
 
-/// `xt::xarray_container` (`xt::xarray<T, L>`) of scalar leaves: a range node over its elements.
-/// Casting gives `xt::xarray<U, L>` of the same shape.
-template <class EC, xt::layout_type L, class SC>
-struct tree_traits<xt::xarray_container<EC, L, SC, xt::xtensor_expression_tag>>
-    : detail::xtensor_tree_traits_base<typename EC::value_type> {
-  using base = detail::xtensor_tree_traits_base<typename EC::value_type>;
-  template <class F>
-  static auto map(const xt::xarray_container<EC, L, SC, xt::xtensor_expression_tag>& a, F&& f) {
-    xt::xarray<typename base::template mapped_t<F>, L> out;
+namespace detail {
+/// An xtensor tree node whose `map` builds `Out::type<U>` (an owning container of the mapped element
+/// type) with the shape and strides of the node: containers and adaptors alike.
+template <class Element, class Out>
+struct xtensor_node_traits : xtensor_tree_traits_base<Element> {
+  using base = xtensor_tree_traits_base<Element>;
+  template <class Container, class F>
+  static auto map(const Container& a, F&& f) {
+    typename Out::template type<typename base::template mapped_t<F>> out;
     base::resize_like(out, a);
     base::fill(out, a, f);
     return out;
   }
 };
+template <xt::layout_type L>
+struct owning_xarray {
+  template <class U>
+  using type = xt::xarray<U, L>;
+};
+template <std::size_t N, xt::layout_type L>
+struct owning_xtensor {
+  template <class U>
+  using type = xt::xtensor<U, N, L>;
+};
+/// The element type of an xtensor data container (or a reference to one), without const.
+template <class EC>
+using storage_element_t = std::remove_cv_t<typename std::remove_reference_t<EC>::value_type>;
+}  // namespace detail
+
+/// `xt::xarray_container` (`xt::xarray<T, L>`) of scalar leaves: a range node over its elements.
+/// Casting gives `xt::xarray<U, L>` of the same shape.
+template <class EC, xt::layout_type L, class SC>
+struct tree_traits<xt::xarray_container<EC, L, SC, xt::xtensor_expression_tag>>
+    : detail::xtensor_node_traits<detail::storage_element_t<EC>, detail::owning_xarray<L>> {};
 
 /// `xt::xtensor_container` (`xt::xtensor<T, N, L>`) of scalar leaves: a range node over its elements.
 /// Casting gives `xt::xtensor<U, N, L>` of the same shape.
 template <class EC, std::size_t N, xt::layout_type L>
 struct tree_traits<xt::xtensor_container<EC, N, L, xt::xtensor_expression_tag>>
-    : detail::xtensor_tree_traits_base<typename EC::value_type> {
-  using base = detail::xtensor_tree_traits_base<typename EC::value_type>;
-  template <class F>
-  static auto map(const xt::xtensor_container<EC, N, L, xt::xtensor_expression_tag>& a, F&& f) {
-    xt::xtensor<typename base::template mapped_t<F>, N, L> out;
-    base::resize_like(out, a);
-    base::fill(out, a, f);
-    return out;
-  }
-};
+    : detail::xtensor_node_traits<detail::storage_element_t<EC>, detail::owning_xtensor<N, L>> {};
 
 /// `xt::xfixed_container` (`xt::xtensor_fixed<T, xt::xshape<...>, L>`) of scalar leaves: a range node
 /// over its elements. Casting gives `xt::xtensor_fixed<U, same shape, L>`.
@@ -122,30 +133,12 @@ struct tree_traits<xt::xfixed_container<ET, S, L, Sharable, xt::xtensor_expressi
 /// `xt::xtensor<U, N, L>` of the same shape.
 template <class EC, std::size_t N, xt::layout_type L>
 struct tree_traits<xt::xtensor_adaptor<EC, N, L, xt::xtensor_expression_tag>>
-    : detail::xtensor_tree_traits_base<std::remove_cv_t<typename std::remove_reference_t<EC>::value_type>> {
-  using base = detail::xtensor_tree_traits_base<std::remove_cv_t<typename std::remove_reference_t<EC>::value_type>>;
-  template <class F>
-  static auto map(const xt::xtensor_adaptor<EC, N, L, xt::xtensor_expression_tag>& a, F&& f) {
-    xt::xtensor<typename base::template mapped_t<F>, N, L> out;
-    base::resize_like(out, a);
-    base::fill(out, a, f);
-    return out;
-  }
-};
+    : detail::xtensor_node_traits<detail::storage_element_t<EC>, detail::owning_xtensor<N, L>> {};
 
 /// `xt::xarray_adaptor` (`xt::adapt` with a run-time rank) of scalar leaves: as `xt::xtensor_adaptor`;
 /// casting gives an owning `xt::xarray<U, L>`.
 template <class EC, xt::layout_type L, class SC>
 struct tree_traits<xt::xarray_adaptor<EC, L, SC, xt::xtensor_expression_tag>>
-    : detail::xtensor_tree_traits_base<std::remove_cv_t<typename std::remove_reference_t<EC>::value_type>> {
-  using base = detail::xtensor_tree_traits_base<std::remove_cv_t<typename std::remove_reference_t<EC>::value_type>>;
-  template <class F>
-  static auto map(const xt::xarray_adaptor<EC, L, SC, xt::xtensor_expression_tag>& a, F&& f) {
-    xt::xarray<typename base::template mapped_t<F>, L> out;
-    base::resize_like(out, a);
-    base::fill(out, a, f);
-    return out;
-  }
-};
+    : detail::xtensor_node_traits<detail::storage_element_t<EC>, detail::owning_xarray<L>> {};
 
 }  // namespace mixprec

@@ -459,6 +459,7 @@ class attention {
 
   /// An empty key/value cache for inputs of element type `In`: `batch` rows, `capacity` positions,
   /// this layer's kv heads and head dimension, elements of the compute type.
+  /// \throws std::invalid_argument if the cache's size in elements overflows (as the kv_cache constructor).
   template <class In>
   [[nodiscard]] cache_type<In> make_cache(std::size_t batch, std::size_t capacity) const {
     return cache_type<In>(batch, config_.n_kv_heads, config_.head_dim, capacity);
@@ -619,11 +620,13 @@ class attention {
   /// dV sum over the query heads of a group); then RoPE's inverse rotation on dQ and dK, and the
   /// projections' backward: dx = dQ·Wqᵀ + dK·Wkᵀ + dV·Wvᵀ summed in A and rounded once to T (same kind
   /// of container as dy), parameter gradients added into `grads`. Masked keys get P = 0 exactly and
-  /// contribute nothing even when their keys or values are Inf or NaN. The gradient is that of the
+  /// contribute nothing even when their keys or values are Inf or NaN, or the cotangent of a query
+  /// that does not see them is (so under `causal` a NaN in dy at position t reaches dx at positions
+  /// <= t only). The gradient is that of the
   /// opmath softmax (with `softmax_precision::compute` the forward's roundings of scores and weights
   /// to C are not differentiated). Scratch: O(seq · heads · head_dim).
-  /// \throws std::invalid_argument if dy's features or rows do not match the saved forward, or the
-  ///         gradients are not shaped like the parameters.
+  /// \throws std::invalid_argument if dy's features or rows do not match the saved forward, `ctx` was not
+  ///         saved by a forward of this layer's shape, or the gradients are not shaped like the parameters.
   template <class T, detail::layer_input DY>
   [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
     const auto& dy = detail::as_array(dy_in);
@@ -638,6 +641,14 @@ class attention {
     const std::size_t q_width = n_heads * hd;
     const std::size_t kv_width = config_.n_kv_heads * hd;
     const std::size_t seq = ctx.seq;
+    if (ctx.q.size() != rows * q_width || ctx.k.size() != rows * kv_width || ctx.v.size() != rows * kv_width ||
+        ctx.lse.size() != ctx.batch * n_heads * seq || ctx.attended.x.size() != rows * q_width ||
+        ctx.in.x.size() != rows * config_.d_model || (!ctx.valid.empty() && ctx.valid.size() != rows)) {
+      throw std::invalid_argument(kernels::detail::concat(
+          "attention::backward: the saved context does not fit this layer (", ctx.q.size(), " query and ", ctx.k.size(),
+          " key values for ", rows, " rows; the layer has ", n_heads, " heads and ", config_.n_kv_heads,
+          " kv heads of dimension ", hd, "); pass the context filled by this layer's forward()"));
+    }
     const A scale = static_cast<A>(*config_.scale);
     // dO [rows, q_width] = dy · woᵀ (and wo's gradients), in C as the next GEMMs read it.
     xt::xtensor<C, 2> dy2 = xt::xtensor<C, 2>::from_shape({rows, config_.d_model});
@@ -667,6 +678,8 @@ class attention {
           for (std::size_t i0 = 0; i0 < seq; i0 += bq) {
             const auto ni = static_cast<Eigen::Index>(std::min(bq, seq - i0));
             const auto ei0 = static_cast<Eigen::Index>(i0);
+            // dO rows that are not finite (NaN or Inf in dy) take the dV product apart, below.
+            const bool do_finite = doh.middleRows(ei0, ni).allFinite();
             for (std::size_t j0 = 0; j0 < seq; j0 += bk) {
               if (config_.causal && j0 > i0 + static_cast<std::size_t>(ni) - 1) break;  // tiles above the diagonal
               const auto nj = static_cast<Eigen::Index>(std::min(bk, seq - j0));
@@ -682,7 +695,21 @@ class attention {
                   pr(i, j) = masked ? A(0) : std::exp(scale * sc(i, j) - lse[qi]);
                 }
               }
-              dvg.middleRows(ej0, nj).noalias() += pr.transpose() * doh.middleRows(ei0, ni);
+              if (do_finite) {
+                dvg.middleRows(ej0, nj).noalias() += pr.transpose() * doh.middleRows(ei0, ni);
+              } else {
+                // 0 × NaN = NaN: a non-finite row of dO reaches only the keys its query sees (P ≠ 0), so
+                // that masked keys get exactly nothing from it; the finite rows take the GEMM.
+                Mat finite_do = doh.middleRows(ei0, ni);
+                for (Eigen::Index i = 0; i < ni; ++i) {
+                  if (finite_do.row(i).allFinite()) continue;
+                  finite_do.row(i).setZero();
+                  for (Eigen::Index j = 0; j < nj; ++j) {
+                    if (pr(i, j) != A(0)) dvg.row(ej0 + j) += pr(i, j) * doh.row(ei0 + i);
+                  }
+                }
+                dvg.middleRows(ej0, nj).noalias() += pr.transpose() * finite_do;
+              }
               dpr.noalias() = doh.middleRows(ei0, ni) * vg.middleRows(ej0, nj).transpose();
               // dS = P ⊙ (dP − D); P = 0 exactly where masked, so masked keys contribute nothing.
               for (Eigen::Index i = 0; i < ni; ++i) {

@@ -73,7 +73,8 @@ L log_sum_exp(const L* z, std::size_t vocab) {
 /// [rows] (an id in [0, vocab), or `ignore_index` to skip the row), and its gradient scaled by `seed`
 /// written to `dlogits` [rows, vocab] (same type as the logits; ignored rows get zeros). Returns the
 /// mean over the non-ignored rows, in double (NaN when every row is ignored, as PyTorch).
-/// \throws std::invalid_argument if the sizes do not match or a target is out of range (naming the row).
+/// \throws std::invalid_argument if vocab is 0, the sizes do not match or a target is out of range (naming
+///         the row).
 template <std::floating_point L>
 double softmax_cross_entropy(std::span<const L> logits, std::size_t vocab, std::span<const std::int32_t> targets,
                              std::span<L> dlogits, double seed) {
@@ -104,7 +105,7 @@ double softmax_cross_entropy(std::span<const L> logits, std::size_t vocab, std::
 }
 
 /// The mean cross-entropy only (evaluation): as `softmax_cross_entropy` without the gradient.
-/// \throws std::invalid_argument if the sizes do not match or a target is out of range.
+/// \throws std::invalid_argument if vocab is 0, the sizes do not match or a target is out of range.
 template <std::floating_point L>
 double cross_entropy_loss(std::span<const L> logits, std::size_t vocab, std::span<const std::int32_t> targets) {
   const std::size_t rows = detail::check_cross_entropy(logits, vocab, targets);

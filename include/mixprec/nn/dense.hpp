@@ -120,7 +120,8 @@ class injected_dot {
 /// - **Output**: the same kind of container for an `xt::xtensor`/`xt::xarray` x, an owning `xt::xtensor`
 ///   for a view or map (docs/layers.md, "Containers"), shape [..., out], element type `O`.
 /// - **Errors**: `std::invalid_argument` when the input's last axis is not `in` (both shapes in the
-///   message), or when parameter shapes disagree.
+///   message), or when parameter shapes disagree. Zero in or out features is valid: in = 0 gives
+///   y = bias (an empty sum), out = 0 an empty y.
 /// - **Training** (TRAINING.md §1, §6): `forward(x, ctx)` computes `operator()(x)` and saves x as the
 ///   GEMM saw it (rounded to C); `backward(ctx, dy, grads)` returns dx = dy · kernelᵀ (operands
 ///   rounded to C, summed in float32, rounded once to the input type T) and adds kernel += xᵀ · dy and
@@ -333,7 +334,8 @@ class dense {
   /// the input type T (same kind of container as dy), and adds `grads.kernel += xᵀ · dy` and
   /// `grads.bias += Σrows dy` (sums in float32, or float64 under float64; never rounded to 16 bits).
   /// \throws std::invalid_argument if dy's last axis is not `out_features()`, its rows are not those
-  ///         of the saved forward, or `grads` is not shaped like the parameters.
+  ///         of the saved forward, `ctx` was not saved by a forward of this layer's shape, or `grads` is
+  ///         not shaped like the parameters.
   template <class T, detail::layer_input DY>
   [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
     const auto& dy = detail::as_array(dy_in);
@@ -342,6 +344,7 @@ class dense {
         "dense::backward", dy, out_features(),
         kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]"));
     detail::check_backward_rows("dense::backward", detail::leading_size(dy), ctx.rows);
+    check_saved(ctx, "dense::backward");
     check_gradients(grads);
     const std::size_t rows = ctx.rows;
     // dy rounded to C once, shared by both GEMMs (and the bias sum).
@@ -386,6 +389,7 @@ class dense {
                                   " elements but the saved ", ctx.rows, " rows need ", ctx.rows * out_features(),
                                   " and ", ctx.rows * in_features(), "; pass the cotangent of this forward"));
     }
+    check_saved(ctx, "dense::backward_accumulate");
     check_gradients(grads);
     std::vector<C> dy_c(dy.size());
     kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
@@ -540,6 +544,16 @@ class dense {
   template <class C>
   std::shared_ptr<const kernels::packed_b> transposed_kernel() const {
     return packed_.template get<C>(detail::flat(kernel_), out_features(), in_features(), kernels::b_layout::n_k);
+  }
+
+  /// \throws std::invalid_argument unless `ctx` holds rows × in inputs (a forward of this layer's shape).
+  template <class T>
+  void check_saved(const saved<T>& ctx, const char* where) const {
+    if (ctx.x.size() != ctx.rows * in_features()) {
+      throw std::invalid_argument(kernels::detail::concat(
+          where, ": the saved context holds ", ctx.x.size(), " input values for ", ctx.rows, " rows but the layer has ",
+          in_features(), " inputs; pass the context filled by this layer's forward()"));
+    }
   }
 
   void check_gradients(const gradients& grads) const {

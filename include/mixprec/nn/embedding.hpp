@@ -201,14 +201,22 @@ class embedding {
 
   /// The lookup's VJP: `grads.embedding[ids[n]] += dy[n]` for every id n in order (float32 sums, float64
   /// for float64 parameters). Ids get no gradient.
-  /// \throws std::invalid_argument if dy [..., features] does not hold one row per saved id, or the
-  /// gradients are not shaped like the table.
+  /// \throws std::invalid_argument if dy [..., features] does not hold one row per saved id, the
+  /// gradients are not shaped like the table, or a saved id is not in this layer's vocabulary (a
+  /// context from another layer).
   template <detail::layer_input DY>
   void backward(const saved& ctx, const DY& dy_in, gradients& grads) const {
     const auto& dy = detail::as_array(dy_in);
     detail::check_features("embedding::backward", dy, features(), "table features");
     detail::check_backward_rows("embedding::backward", detail::leading_size(dy), ctx.ids.size());
     detail::check_gradient_shape("embedding::backward", "embedding", grads.embedding.shape(), table_.shape());
+    for (const std::size_t id : ctx.ids) {
+      if (id >= vocab_size()) {
+        throw std::invalid_argument(kernels::detail::concat("embedding::backward: the saved context holds id ", id,
+                                                            " but the vocabulary has ", vocab_size(),
+                                                            " ids; pass the context filled by this layer's forward()"));
+      }
+    }
     const std::size_t f = features();
     const auto* src = dy.data();
     grad_type* dst = grads.embedding.data();

@@ -62,7 +62,7 @@ struct layer_norm_options {
 ///   scale and bias multiply and add as complex numbers.
 /// - **Errors**: `std::invalid_argument` when the last axis is not `features` or parameter shapes differ,
 ///   and from the constructors when epsilon is negative or not finite (the message names the layer, the
-///   parameter and the value).
+///   parameter and the value). Zero features is valid: x [..., 0] gives an empty y, and backward an empty dx.
 ///
 /// - **Training**: `forward(x, ctx)` saves x̂ and r per row; `backward(ctx, dy, grads)` returns dx in the
 ///   input type and adds the scale and bias gradients (float32); `for_each_parameter` walks "scale",
@@ -216,7 +216,8 @@ class layer_norm {
   /// input type T (same kind of container as dy); adds `grads.scale += Σrows dy ⊙ x̂` and
   /// `grads.bias += Σrows dy` (float32; float64 under float64).
   /// \throws std::invalid_argument if dy's last axis is not `features()`, its rows are not the saved
-  ///         ones, or the gradients do not match the parameters.
+  ///         ones, `ctx` was not saved by a forward of this layer's shape, or the gradients do not match
+  ///         the parameters.
   template <class T, detail::layer_input DY>
   [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
     const auto& dy = detail::as_array(dy_in);
@@ -224,7 +225,13 @@ class layer_norm {
     using S = typename saved<T>::stat_type;
     const std::size_t f = features_;
     detail::check_features("layer_norm::backward", dy, f, kernels::detail::concat("scale and bias shape [", f, "]"));
-    detail::check_backward_rows("layer_norm::backward", detail::leading_size(dy), ctx.rstd.size());
+    // Rows as the forward counted them (none when there are no features: x and dy are then empty).
+    detail::check_backward_rows("layer_norm::backward", f == 0 ? 0 : detail::leading_size(dy), ctx.rstd.size());
+    if (ctx.xhat.size() != ctx.rstd.size() * f) {
+      throw std::invalid_argument(kernels::detail::concat(
+          "layer_norm::backward: the saved context holds ", ctx.xhat.size(), " normalised values for ", ctx.rstd.size(),
+          " rows but the layer has ", f, " features; pass the context filled by this layer's forward()"));
+    }
     if (scale_.has_value() != grads.scale.has_value() || bias_.has_value() != grads.bias.has_value() ||
         (grads.scale && grads.scale->size() != f) || (grads.bias && grads.bias->size() != f)) {
       throw std::invalid_argument(

@@ -128,7 +128,8 @@ struct rms_norm_options {
 /// - **Errors**: `std::invalid_argument` when the last axis is not `features`, or x and the residual
 ///   have different shapes (both shapes in the message); from the constructors, when epsilon is
 ///   negative or not finite or the residual scale is not finite and positive (the message names the
-///   layer, the option and the value).
+///   layer, the option and the value). Zero features is valid: x [..., 0] gives empty outputs, and the
+///   backward passes empty cotangents.
 ///
 /// - **Training**: `forward(x, ctx)` / `forward(x, residual, ctx)` / `forward(x, no_residual, ctx)` save
 ///   x̂ and r per row; `backward(ctx, dy, grads)` (plain) returns dx in T; `backward(ctx, dnormed,
@@ -355,8 +356,8 @@ class rms_norm {
   /// The VJP of the plain form: with g = scale ⊙ dy (the scale as the forward applied it), per row
   /// `dx = r · (g − x̂ · mean(g ⊙ x̂))` in S, rounded once to T (same kind of container as dy); adds
   /// `grads.scale += Σrows dy ⊙ x̂`.
-  /// \throws std::invalid_argument if dy's features or rows do not match, the context is a fused one,
-  ///         or the gradients do not match the scale.
+  /// \throws std::invalid_argument if dy's features or rows do not match, the context is a fused one or
+  ///         was not saved by a forward of this layer's shape, or the gradients do not match the scale.
   template <class T, detail::layer_input DY>
   [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
     const auto& dy = detail::as_array(dy_in);
@@ -365,6 +366,8 @@ class rms_norm {
           "rms_norm::backward: the context was saved by the fused form; call backward(ctx, dnormed, "
           "dnew_residual, grads) or backward_fused(ctx, dnormed, grads)");
     }
+    detail::check_features("rms_norm::backward", dy, features_,
+                           kernels::detail::concat("scale shape [", features_, "]"));
     auto dx = detail::make_like<T>(dy, features_);
     backward_rows<T>(ctx, dy, static_cast<const typename saved<T>::stat_type*>(nullptr), grads, dx.data(), 1.0);
     return dx;
@@ -375,7 +378,8 @@ class rms_norm {
   /// cotangent of the stream s = residual + x, `ds = r · (g − ŝ · mean(g ⊙ ŝ)) + c · dnew_residual`
   /// (c the residual scale, or 1), in `residual_t<P, T>` (float32): it is both dx and dresidual
   /// (TRAINING.md §1). Adds `grads.scale += Σrows dnormed ⊙ ŝ`.
-  /// \throws std::invalid_argument as the plain `backward`, or if dnew_residual's shape is not dnormed's.
+  /// \throws std::invalid_argument as the plain `backward` (for dnormed, the context being a plain one),
+  ///         or if dnew_residual does not have as many elements as dnormed.
   template <class T, detail::layer_input DY, detail::layer_input DR>
   [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dnormed_in, const DR& dnew_residual_in,
                               gradients& grads) const {
@@ -394,7 +398,7 @@ class rms_norm {
 
   /// The fused VJP when the new residual stream is not used (the last norm of a network): its
   /// cotangent is zero.
-  /// \throws std::invalid_argument as the plain `backward`.
+  /// \throws std::invalid_argument as the plain `backward` (for dnormed, the context being a plain one).
   template <class T, detail::layer_input DY>
   [[nodiscard]] auto backward_fused(const saved<T>& ctx, const DY& dnormed_in, gradients& grads) const {
     const auto& dnormed = detail::as_array(dnormed_in);
@@ -435,6 +439,8 @@ class rms_norm {
       throw std::invalid_argument(
           "rms_norm::backward: the context was saved by the plain form; call backward(ctx, dy, grads)");
     }
+    detail::check_features("rms_norm::backward", dnormed, features_,
+                           kernels::detail::concat("scale shape [", features_, "]"));
     auto ds = detail::make_like<R>(dnormed, features_);
     const double c = residual_scale_.value_or(1.0);
     backward_rows<T>(ctx, dnormed, dres, grads, ds.data(), c);
@@ -449,7 +455,12 @@ class rms_norm {
     using S = typename saved<T>::stat_type;
     const std::size_t f = features_;
     detail::check_features("rms_norm::backward", dy, f, kernels::detail::concat("scale shape [", f, "]"));
-    detail::check_backward_rows("rms_norm::backward", detail::leading_size(dy), ctx.rstd.size());
+    detail::check_backward_rows("rms_norm::backward", rows_of(dy), ctx.rstd.size());  // as the forward counted
+    if (ctx.xhat.size() != ctx.rstd.size() * f) {
+      throw std::invalid_argument(kernels::detail::concat(
+          "rms_norm::backward: the saved context holds ", ctx.xhat.size(), " normalised values for ", ctx.rstd.size(),
+          " rows but the layer has ", f, " features; pass the context filled by this layer's forward()"));
+    }
     if (scale_.has_value() != grads.scale.has_value() || (grads.scale && grads.scale->size() != f)) {
       throw std::invalid_argument(
           "rms_norm::backward: the gradients do not match the layer's scale; make them with zero_gradients()");

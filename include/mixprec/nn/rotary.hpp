@@ -18,8 +18,11 @@
 ///  - `rope_layout::half_split`: (a, b) = (i, i + d/2). GPT-NeoX, Hugging Face Llama (`rotate_half`).
 ///    A checkpoint converted from one convention to the other has its q/k projection rows permuted.
 ///
-/// Precision: f_i, the angle p f_i and its cosine and sine are computed in double (exact enough that
-/// position 100000 is still accurate to ~1e-11 rad); the rotation itself runs in opmath (float32 for
+/// Precision: f_i, the angle p f_i and its cosine and sine are computed in double, the angle within
+/// about one double ulp of the exact p f_i (ulp(1e5) = 1.5e-11): at position 100000 the angle, its
+/// cosine and its sine are within 2e-11 of their exact values, and the cosine and sine rounded to
+/// float32 within 2^-25 + 2e-11 (tests/nn/documented_errors_test.cpp checks both against long double
+/// at positions 65535 and 100000); the rotation itself runs in opmath (float32 for
 /// float and every 16-bit format, float64 for double) and each result is rounded once to the element
 /// type. (llama2.c computes the angle in float, Hugging Face in float32 and applies it in the compute
 /// dtype; the differences are below a float32 ulp of the angle for the positions of small models.)
