@@ -94,7 +94,9 @@ struct eigen_rebind<Eigen::Array<Scalar, Rows, Cols, Options, MaxRows, MaxCols>,
 
 /// A Matrix or Array type (`const` allowed), the kinds of object an Eigen tree node holds or maps.
 template <class Plain>
-concept eigen_plain = requires { typename eigen_rebind<std::remove_const_t<Plain>, float>::type; };
+concept eigen_plain = requires {
+  typename eigen_rebind<std::remove_const_t<Plain>, float>::type;
+};
 
 /// The tree protocol for an Eigen object whose coefficients are contiguous in the storage order of the
 /// plain type `Plain` (the object itself, or a `Map` of it with the default stride): children are the
@@ -146,6 +148,7 @@ struct tree_traits<Eigen::Array<Scalar, Rows, Cols, Options, MaxRows, MaxCols>>
 /// trees (copy them into a plain object first).
 template <class Plain, int MapOptions>
 requires detail::eigen_plain<Plain>
-struct tree_traits<Eigen::Map<Plain, MapOptions, Eigen::Stride<0, 0>>> : detail::eigen_tree_traits<Plain> {};
+struct tree_traits<Eigen::Map<Plain, MapOptions, Eigen::Stride<0, 0>>> : detail::eigen_tree_traits<Plain> {
+};
 
 }  // namespace mixprec
