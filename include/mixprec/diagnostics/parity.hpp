@@ -163,8 +163,8 @@ inline void check_captured(const site_record& r, const std::string& label) {
 /// matched by name, and reported in run a's order.
 ///
 /// Throws `std::invalid_argument`, naming the site and both sizes, when a site is in one run only or
-/// has different numbers of elements in the two runs; and when a run kept no values, or
-/// `options.tiny` is not positive and finite.
+/// has different numbers of elements in the two runs; and when a run kept no values,
+/// `options.tiny` is not positive and finite, or `options.unit_roundoff` is negative or not finite.
 ///
 /// **Example**:
 ///

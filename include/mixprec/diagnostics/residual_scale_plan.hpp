@@ -266,7 +266,7 @@ namespace detail {
     throw std::invalid_argument(detail::concat("plan_residual_scales: headroom_bits must be finite and >= 0, got ",
                                                detail::format_scientific(options.headroom_bits), "."));
   }
-  if (detail::format_max_table[static_cast<std::size_t>(options.format)] == 0.0) {
+  if (const auto f = static_cast<std::size_t>(options.format); f >= dtype_count || detail::format_max_table[f] == 0.0) {
     throw std::invalid_argument(detail::concat("plan_residual_scales: the format ", name(options.format),
                                                " is not a real floating dtype; plan for a narrow float such as "
                                                "float16."));

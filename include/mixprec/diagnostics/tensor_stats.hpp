@@ -205,9 +205,10 @@ inline constexpr std::array<double, dtype_count> format_max_table =
 
 /// The largest finite value of a real floating dtype, as a double (`finfo<type_of_t<d>>::max`):
 /// 65504 for float16, 448 for float8_e4m3fn. Throws `std::invalid_argument` for integer, bool,
-/// complex and weak dtypes.
+/// complex and weak dtypes, and for a value that is no enumerator.
 [[nodiscard]] inline double format_max(dtype d) {
-  const double m = detail::format_max_table[static_cast<std::size_t>(d)];
+  const auto index = static_cast<std::size_t>(d);
+  const double m = index < dtype_count ? detail::format_max_table[index] : 0.0;
   if (m == 0.0) {
     throw std::invalid_argument("format_max: " + std::string(name(d)) +
                                 " is not a real floating dtype; headroom is defined for float32, float64 and the "

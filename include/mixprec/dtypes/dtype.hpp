@@ -146,9 +146,11 @@ inline constexpr std::array<std::pair<std::string_view, dtype>, 15> dtype_short_
 }  // namespace detail
 
 /// The NumPy/JAX name of `d`: "bool", "int8", "bfloat16", "float8_e4m3fn", "complex64"; the weak
-/// types are "int*", "float*", "complex*" as in JAX's promotion table.
+/// types are "int*", "float*", "complex*" as in JAX's promotion table. A value that is no enumerator
+/// (e.g. `static_cast<dtype>(250)`) gives "(not a dtype)" (it used to read out of bounds).
 [[nodiscard]] constexpr std::string_view name(dtype d) noexcept {
-  return detail::dtype_names[static_cast<std::size_t>(d)];
+  const auto index = static_cast<std::size_t>(d);
+  return index < detail::dtype_names.size() ? detail::dtype_names[index] : std::string_view("(not a dtype)");
 }
 
 /// Parses a dtype name: every `name(d)` (including "int*", "float*", "complex*") and the short forms

@@ -101,6 +101,11 @@ inline void check_matmul_sizes(std::size_t a_size, std::size_t b_size, std::size
                                        " needs ", want, " (a is ", shape_string(s.m, s.k), ", b is ", b_shape,
                                        ", y is ", shape_string(s.m, s.n), ")"));
   };
+  const auto wraps = [](std::size_t x, std::size_t y) { return x != 0 && (x * y) / x != y; };  // unsigned: defined
+  if (wraps(s.m, s.k) || wraps(s.k, s.n) || wraps(s.m, s.n)) {
+    throw std::invalid_argument(concat("kernels::matmul: the shape (a is ", shape_string(s.m, s.k), ", b is ", b_shape,
+                                       ", y is ", shape_string(s.m, s.n), ") has more elements than size_t counts"));
+  }
   if (a_size != s.m * s.k) fail("a", a_size, s.m * s.k, shape_string(s.m, s.k));
   if (b_size != s.k * s.n) fail("b", b_size, s.k * s.n, b_shape);
   if (y_size != s.m * s.n) fail("y", y_size, s.m * s.n, shape_string(s.m, s.n));
@@ -271,7 +276,8 @@ constexpr void check_compute_type() {
 /// bound; the blocked engine's does not).
 ///
 /// \throws std::invalid_argument when a size does not match the shape (the message gives all three
-///         shapes), or when `block_elements` is 0.
+///         shapes), when the shape has more elements than std::size_t counts, or when `block_elements`
+///         is 0.
 ///
 /// **Example**:
 ///
@@ -293,7 +299,8 @@ void matmul(const RA& a, const RB& b, RY&& y, matmul_shape shape, b_layout layou
 
 /// y[m, n] = a[m, k] · b(k, n) + bias[n]: as `matmul` above, with the bias rounded to `Compute` and
 /// added in the accumulator before the one rounding to y's type (CUTLASS's linear-combination epilogue).
-/// \throws std::invalid_argument when a size does not match the shape.
+/// \throws std::invalid_argument when a size (the bias's included) does not match the shape, or when
+///         `block_elements` is 0.
 template <class Compute, detail::matmul_input RA, detail::matmul_input RB, detail::matmul_input RBias,
           detail::matmul_output RY>
 void matmul(const RA& a, const RB& b, const RBias& bias, RY&& y, matmul_shape shape, b_layout layout,

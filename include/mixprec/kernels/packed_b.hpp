@@ -72,7 +72,7 @@ template <class Compute, class RB>
                 "kernels::pack_b<Compute>: packing is for float32-accumulating compute types (float, bfloat16, "
                 "float16, the float8/6/4 formats); use kernels::matmul for double and complex products.");
   detail::check_compute_type<Compute, B>();
-  if (std::ranges::size(b) != k * n) {
+  if (std::ranges::size(b) != k * n || (k != 0 && (k * n) / k != n)) {  // or k · n wraps around
     throw std::invalid_argument(
         detail::concat("kernels::pack_b: b has ", std::ranges::size(b), " elements but its shape ",
                        layout == b_layout::k_n ? "[k, n] = [" : "[n, k] = [", layout == b_layout::k_n ? k : n, ", ",
@@ -107,7 +107,8 @@ void check_packed_product(const packed_b& b, std::size_t a_size, std::size_t y_s
                                        " but the product computes in ", name(dtype_of_v<Compute>),
                                        "; pack it with kernels::pack_b<", name(dtype_of_v<Compute>), ">"));
   }
-  if (a_size != m * b.k() || y_size != m * b.n()) {
+  const bool wraps = m != 0 && ((m * b.k()) / m != b.k() || (m * b.n()) / m != b.n());
+  if (wraps || a_size != m * b.k() || y_size != m * b.n()) {
     throw std::invalid_argument(concat("kernels::matmul: a has ", a_size, " and y ", y_size,
                                        " elements but a packed b(k = ", b.k(), ", n = ", b.n(), ") with m = ", m,
                                        " needs a [", m, ", ", b.k(), "] and y [", m, ", ", b.n(), "]"));

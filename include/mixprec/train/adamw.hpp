@@ -65,6 +65,8 @@ class adamw : public optimizer<adamw> {
   friend class optimizer<adamw>;
 
  public:
+  /// \throws std::invalid_argument when a beta is outside [0, 1) (NaN included), eps or weight_decay is
+  ///         negative or NaN, or `precision` asks for Kahan compensation together with master weights.
   explicit adamw(adamw_options options = {})
       : optimizer("adamw", options.precision, {"adam.m.", "adam.v."}, 2), options_(options) {
     if (!(options_.beta1 >= 0.0 && options_.beta1 < 1.0) || !(options_.beta2 >= 0.0 && options_.beta2 < 1.0))

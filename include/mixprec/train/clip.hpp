@@ -93,6 +93,8 @@ template <class... Grads>
 
 /// Clips `grads...` in place to a global norm of at most `options.max_norm` (PyTorch's rule, see the
 /// file comment) and returns the norm before clipping.
+/// \throws std::runtime_error when `options.error_if_nonfinite` is set and the norm is Inf or NaN (the
+///         gradients are left untouched).
 template <class... Grads>
 double clip_grad_norm(const clip_options& options, Grads&&... grads) {
   const double norm = global_grad_norm(grads...);

@@ -222,7 +222,7 @@ class checkpoint {
   /// Removes tensor `name` if present; returns whether it was.
   bool erase(std::string_view name) { return tensors_.erase(std::string(name)) > 0; }
 
-  /// The tensor `name`. Throws safetensors_error ("no tensor named ...") when it is missing.
+  /// The tensor `name`. Throws safetensors_error ("no tensor \"name\"") when it is missing.
   [[nodiscard]] const stored_tensor& at(std::string_view name) const {
     auto it = tensors_.find(std::string(name));
     if (it == tensors_.end()) throw safetensors_error(detail::st_prefix(source_) + "no " + detail::st_quote(name));
@@ -383,7 +383,12 @@ class checkpoint {
   [[nodiscard]] static checkpoint load(const std::filesystem::path& path) {
     std::ifstream f(path, std::ios::binary);
     if (!f) throw safetensors_error(detail::st_prefix(path.string()) + "cannot open the file");
-    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::vector<std::uint8_t> bytes;
+    try {  // libstdc++ throws std::ios_base::failure from the read (e.g. EISDIR for a directory)
+      bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    } catch (const std::ios_base::failure& e) {
+      throw safetensors_error(detail::st_prefix(path.string()) + "cannot read the file (" + e.what() + ")");
+    }
     if (f.bad()) throw safetensors_error(detail::st_prefix(path.string()) + "cannot read the file");
     return from_bytes(bytes, path.string());
   }

@@ -52,6 +52,9 @@ class sgd : public optimizer<sgd> {
   friend class optimizer<sgd>;
 
  public:
+  /// \throws std::invalid_argument when momentum or weight_decay is negative or NaN, Nesterov momentum
+  ///         is asked for without a momentum or with dampening, or `precision` asks for Kahan compensation
+  ///         together with master weights.
   explicit sgd(sgd_options options = {})
       : optimizer("sgd", options.precision, {"sgd.momentum_buffer.", ""}, 1), options_(options) {
     if (!(options_.momentum >= 0.0)) throw std::invalid_argument("sgd: momentum must be >= 0");
@@ -70,7 +73,8 @@ class sgd : public optimizer<sgd> {
                      {"weight_decay", format_option(options_.weight_decay)},
                      {"nesterov", options_.nesterov ? "true" : "false"}});
   }
-  /// Replaces the optimiser state with the one in `ck`.
+  /// Replaces the optimiser state with the one in `ck` (throws safetensors_error on a missing or
+  /// inconsistent tensor).
   void load_state(const checkpoint& ck) { load_common(ck); }
 
  private:
