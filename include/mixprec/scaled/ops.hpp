@@ -230,7 +230,8 @@ template <class Out = void, scaled_format A, scaled_format B>
 /// up to the rounding of the new step in double (exactly when c is a power of two); unless the
 /// tensor's step must stay a power of two and c is not one: then the values are rewritten (one
 /// rounding each to the format). c = 0 gives the all-zero tensor (scales `zero_tensor_scale`).
-/// \throws std::invalid_argument when c is not finite.
+/// \throws std::invalid_argument when c is not finite, or a scale times |c| overflows double;
+///         std::domain_error when a scale times |c| falls below `smallest_scale` (as `scaled_tensor`).
 template <scaled_format F>
 [[nodiscard]] scaled_tensor<F> mul(const scaled_tensor<F>& a, double c) {
   if (!std::isfinite(c)) {
