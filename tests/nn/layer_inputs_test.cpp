@@ -49,7 +49,7 @@ struct fingerprint {
     g.for_each([](std::string_view, const auto&) {});
   }
   void add(const G& g) {
-    g.for_each([this](std::string_view, const auto& t) { add(t); });
+    g.for_each([&](std::string_view, const auto& t) { add(t); });
   }
   bool operator==(const fingerprint&) const = default;
 };
