@@ -38,34 +38,14 @@
 #include "mixprec/nn/weight_cache.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
+#include "support/error_message.hpp"
 
 namespace nn = mixprec::nn;
 using layer_tests::p_f32;
 
 namespace {
 
-/// Matches an exception whose what() contains every one of `parts`.
-class message_contains : public Catch::MatcherBase<std::exception> {
- public:
-  explicit message_contains(std::vector<std::string> parts) : parts_(std::move(parts)) {}
-  bool match(const std::exception& e) const override {
-    const std::string what = e.what();
-    return std::all_of(parts_.begin(), parts_.end(),
-                       [&](const std::string& p) { return what.find(p) != std::string::npos; });
-  }
-  std::string describe() const override {
-    std::string s = "has a message containing";
-    for (const auto& p : parts_) s += " \"" + p + "\"";
-    return s;
-  }
-
- private:
-  std::vector<std::string> parts_;
-};
-
-message_contains says(std::initializer_list<std::string> parts) {
-  return message_contains(std::vector<std::string>(parts));
-}
+using test_support::says;
 
 constexpr double qnan = std::numeric_limits<double>::quiet_NaN();
 constexpr double pinf = std::numeric_limits<double>::infinity();

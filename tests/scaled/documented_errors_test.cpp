@@ -30,33 +30,13 @@
 #include "mixprec/scaled/float8_dot.hpp"
 #include "mixprec/scaled/ops.hpp"
 #include "mixprec/scaled/scaled_tensor.hpp"
+#include "support/error_message.hpp"
 
 using namespace mixprec;
 
 namespace {
 
-/// Matches an exception whose what() contains every one of `parts`.
-class message_contains : public Catch::MatcherBase<std::exception> {
- public:
-  explicit message_contains(std::vector<std::string> parts) : parts_(std::move(parts)) {}
-  bool match(const std::exception& e) const override {
-    const std::string what = e.what();
-    return std::all_of(parts_.begin(), parts_.end(),
-                       [&](const std::string& p) { return what.find(p) != std::string::npos; });
-  }
-  std::string describe() const override {
-    std::string s = "has a message containing";
-    for (const auto& p : parts_) s += " \"" + p + "\"";
-    return s;
-  }
-
- private:
-  std::vector<std::string> parts_;
-};
-
-message_contains says(std::initializer_list<std::string> parts) {
-  return message_contains(std::vector<std::string>(parts));
-}
+using test_support::says;
 
 }  // namespace
 

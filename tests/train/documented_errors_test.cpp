@@ -32,6 +32,7 @@
 #include "mixprec/train/lr_schedule.hpp"
 #include "mixprec/train/safetensors.hpp"
 #include "mixprec/train/sgd.hpp"
+#include "support/error_message.hpp"
 
 namespace train = mixprec::train;
 using mixprec::dtype;
@@ -39,28 +40,7 @@ using train::safetensors_error;
 
 namespace {
 
-/// Matches an exception whose what() contains every one of `parts`.
-class message_contains : public Catch::MatcherBase<std::exception> {
- public:
-  explicit message_contains(std::vector<std::string> parts) : parts_(std::move(parts)) {}
-  bool match(const std::exception& e) const override {
-    const std::string what = e.what();
-    return std::all_of(parts_.begin(), parts_.end(),
-                       [&](const std::string& p) { return what.find(p) != std::string::npos; });
-  }
-  std::string describe() const override {
-    std::string s = "has a message containing";
-    for (const auto& p : parts_) s += " \"" + p + "\"";
-    return s;
-  }
-
- private:
-  std::vector<std::string> parts_;
-};
-
-message_contains says(std::initializer_list<std::string> parts) {
-  return message_contains(std::vector<std::string>(parts));
-}
+using test_support::says;
 
 }  // namespace
 
