@@ -310,6 +310,86 @@ TEMPLATE_LIST_TEST_CASE("attention matches a float64 reference for every policy"
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The same roundings as the layer (issue 12): a float64 reference that rounds to C where the layer
+// does (same_roundings_attention in attention_reference.hpp), so that only float32 arithmetic is left
+// and the bound is tight; with planted bugs to prove the test sees them.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+template <class P>
+attention_roundings roundings_of(kernels::softmax_precision softmax) {
+  using C = nn::compute_t<P, float>;
+  using O = nn::output_t<P, float>;
+  return {&round_as<C>, &round_as<O>, softmax == kernels::softmax_precision::compute && !std::is_same_v<C, float>};
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE(
+    "attention equals a reference with its roundings up to float32 arithmetic, and sees planted bugs",
+    "[nn][attention][same_roundings]", compute16_policies) {
+  // The bound of each output (attention_reference.hpp) holds only what float32 arithmetic leaves: sums
+  // (gamma_n of the magnitudes), exp, RoPE's float cos and sin, each carried to the output through the
+  // magnitudes it meets, and, where a value the layer rounds to C (or O) lies so close to a rounding
+  // boundary that float32 may land on either side, one ulp there, carried on the same way. Most outputs
+  // have a bound of 0 when O is 16 bits: no boundary within reach, so the layer must give the reference's
+  // value exactly.
+  //
+  // Each planted bug is a reference computed with it: the layer must be outside its bound somewhere, and
+  // its separation from the correct reference (|bugged - correct| / (both bounds)) must exceed 1, so a
+  // layer with that bug cannot pass. (A looser bound of the first-order model, nn::error_bound, passes
+  // every one of these bugs for bfloat16 compute.)
+  using P = TestType;
+  const std::size_t batch = 2, seq = 7;
+  auto mask = xt::xtensor<bool, 2>::from_shape({batch, seq});
+  mask.fill(true);
+  mask(1, 0) = mask(1, 1) = false;  // left padding: queries 0 and 1 of row 1 see no key
+  const std::vector<char> valid(mask.begin(), mask.end());
+  for (const auto softmax : {kernels::softmax_precision::opmath, kernels::softmax_precision::compute}) {
+    for (const auto layout : {nn::rope_layout::adjacent_pairs, nn::rope_layout::half_split}) {
+      auto cfg = small_config();  // 4 heads on 2 kv heads, causal, tiles of 3 queries x 2 keys
+      cfg.rotary = nn::rotary_config{.layout = layout};
+      cfg.softmax = softmax;
+      const bool in_c = softmax == kernels::softmax_precision::compute;
+      const auto layer = random_layer<P>(cfg, 91, /*biases=*/true);
+      const auto x = random_input<float>(batch, seq, cfg.d_model, 92);
+      const auto y = layer(x, mask);
+      const auto xs = to_doubles(x);
+      const weights64 w = read_weights(layer);
+      const auto rd = roundings_of<P>(softmax);
+      const auto ref = same_roundings_attention(cfg, batch, seq, xs, w, valid, rd);
+      const comparison c = compare_with(y, ref.y, ref.bound);
+      INFO("softmax in C " << in_c << ", half_split " << (layout == nn::rope_layout::half_split) << ": " << c.outside
+                           << " of " << c.elements << " outside, worst error / bound " << c.worst << ", " << c.exact
+                           << " exact");
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        INFO("element " << i << ": got " << static_cast<double>(y.data()[i]) << ", reference " << ref.y[i] << ", bound "
+                        << ref.bound[i]);
+        REQUIRE(std::abs(static_cast<double>(y.data()[i]) - ref.y[i]) <= ref.bound[i]);
+      }
+
+      std::vector<std::pair<const char*, attention_bugs>> bugs{{"kv head h % n_kv_heads", {.kv_head_modulo = true}},
+                                                               {"RoPE layouts swapped", {.swapped_rope_layout = true}},
+                                                               {"sums accumulated in C", {.accumulate_in_c = true}}};
+      if (in_c) {
+        bugs.push_back({"weights not rounded to C", {.unrounded_weights = true}});
+        bugs.push_back({"probabilities e_j / l rounded instead of e_j", {.rounded_probabilities = true}});
+      }
+      for (const auto& [name, bug] : bugs) {
+        const auto bugged = same_roundings_attention(cfg, batch, seq, xs, w, valid, rd, bug);
+        const comparison b =
+            separate(compare_with(y, bugged.y, bugged.bound), ref.y, ref.bound, bugged.y, bugged.bound);
+        INFO("planted bug: " << name << ": the layer is outside its bound at " << b.outside << " of " << b.elements
+                             << " elements (worst error / bound " << b.worst << "); separation " << b.separation);
+        CHECK(b.outside > 0);
+        CHECK(b.separation > 1.0);
+      }
+    }
+  }
+}
+
 TEST_CASE("attention's probed call hands the context and the output, same bits", "[nn][attention][probe]") {
   const auto cfg = small_config();
   const auto layer = random_layer<p_f32>(cfg, 3, /*biases=*/true);

@@ -18,6 +18,7 @@
 #include "mixprec/nn/weight_cache.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
+#include "same_roundings.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -28,15 +29,13 @@ namespace nn = mixprec::nn;
 namespace {
 using namespace layer_tests;  // NOLINT(google-build-using-namespace): test support
 
-/// Unit roundoff 2^-p of a real type with p significand bits.
-
-/// `x` rounded to C (real C), as a double.
+/// `x` rounded once to C (real C), as a double: a double is never rounded to float first.
 template <class C, class S>
 double round_to(S x) {
   if constexpr (std::is_same_v<C, double>) {
     return static_cast<double>(x);
   } else {
-    return static_cast<double>(static_cast<C>(static_cast<float>(x)));
+    return static_cast<double>(static_cast<C>(static_cast<double>(x)));
   }
 }
 
@@ -51,13 +50,68 @@ xt::xtensor<T, 3> random_input(std::size_t a, std::size_t b, std::size_t f, unsi
 
 }  // namespace
 
+namespace {
+
+/// One (policy, input type) case of the reference test, as doubles: x [rows, in], the layer's y
+/// [rows, out], its kernel [in, out] and bias [out], the rounding to C, the bound of nn::error_bound and
+/// the unit roundoffs of C, the accumulator and the output rounding. The checks below do not depend on
+/// the types, so each extra input type costs only the layer's own instantiation.
+struct dense_case {
+  std::vector<double> x, y, kernel, bias;
+  std::size_t rows = 0, in = 0, out = 0;
+  double (*round_c)(double) = nullptr;
+  nn::dense_error_bound bound;
+  double u_c = 0.0, u_acc = 0.0, u_o = 0.0;
+};
+
+// Bounds. S = sum_i |x_i w_io| + |b_o| (exact operands: the stored params, the inputs).
+//  - rounding x, w to C: each product is off by <= (2 u_C + u_C^2) |x w|; the bias by u_C |b|
+//    (u_x + u_w + u_x u_w with u_x, u_w the roundings that happen: 0 where C holds T or the params);
+//  - the accumulator (Eigen, any order): gamma_{K+1} <= (K + 2) u_acc of the rounded magnitudes,
+//    which are <= (1 + u_C)^2 S;
+//  - the output rounding to O: u_O of the accumulated value.
+// The first check takes that bound from nn::error_bound (nn/error_bound.hpp); the reference stays
+// this file's own. With the operands rounded to C in the reference (second check) only the last two
+// terms remain: that check pins the rounding points (it fails if x or w were not rounded to C, or
+// summed in C).
+void check_dense(const dense_case& c) {
+  const double k_terms = static_cast<double>(c.in + 2);
+  for (std::size_t r = 0; r < c.rows; ++r) {
+    for (std::size_t o = 0; o < c.out; ++o) {
+      double ref = c.bias[o];
+      double ref_rounded = c.round_c(c.bias[o]);
+      double s = std::abs(ref);
+      for (std::size_t i = 0; i < c.in; ++i) {
+        const double xv = c.x[r * c.in + i];
+        const double wv = c.kernel[i * c.out + o];
+        ref += xv * wv;
+        ref_rounded += c.round_c(xv) * c.round_c(wv);
+        s += std::abs(xv * wv);
+      }
+      const double got = c.y[r * c.out + o];
+      const double acc_err = k_terms * c.u_acc * (1 + c.u_c) * (1 + c.u_c) * s;
+      const double tol = c.bound(s, std::abs(ref));
+      const double tol_rounded = acc_err + c.u_o * (std::abs(ref_rounded) + acc_err);
+      INFO("row " << r << " out " << o << ": got " << got << ", reference " << ref << ", rounded reference "
+                  << ref_rounded);
+      REQUIRE(std::abs(got - ref) <= tol);
+      REQUIRE(std::abs(got - ref_rounded) <= tol_rounded);
+    }
+  }
+}
+
+template <class A>
+std::vector<double> doubles_of(const A& a) {
+  std::vector<double> v(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) v[i] = static_cast<double>(a.data()[i]);
+  return v;
+}
+
+}  // namespace
+
 TEMPLATE_LIST_TEST_CASE("dense matches a float64 reference within bounds derived from the policy's formats",
                         "[nn][dense]", all_policies) {
   using P = TestType;
-  using T = float;
-  using C = nn::compute_t<P, T>;
-  using O = nn::output_t<P, T>;
-  using Acc = mixprec::accumulator_t<C>;
   const std::size_t in = 37, out = 19;
   std::mt19937 rng(5);
   auto layer = nn::dense<P>::lecun_normal(in, out, rng);
@@ -69,50 +123,39 @@ TEMPLATE_LIST_TEST_CASE("dense matches a float64 reference within bounds derived
     kernel_f.data()[i] = static_cast<double>(layer.kernel().data()[i]);
   layer = nn::dense<P>::from_weights(kernel_f, bias, nn::weight_layout::in_out);
 
-  const auto x = random_input<T>(2, 3, in, 17);
-  const auto y = layer(x);
-  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<O, 3>>);
-  REQUIRE(y.shape()[0] == 2);
-  REQUIRE(y.shape()[1] == 3);
-  REQUIRE(y.shape()[2] == out);
-
-  // Bounds. S = sum_i |x_i w_io| + |b_o| (exact operands: the stored params, the float inputs).
-  //  - rounding x, w to C: each product is off by <= (2 u_C + u_C^2) |x w|; the bias by u_C |b|
-  //    (u_x + u_w + u_x u_w with u_x, u_w the roundings that happen: 0 where C holds T or the params);
-  //  - the accumulator (Eigen, any order): gamma_{K+1} <= (K + 2) u_acc of the rounded magnitudes,
-  //    which are <= (1 + u_C)^2 S;
-  //  - the output rounding to O: u_O of the accumulated value.
-  // The first check takes that bound from nn::error_bound (nn/error_bound.hpp); the reference stays
-  // this file's own. With the operands rounded to C in the reference (second check) only the last two
-  // terms remain: that check pins the rounding points (it fails if x or w were not rounded to C, or
-  // summed in C).
-  const auto bound = nn::error_bound<T>(layer);
-  const double u_c = unit_roundoff<C>();
-  const double u_acc = unit_roundoff<Acc>();
-  const double u_o = std::is_same_v<O, Acc> ? 0.0 : unit_roundoff<O>();
-  const double k_terms = static_cast<double>(in + 2);
-  for (std::size_t r = 0; r < 6; ++r) {
-    for (std::size_t o = 0; o < out; ++o) {
-      double ref = static_cast<double>(layer.bias()->data()[o]);
-      double ref_rounded = round_to<C>(layer.bias()->data()[o]);
-      double s = std::abs(ref);
-      for (std::size_t i = 0; i < in; ++i) {
-        const double xv = static_cast<double>(x.data()[r * in + i]);
-        const double wv = static_cast<double>(layer.kernel()(i, o));
-        ref += xv * wv;
-        ref_rounded += round_to<C>(xv) * round_to<C>(wv);
-        s += std::abs(xv * wv);
-      }
-      const double got = static_cast<double>(y.data()[r * out + o]);
-      const double acc_err = k_terms * u_acc * (1 + u_c) * (1 + u_c) * s;
-      const double tol = bound(s, std::abs(ref));
-      const double tol_rounded = acc_err + u_o * (std::abs(ref_rounded) + acc_err);
-      INFO("row " << r << " out " << o << ": got " << got << ", reference " << ref << ", rounded reference "
-                  << ref_rounded);
-      REQUIRE(std::abs(got - ref) <= tol);
-      REQUIRE(std::abs(got - ref_rounded) <= tol_rounded);
-    }
-  }
+  auto run_case = [&]<class T>() {
+    using C = nn::compute_t<P, T>;
+    using O = nn::output_t<P, T>;
+    using Acc = mixprec::accumulator_t<C>;
+    const mixprec::dtype input = mixprec::dtype_of_v<T>;
+    CAPTURE(input);
+    const auto x = random_input<T>(2, 3, in, 17);
+    const auto y = layer(x);
+    STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<O, 3>>);
+    REQUIRE(y.shape()[0] == 2);
+    REQUIRE(y.shape()[1] == 3);
+    REQUIRE(y.shape()[2] == out);
+    check_dense({.x = doubles_of(x),
+                 .y = doubles_of(y),
+                 .kernel = doubles_of(layer.kernel()),
+                 .bias = doubles_of(*layer.bias()),
+                 .rows = 6,
+                 .in = in,
+                 .out = out,
+                 .round_c = &round_as<C>,
+                 .bound = nn::error_bound<T>(layer),
+                 .u_c = unit_roundoff<C>(),
+                 .u_acc = unit_roundoff<Acc>(),
+                 .u_o = std::is_same_v<O, Acc> ? 0.0 : unit_roundoff<O>()});
+  };
+  // Inputs of every floating type the layers take: float, bfloat16, float16 and double (C and O follow
+  // compute_t and output_t: under promote, bfloat16 and float16 compute in float32 and double in double).
+  // float under every policy; the others where they make a different case: a conversion the policy
+  // rounds (float16 to bfloat16, bfloat16 to float16, double straight to bfloat16 or float16) or a
+  // compute type it picks (promote). Every pair costs its own instantiation of the GEMM path.
+  for_each_type<float, bfloat16, float16, double>([&]<class T>() {
+    if constexpr (input_case<P, T>) run_case.template operator()<T>();
+  });
 }
 
 TEST_CASE("dense output dtypes follow the policy, including Flax's promote cases", "[nn][dense]") {

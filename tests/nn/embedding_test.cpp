@@ -9,11 +9,14 @@
 #include <stdexcept>
 #include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "mixprec/core.hpp"
 #include "mixprec/nn/embedding.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
+#include "same_roundings.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -141,6 +144,67 @@ TEMPLATE_LIST_TEST_CASE("embedding::attend is x . table^T with float32 accumulat
   using Catch::Matchers::Contains;
   CHECK_THROWS_WITH(e.attend(xt::xtensor<float, 2>::from_shape({3, 5})),
                     Contains("[3, 5]") && Contains("[11, 24]") && Contains("expects 24"));
+}
+
+TEMPLATE_LIST_TEST_CASE(
+    "embedding::attend equals a reference with its roundings up to float32 accumulation, and sees planted bugs",
+    "[nn][embedding][same_roundings]", compute16_policies) {
+  // The same-roundings reference (same_roundings.hpp): x and the table rounded to C, products summed in
+  // float64, the result rounded to O. What the layer's float32 sum of K products leaves is
+  // gamma_{K+1} sum |x t|; through the rounding to O, round_within turns it into 0 (no rounding boundary
+  // within reach: the layer must give the reference's value exactly) or one ulp of O. Planted bugs, each
+  // a reference computed with it: sums accumulated in C (rounded after each term), and x not rounded to
+  // C. The layer must be outside each one's bound, and the references further apart than both bounds.
+  using P = TestType;
+  using C = nn::compute_t<P, float>;
+  using O = nn::output_t<P, float>;
+  const std::size_t vocab = 11, features = 24, rows = 4;
+  std::mt19937 rng(18);
+  const auto e = nn::embedding<P>::normal(vocab, features, rng);
+  auto x = xt::xtensor<float, 2>::from_shape({rows, features});
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& v : x) v = normal(rng);
+  const auto logits = e.attend(x);
+  struct bugs {
+    bool accumulate_in_c = false;
+    bool unrounded_x = false;
+  };
+  auto reference = [&](bugs bug) {
+    std::vector<double> y(rows * vocab), bound(rows * vocab);
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t v = 0; v < vocab; ++v) {
+        double s = 0.0, mag = 0.0;
+        for (std::size_t f = 0; f < features; ++f) {
+          const double xv = bug.unrounded_x ? static_cast<double>(x(r, f)) : round_as<C>(static_cast<double>(x(r, f)));
+          const double p = xv * round_as<C>(static_cast<double>(e.table()(v, f)));
+          s = bug.accumulate_in_c ? add_in(&round_as<C>, s, p) : s + p;
+          mag += std::abs(p);
+        }
+        // + 1: the product's rounding when x is not rounded to C (exact products of C values otherwise).
+        const bounded o = round_within(&round_as<O>, s, gamma_f32(features + 1) * mag);
+        y[r * vocab + v] = o.v;
+        bound[r * vocab + v] = o.e;
+      }
+    }
+    return std::pair{y, bound};
+  };
+  const auto [ref, bound] = reference({});
+  const comparison c = compare_with(logits, ref, bound);
+  INFO(c.outside << " of " << c.elements << " outside, worst error / bound " << c.worst << ", " << c.exact << " exact");
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    INFO("element " << i << ": got " << static_cast<double>(logits.data()[i]) << ", reference " << ref[i] << ", bound "
+                    << bound[i]);
+    REQUIRE(std::abs(static_cast<double>(logits.data()[i]) - ref[i]) <= bound[i]);
+  }
+  for (const auto& [name, bug] : {std::pair{"sums accumulated in C", bugs{.accumulate_in_c = true}},
+                                  std::pair{"x not rounded to C", bugs{.unrounded_x = true}}}) {
+    const auto [bug_ref, bug_bound] = reference(bug);
+    const comparison b = separate(compare_with(logits, bug_ref, bug_bound), ref, bound, bug_ref, bug_bound);
+    INFO("planted bug: " << name << ": the layer is outside its bound at " << b.outside << " of " << b.elements
+                         << " elements (worst error / bound " << b.worst << "); separation " << b.separation);
+    CHECK(b.outside > 0);
+    CHECK(b.separation > 1.0);
+  }
 }
 
 TEST_CASE("embedding::attend follows promote for bf16, f64 and complex inputs", "[nn][embedding]") {

@@ -35,7 +35,6 @@ using nn::ffn_activation;
 namespace {
 using namespace layer_tests;  // NOLINT(google-build-using-namespace): test support
 
-using p_f16 = policy<float16>;  // f16 everywhere
 using bound_policies = std::tuple<p_f32, p_c_bf16, p_c_f16, p_bf16, p_f16, p_f64, p_promote>;
 
 /// The largest error over its bound seen for one layer and policy, and where: checked against 1 (the

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "mixprec/core.hpp"
@@ -17,6 +18,7 @@
 #include "mixprec/nn/feed_forward.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
+#include "same_roundings.hpp"
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -122,6 +124,169 @@ TEMPLATE_LIST_TEST_CASE("feed_forward matches a float64 reference for every acti
         INFO("row " << r << " out " << o << ": got " << got << ", reference " << ref << ", tolerance " << tol);
         REQUIRE(std::abs(got - ref) <= tol);
       }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same roundings as the layer (issue 12): a float64 reference that rounds to C where feed_forward
+// does, so that only float32 arithmetic is left and the bound is tight; with planted bugs.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+/// Bugs that can be planted in `same_roundings_ffn` (all false: the layer as documented).
+struct ffn_bugs {
+  bool accumulate_in_c = false;         ///< the three GEMMs' sums rounded to C after each term
+  bool rounded_pre_activation = false;  ///< w1 x and w3 x rounded to C before the activation (kept in float32)
+  bool unrounded_hidden = false;        ///< the hidden activation left in float32 for w2 (rounded to C)
+};
+
+/// max |act'|: gelu 1.129, gelu_tanh 1.13, silu 1.0998; relu 1.
+double act_lipschitz(ffn_activation a) { return a == ffn_activation::relu ? 1.0 : 1.13; }
+
+/// A bound on |act(x) - act(x) evaluated in float32| for a float x, by the formulas of
+/// kernels/activations.hpp, relative to `magnitude` >= |act(x)|, in units of u = 2^-24 (exp within
+/// 2 ulps = 4 u, erfc within 8 ulps = 16 u):
+///  - silu x / (1 + e^-x): exp 4 u, the sum and the quotient u each: 6 u;
+///  - gelu 0.5 x erfc(-x / sqrt 2): the argument z is off by 2 u |z| (a rounded constant, a product),
+///    which moves erfc by |d ln erfc / dz| 2 u |z| <= (2 |z| + 1.5) 2 u |z|; erfc 16 u, the products 2 u:
+///    (2 x^2 + 3 |x| + 20) u;
+///  - gelu_tanh x / (1 + e^-2y), y = k (x + a x^3): y is off by 7 u |y| (two rounded constants, five
+///    operations, no cancellation), which moves e^-2y by 14 u |y|; exp 4 u, the sum and the quotient:
+///    (14 |y| + 8) u;
+///  - relu: exact.
+double act_float_error(ffn_activation a, double x, double magnitude) {
+  const double u = u_f32(), ax = std::abs(x);
+  switch (a) {
+    case ffn_activation::relu: return 0.0;
+    case ffn_activation::silu:
+    case ffn_activation::swiglu: return 6.0 * u * magnitude;
+    case ffn_activation::gelu:
+    case ffn_activation::geglu: return (2.0 * ax * ax + 3.0 * ax + 20.0) * u * magnitude;
+    case ffn_activation::gelu_tanh:
+    case ffn_activation::geglu_tanh: {
+      const double y = std::sqrt(2.0 / std::numbers::pi) * (ax + 0.044715 * ax * ax * ax);
+      return (14.0 * y + 8.0) * u * magnitude;
+    }
+  }
+  return 0.0;
+}
+
+/// feed_forward in float64 with the layer's roundings (nn/feed_forward.hpp), for x [rows, in]:
+/// x, the kernels and the biases rounded to C; h1 = w1 x + b1 and h3 = w3 x + b3 summed in float32 and
+/// kept there; act(h1) [* h3] in float32, rounded to C; y = w2 hidden + b2 summed in float32, rounded to
+/// O. Bounds, per element, of what float32 arithmetic leaves (same_roundings.hpp): gamma_{n+1} of the
+/// sums' magnitudes; through the activation, its Lipschitz constant times h1's bound plus its float32
+/// error (`act_float_error`); the gate product's propagation and rounding; the rounding points as
+/// `round_within`. Returns {y, bound} [rows, out].
+template <class P>
+std::pair<std::vector<double>, std::vector<double>> same_roundings_ffn(const nn::feed_forward<P>& ffn,
+                                                                       const xt::xtensor<float, 2>& x,
+                                                                       double (*to_c)(double), double (*to_o)(double),
+                                                                       const ffn_bugs& bug = {}) {
+  const std::size_t rows = x.shape()[0], in = ffn.in_features(), hidden = ffn.hidden_features(),
+                    out = ffn.out_features();
+  const ffn_activation act = ffn.activation();
+  const double u = u_f32();
+  auto sum = [&](double s, double term) { return bug.accumulate_in_c ? add_in(to_c, s, term) : s + term; };
+  // in [k] · kernel(:, o) + bias(o), operands rounded to C, with the bound of its float32 sum.
+  auto dot = [&](const nn::dense<P>& d, const std::vector<double>& v, const std::vector<double>& ve, std::size_t o) {
+    const double bias = d.bias() ? to_c(static_cast<double>(d.bias()->data()[o])) : 0.0;
+    double s = 0.0, mag = std::abs(bias), prop = 0.0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double wv = to_c(static_cast<double>(d.kernel()(i, o)));
+      s = sum(s, v[i] * wv);
+      mag += std::abs(v[i] * wv);
+      prop += ve[i] * std::abs(wv);
+    }
+    const double g = gamma_f32(v.size() + 1);
+    return bounded{sum(s, bias), prop + g * (mag + prop)};
+  };
+  std::vector<double> y(rows * out), bound(rows * out);
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::vector<double> xc(in), zero(in, 0.0), a(hidden), ae(hidden);
+    for (std::size_t i = 0; i < in; ++i) xc[i] = to_c(static_cast<double>(x(r, i)));
+    for (std::size_t k = 0; k < hidden; ++k) {
+      bounded h1 = dot(ffn.w1(), xc, zero, k);
+      if (bug.rounded_pre_activation) h1 = round_within(to_c, h1.v, h1.e);
+      const double f = ref_act(act, h1.v);
+      const double fe = act_lipschitz(act) * h1.e +
+                        act_float_error(act, std::abs(h1.v) + h1.e, std::abs(f) + act_lipschitz(act) * h1.e);
+      bounded g{f, fe};
+      if (nn::is_gated(act)) {
+        bounded h3 = dot(*ffn.w3(), xc, zero, k);
+        if (bug.rounded_pre_activation) h3 = round_within(to_c, h3.v, h3.e);
+        const double prop = fe * std::abs(h3.v) + std::abs(f) * h3.e + fe * h3.e;
+        g = {f * h3.v, prop + u * (std::abs(f) + fe) * (std::abs(h3.v) + h3.e)};
+      }
+      const bounded h = round_within(bug.unrounded_hidden ? &round_as<float> : to_c, g.v, g.e);
+      a[k] = h.v;
+      ae[k] = h.e;
+    }
+    for (std::size_t o = 0; o < out; ++o) {
+      const bounded s = dot(ffn.w2(), a, ae, o);
+      const bounded v = round_within(to_o, s.v, s.e);
+      y[r * out + o] = v.v;
+      bound[r * out + o] = v.e;
+    }
+  }
+  return {y, bound};
+}
+
+/// Non-zero biases N(0, 0.3^2) in the param type, so that their rounding to C is exercised.
+template <class P>
+void random_biases(nn::dense<P>& d, std::mt19937& rng) {
+  std::normal_distribution<double> normal(0.0, 0.3);
+  for (auto& b : *d.bias()) b = static_cast<typename P::param_type>(normal(rng));
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE(
+    "feed_forward equals a reference with its roundings up to float32 arithmetic, and sees planted bugs",
+    "[nn][feed_forward][same_roundings]", compute16_policies) {
+  // The bound holds only what float32 arithmetic leaves (see same_roundings_ffn); where the layer rounds
+  // to C or O a value within reach of a rounding boundary, one ulp there, carried on through |w2|.
+  // Each planted bug is a reference computed with it: the layer must be outside its bound somewhere and
+  // the two references must be further apart than both bounds, so a layer with the bug cannot pass.
+  // (A relu block gives the same result whether h1 is rounded to C before relu or not, so that bug is
+  // not planted there: relu commutes with rounding.)
+  using P = TestType;
+  using C = nn::compute_t<P, float>;
+  using O = nn::output_t<P, float>;
+  const std::size_t in = 12, hidden = 20, rows = 4;
+  for (ffn_activation act : all_activations) {
+    CAPTURE(nn::activation_name(act));
+    std::mt19937 rng(static_cast<unsigned>(act) + 200);
+    auto ffn = nn::feed_forward<P>::init(act, in, hidden, rng, nn::use_bias::yes);
+    random_biases(ffn.w1(), rng);
+    random_biases(ffn.w2(), rng);
+    if (ffn.w3()) random_biases(*ffn.w3(), rng);
+    auto x = xt::xtensor<float, 2>::from_shape({rows, in});
+    std::normal_distribution<float> normal(0.0f, 1.5f);
+    for (auto& v : x) v = normal(rng);
+    const auto y = std::as_const(ffn)(x);
+    const auto [ref, bound] = same_roundings_ffn(ffn, x, &round_as<C>, &round_as<O>);
+    const comparison c = compare_with(y, ref, bound);
+    INFO(c.outside << " of " << c.elements << " outside, worst error / bound " << c.worst << ", " << c.exact
+                   << " exact");
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      INFO("element " << i << ": got " << static_cast<double>(y.data()[i]) << ", reference " << ref[i] << ", bound "
+                      << bound[i]);
+      REQUIRE(std::abs(static_cast<double>(y.data()[i]) - ref[i]) <= bound[i]);
+    }
+    std::vector<std::pair<const char*, ffn_bugs>> bugs{
+        {"sums accumulated in C", {.accumulate_in_c = true}},
+        {"hidden activation not rounded to C", {.unrounded_hidden = true}}};
+    if (act != ffn_activation::relu) bugs.push_back({"w1 x, w3 x rounded to C", {.rounded_pre_activation = true}});
+    for (const auto& [name, bug] : bugs) {
+      const auto [bug_ref, bug_bound] = same_roundings_ffn(ffn, x, &round_as<C>, &round_as<O>, bug);
+      const comparison b = separate(compare_with(y, bug_ref, bug_bound), ref, bound, bug_ref, bug_bound);
+      INFO("planted bug: " << name << ": the layer is outside its bound at " << b.outside << " of " << b.elements
+                           << " elements (worst error / bound " << b.worst << "); separation " << b.separation);
+      CHECK(b.outside > 0);
+      CHECK(b.separation > 1.0);
     }
   }
 }

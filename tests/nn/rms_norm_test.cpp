@@ -50,37 +50,46 @@ bool same_bits(T a, T b) {
 TEMPLATE_LIST_TEST_CASE("rms_norm matches x * rsqrt(mean(x^2) + eps) * w within bounds derived from the formats",
                         "[nn][rms_norm]", all_policies) {
   using P = TestType;
-  using T = float;
-  using O = nn::output_t<P, T>;
   const std::size_t f = 64;
   std::mt19937 rng(31);
   std::normal_distribution<double> normal(0.0, 1.0);
   auto w = xt::xtensor<double, 1>::from_shape({f});
   for (auto& v : w) v = 1.0 + 0.3 * normal(rng);
   const auto norm = nn::rms_norm<P>::from_scale(w, {.epsilon = 1e-5});  // llama2.c's epsilon
-  auto x = xt::xtensor<T, 3>::from_shape({2, 3, f});
-  for (auto& v : x) v = static_cast<T>(0.5 + 4.0 * normal(rng));
-  const auto y = norm(x);
-  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<O, 3>>);
-  // Relative error per element: x_j rounded to C (u_in) moves y_j by u_in and the root mean square by
-  // at most u_in: 2 u_in; the scale as the product sees it (as stored, rounded to S: the default
-  // norm_scale_precision::opmath): u_par; in S a compensated mean square, a square root, a division and
-  // two products: 8 u_S with margin; the output rounding: u_O. That bound is nn::error_bound's
-  // (nn/error_bound.hpp); the reference stays this file's own.
-  const auto bound = nn::error_bound<T>(norm);
   std::vector<double> wv(f);
   for (std::size_t j = 0; j < f; ++j) wv[j] = static_cast<double>(norm.scale()->data()[j]);
-  for (std::size_t r = 0; r < 6; ++r) {
-    std::vector<long double> row(f);
-    for (std::size_t j = 0; j < f; ++j) row[j] = x.data()[r * f + j];
-    const auto ref = reference_rms_norm(row, wv, 1e-5);
-    for (std::size_t j = 0; j < f; ++j) {
-      const double got = static_cast<double>(y.data()[r * f + j]);
-      const double tol = bound(std::abs(ref[j]));
-      INFO("row " << r << " feature " << j << ": got " << got << ", reference " << ref[j]);
-      REQUIRE(std::abs(got - ref[j]) <= tol);
+  auto xd = xt::xtensor<double, 3>::from_shape({2, 3, f});
+  for (auto& v : xd) v = 0.5 + 4.0 * normal(rng);
+  // Inputs of float under every policy, and of bfloat16, float16 and double where they make a case of
+  // their own (input_case, policies.hpp): the same values rounded to the input type.
+  for_each_type<float, bfloat16, float16, double>([&]<class T>() {
+    if constexpr (input_case<P, T>) {
+      using O = nn::output_t<P, T>;
+      const mixprec::dtype input = mixprec::dtype_of_v<T>;
+      CAPTURE(input);
+      auto x = xt::xtensor<T, 3>::from_shape({2, 3, f});
+      for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = static_cast<T>(xd.data()[i]);
+      const auto y = norm(x);
+      STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<O, 3>>);
+      // Relative error per element: x_j rounded to C (u_in) moves y_j by u_in and the root mean square
+      // by at most u_in: 2 u_in; the scale as the product sees it (as stored, rounded to S: the default
+      // norm_scale_precision::opmath): u_par; in S a compensated mean square, a square root, a division
+      // and two products: 8 u_S with margin; the output rounding: u_O. That bound is nn::error_bound's
+      // (nn/error_bound.hpp); the reference stays this file's own.
+      const auto bound = nn::error_bound<T>(norm);
+      for (std::size_t r = 0; r < 6; ++r) {
+        std::vector<long double> row(f);
+        for (std::size_t j = 0; j < f; ++j) row[j] = static_cast<double>(x.data()[r * f + j]);
+        const auto ref = reference_rms_norm(row, wv, 1e-5);
+        for (std::size_t j = 0; j < f; ++j) {
+          const double got = static_cast<double>(y.data()[r * f + j]);
+          const double tol = bound(std::abs(ref[j]));
+          INFO("row " << r << " feature " << j << ": got " << got << ", reference " << ref[j]);
+          REQUIRE(std::abs(got - ref[j]) <= tol);
+        }
+      }
     }
-  }
+  });
 }
 
 TEST_CASE("rms_norm's residual stream is float32 (float64 under float64) whatever the compute type", "[nn][rms_norm]") {
