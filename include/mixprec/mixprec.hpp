@@ -25,6 +25,7 @@
 #include "mixprec/nn/embedding.hpp"
 #include "mixprec/nn/error_bound.hpp"
 #include "mixprec/nn/feed_forward.hpp"
+#include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/kv_cache.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/layer_types.hpp"

@@ -65,6 +65,7 @@
 #include "mixprec/kernels/softmax.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/kv_cache.hpp"
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/probe.hpp"
@@ -1014,6 +1015,21 @@ class attention {
   projection_type wv_;
   projection_type wo_;
   std::optional<rotary_embedding> rotary_;
+};
+
+namespace detail {
+template <>
+inline constexpr std::string_view layer_name<attention> = "mixprec::nn::attention";
+}  // namespace detail
+
+/// attention, multi-head self-attention, with its policy taken from the `policy_scope` live at construction: one of the
+/// listed `Ps...` (nn/from_scope.hpp, `detail::scoped_layer` for the members). Constructed with `attention<P>`'s
+/// constructor arguments, optionally preceded by `compute_dtype(...)`, or with `from_factory`.
+/// Errors: `policy_error` when the scope's policy (after the override) is not listed.
+template <class... Ps>
+class attention<from_scope<Ps...>> : public detail::scoped_layer<attention, Ps...> {
+ public:
+  using detail::scoped_layer<attention, Ps...>::scoped_layer;
 };
 
 }  // namespace mixprec::nn

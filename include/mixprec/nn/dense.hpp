@@ -31,6 +31,7 @@
 #include "mixprec/nn/detail/packed_weights.hpp"
 #include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/dot_product.hpp"
+#include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/weight_cache.hpp"
 
@@ -602,6 +603,21 @@ class dense {
   std::optional<bias_type> bias_;
   detail::packed_weight_cache packed_;  ///< kernel_ packed per compute type and orientation
   detail::injected_dot dot_;            ///< the injected product, or nullptr (set_dot)
+};
+
+namespace detail {
+template <>
+inline constexpr std::string_view layer_name<dense> = "mixprec::nn::dense";
+}  // namespace detail
+
+/// dense, y = x · kernel + bias, with its policy taken from the `policy_scope` live at construction: one of the listed
+/// `Ps...` (nn/from_scope.hpp, `detail::scoped_layer` for the members). Constructed with `dense<P>`'s
+/// constructor arguments, optionally preceded by `compute_dtype(...)`, or with `from_factory`.
+/// Errors: `policy_error` when the scope's policy (after the override) is not listed.
+template <class... Ps>
+class dense<from_scope<Ps...>> : public detail::scoped_layer<dense, Ps...> {
+ public:
+  using detail::scoped_layer<dense, Ps...>::scoped_layer;
 };
 
 }  // namespace mixprec::nn

@@ -27,6 +27,7 @@
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/packed_weights.hpp"
 #include "mixprec/nn/detail/validate.hpp"
+#include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/layer_types.hpp"
 
 namespace mixprec::nn {
@@ -405,6 +406,21 @@ class embedding {
 
   table_type table_;
   detail::packed_weight_cache packed_;  ///< table_ packed per compute type and orientation (tied classifier)
+};
+
+namespace detail {
+template <>
+inline constexpr std::string_view layer_name<embedding> = "mixprec::nn::embedding";
+}  // namespace detail
+
+/// embedding, the token embedding, with its policy taken from the `policy_scope` live at construction: one of the
+/// listed `Ps...` (nn/from_scope.hpp, `detail::scoped_layer` for the members). Constructed with `embedding<P>`'s
+/// constructor arguments, optionally preceded by `compute_dtype(...)`, or with `from_factory`.
+/// Errors: `policy_error` when the scope's policy (after the override) is not listed.
+template <class... Ps>
+class embedding<from_scope<Ps...>> : public detail::scoped_layer<embedding, Ps...> {
+ public:
+  using detail::scoped_layer<embedding, Ps...>::scoped_layer;
 };
 
 }  // namespace mixprec::nn

@@ -25,6 +25,7 @@
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/validate.hpp"
+#include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/probe.hpp"
 
@@ -498,6 +499,21 @@ class feed_forward {
   dense<P> w1_;
   dense<P> w2_;
   std::optional<dense<P>> w3_;
+};
+
+namespace detail {
+template <>
+inline constexpr std::string_view layer_name<feed_forward> = "mixprec::nn::feed_forward";
+}  // namespace detail
+
+/// feed_forward, the feed-forward block, with its policy taken from the `policy_scope` live at construction: one of the
+/// listed `Ps...` (nn/from_scope.hpp, `detail::scoped_layer` for the members). Constructed with `feed_forward<P>`'s
+/// constructor arguments, optionally preceded by `compute_dtype(...)`, or with `from_factory`.
+/// Errors: `policy_error` when the scope's policy (after the override) is not listed.
+template <class... Ps>
+class feed_forward<from_scope<Ps...>> : public detail::scoped_layer<feed_forward, Ps...> {
+ public:
+  using detail::scoped_layer<feed_forward, Ps...>::scoped_layer;
 };
 
 }  // namespace mixprec::nn

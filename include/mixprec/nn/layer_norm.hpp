@@ -22,6 +22,7 @@
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/validate.hpp"
+#include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/layer_types.hpp"
 
 namespace mixprec::nn {
@@ -377,6 +378,21 @@ class layer_norm {
   double epsilon_;
   std::optional<vector_type> scale_;
   std::optional<vector_type> bias_;
+};
+
+namespace detail {
+template <>
+inline constexpr std::string_view layer_name<layer_norm> = "mixprec::nn::layer_norm";
+}  // namespace detail
+
+/// layer_norm, layer normalisation, with its policy taken from the `policy_scope` live at construction: one of the
+/// listed `Ps...` (nn/from_scope.hpp, `detail::scoped_layer` for the members). Constructed with `layer_norm<P>`'s
+/// constructor arguments, optionally preceded by `compute_dtype(...)`, or with `from_factory`.
+/// Errors: `policy_error` when the scope's policy (after the override) is not listed.
+template <class... Ps>
+class layer_norm<from_scope<Ps...>> : public detail::scoped_layer<layer_norm, Ps...> {
+ public:
+  using detail::scoped_layer<layer_norm, Ps...>::scoped_layer;
 };
 
 }  // namespace mixprec::nn

@@ -49,6 +49,7 @@
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/validate.hpp"
+#include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/layer_types.hpp"
 
 namespace mixprec::nn {
@@ -655,6 +656,41 @@ class rms_norm {
   std::optional<double> residual_scale_;
   norm_scale_precision scale_precision_;
   std::optional<vector_type> scale_;
+};
+
+namespace detail {
+/// A `from_scope` rms_norm's fused result when its policies' results differ: each member in the common
+/// container (nn/from_scope.hpp), widened exactly.
+template <class... A, class... R>
+struct common_result_hook<act_and_residual<A, R>...> {
+  using x_type = typename common_layer_result<A...>::type;
+  using residual_type = typename common_layer_result<R...>::type;
+  static constexpr bool applies = true;
+  using type = std::conditional_t<std::is_void_v<x_type> || std::is_void_v<residual_type>, void,
+                                  act_and_residual<x_type, residual_type>>;
+};
+template <class X, class R>
+struct result_converter<act_and_residual<X, R>> {
+  template <class In>
+  static act_and_residual<X, R> convert(In&& in) {
+    return {to_common_result<X>(std::forward<In>(in).x), to_common_result<R>(std::forward<In>(in).residual)};
+  }
+};
+}  // namespace detail
+
+namespace detail {
+template <>
+inline constexpr std::string_view layer_name<rms_norm> = "mixprec::nn::rms_norm";
+}  // namespace detail
+
+/// rms_norm, RMS normalisation (plain and fused with the residual stream), with its policy taken from the
+/// `policy_scope` live at construction: one of the listed `Ps...` (nn/from_scope.hpp, `detail::scoped_layer` for the
+/// members). Constructed with `rms_norm<P>`'s constructor arguments, optionally preceded by `compute_dtype(...)`, or
+/// with `from_factory`. Errors: `policy_error` when the scope's policy (after the override) is not listed.
+template <class... Ps>
+class rms_norm<from_scope<Ps...>> : public detail::scoped_layer<rms_norm, Ps...> {
+ public:
+  using detail::scoped_layer<rms_norm, Ps...>::scoped_layer;
 };
 
 }  // namespace mixprec::nn

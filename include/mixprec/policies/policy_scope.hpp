@@ -88,6 +88,21 @@ class policy_scope {
   runtime_policy pushed_;
 };
 
+/// The policy argument of a layer that takes its policy from the `policy_scope` live when the layer is
+/// constructed (`nn::dense<from_scope<full_precision, mixed_bfloat16>>`), as Haliax's layers read the
+/// policy of the current resource environment. `Ps...` lists the compile-time policies the program
+/// supports: each is compiled for the layer, as `visit<Ps...>` does, and a scope holding any other policy
+/// is a `policy_error` at construction. List concrete policies only (no `promote`: a scope holds dtypes).
+template <compile_time_policy... Ps>
+struct from_scope {
+  static_assert(sizeof...(Ps) > 0,
+                "mixprec::from_scope<> lists no policy: name the compile-time policies the program supports, "
+                "e.g. from_scope<full_precision, mixed_bfloat16, mixed_float16>.");
+  static_assert((!uses_promote_v<Ps> && ...),
+                "mixprec::from_scope lists a policy whose compute or output type is mixprec::promote, which a "
+                "policy_scope cannot hold: list policies of concrete dtypes (f32, f64, bf16, f16).");
+};
+
 /// A dtype named either by its role in a policy or concretely (Haliax's `DTypeish`): the argument a
 /// layer takes to override one of its dtypes, e.g. `dtype_ish("param")` to compute in the param dtype,
 /// or `dtype_ish(dtype::float32)` to compute in float32 whatever the policy says.
