@@ -1,7 +1,9 @@
 // Bulk conversion benchmarks: mixprec::convert against the plain scalar loop (the baseline, same
-// binary, same flags) and against Eigen's own Eigen::bfloat16 / Eigen::half array casts.
-// Built twice (benchmarks/CMakeLists.txt): portable, and with the x86 SIMD flags. Each benchmark
-// converts 1 << 16 elements; items/s counts elements, bytes/s counts bytes read plus bytes written.
+// binary, same flags), against Eigen's own Eigen::bfloat16 / Eigen::half array casts, and against a
+// memcpy that reads and writes as many bytes as the conversion (issue 9's bar: at least 0.8x of it).
+// Built twice (benchmarks/CMakeLists.txt): portable, and with the x86 SIMD flags. The scalar loops
+// and Eigen convert 1 << 16 elements; convert and memcpy also 2048 x 1024 and 8192 x 4096 elements
+// (out of cache). items/s counts elements, bytes/s counts bytes read plus bytes written.
 //
 //   ./mixprec_convert_benchmark_simd --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
@@ -10,6 +12,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,13 +25,16 @@
 
 namespace {
 
+/// Element counts: in L2 (the scalar loops and Eigen run this one only), 2048 x 1024 and 8192 x 4096.
 constexpr std::size_t n = std::size_t{1} << 16;
+constexpr std::size_t large_n = std::size_t{8192} * 4096;
+const std::vector<std::int64_t> sizes = {static_cast<std::int64_t>(n), 2048 * 1024, static_cast<std::int64_t>(large_n)};
 
-/// n deterministic samples of a standard normal distribution (splitmix64 + Box-Muller): the values
+/// large_n deterministic samples of a standard normal distribution (splitmix64 + Box-Muller): the values
 /// activations and gradients typically take, mostly normal numbers of every format, a few subnormals.
 const std::vector<float>& inputs() {
   static const std::vector<float> values = [] {
-    std::vector<float> v(n);
+    std::vector<float> v(large_n);
     std::uint64_t state = 0x9E3779B97F4A7C15ULL;
     const auto next_unit = [&state] {  // uniform in (0, 1)
       state += 0x9E3779B97F4A7C15ULL;
@@ -37,7 +44,7 @@ const std::vector<float>& inputs() {
       z ^= z >> 31;
       return (static_cast<double>(z >> 11) + 0.5) * 0x1p-53;
     };
-    for (std::size_t i = 0; i < n; i += 2) {
+    for (std::size_t i = 0; i < large_n; i += 2) {
       const double r = std::sqrt(-2.0 * std::log(next_unit()));
       const double t = 6.283185307179586 * next_unit();
       v[i] = static_cast<float>(r * std::cos(t));
@@ -53,7 +60,7 @@ template <class T>
 const std::vector<T>& patterns() {
   static const std::vector<T> values = [] {
     std::vector<T> v;
-    v.reserve(n);
+    v.reserve(large_n);
     for (const float x : inputs()) v.push_back(T(x));
     return v;
   }();
@@ -61,10 +68,26 @@ const std::vector<T>& patterns() {
 }
 
 template <class From, class To>
-void count(benchmark::State& state) {
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n));
+void count(benchmark::State& state, std::size_t elements = n) {
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(elements));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(n * (sizeof(From) + sizeof(To))));
+                          static_cast<std::int64_t>(elements * (sizeof(From) + sizeof(To))));
+}
+
+/// The baseline of issue 9: memcpy of as many bytes as converting state.range(0) elements of From to
+/// To reads and writes (half of them read, half written).
+template <class From, class To>
+void memcpy_same_bytes(benchmark::State& state) {
+  const auto elements = static_cast<std::size_t>(state.range(0));
+  const std::size_t bytes = elements * (sizeof(From) + sizeof(To)) / 2;
+  std::vector<unsigned char> in(bytes, 1);
+  std::vector<unsigned char> out(bytes);
+  for (auto _ : state) {
+    std::memcpy(out.data(), in.data(), bytes);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(2 * bytes));
 }
 
 // float -> T
@@ -95,14 +118,15 @@ void encode_saturate_scalar_loop(benchmark::State& state) {
 
 template <class T, mixprec::overflow_mode Mode>
 void encode_convert(benchmark::State& state) {
-  const std::vector<float>& in = inputs();
-  std::vector<T> out(n);
+  const auto elements = static_cast<std::size_t>(state.range(0));
+  const std::span<const float> in = std::span<const float>(inputs()).first(elements);
+  std::vector<T> out(elements);
   for (auto _ : state) {
-    mixprec::convert(in, out, Mode);
+    mixprec::convert(in, std::span<T>(out), Mode);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  count<float, T>(state);
+  count<float, T>(state, elements);
 }
 
 template <class E>
@@ -135,14 +159,15 @@ void decode_scalar_loop(benchmark::State& state) {
 
 template <class T>
 void decode_convert(benchmark::State& state) {
-  const std::vector<T>& in = patterns<T>();
-  std::vector<float> out(n);
+  const auto elements = static_cast<std::size_t>(state.range(0));
+  const std::span<const T> in = std::span<const T>(patterns<T>()).first(elements);
+  std::vector<float> out(elements);
   for (auto _ : state) {
-    mixprec::convert(in, out);
+    mixprec::convert(in, std::span<float>(out));
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  count<T, float>(state);
+  count<T, float>(state, elements);
 }
 
 template <class E>
@@ -164,15 +189,16 @@ template <class T>
 void register_format(const std::string& name, bool both_modes) {
   using mixprec::overflow_mode;
   benchmark::RegisterBenchmark(("float->" + name + "/scalar_loop").c_str(), encode_scalar_loop<T>);
-  benchmark::RegisterBenchmark(("float->" + name + "/convert").c_str(),
-                               encode_convert<T, overflow_mode::to_inf_or_nan>);
+  benchmark::RegisterBenchmark(("float->" + name + "/convert").c_str(), encode_convert<T, overflow_mode::to_inf_or_nan>)
+      ->ArgsProduct({sizes});
   if (both_modes) {
     benchmark::RegisterBenchmark(("float->" + name + "/saturate/scalar_loop").c_str(), encode_saturate_scalar_loop<T>);
     benchmark::RegisterBenchmark(("float->" + name + "/saturate/convert").c_str(),
-                                 encode_convert<T, overflow_mode::saturate>);
+                                 encode_convert<T, overflow_mode::saturate>)
+        ->ArgsProduct({sizes});
   }
   benchmark::RegisterBenchmark((name + "->float/scalar_loop").c_str(), decode_scalar_loop<T>);
-  benchmark::RegisterBenchmark((name + "->float/convert").c_str(), decode_convert<T>);
+  benchmark::RegisterBenchmark((name + "->float/convert").c_str(), decode_convert<T>)->ArgsProduct({sizes});
 }
 
 }  // namespace
@@ -186,6 +212,11 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("float16->float/eigen", decode_eigen<Eigen::half>);
   register_format<mixprec::float8_e4m3fn>("float8_e4m3fn", true);
   register_format<mixprec::float8_e5m2>("float8_e5m2", false);
+  // memcpy of the bytes of a 16-bit and of an 8-bit conversion (float <-> 2 bytes: 6 bytes per element).
+  benchmark::RegisterBenchmark("memcpy/bytes_of_16bit_conversion", memcpy_same_bytes<float, mixprec::bfloat16>)
+      ->ArgsProduct({sizes});
+  benchmark::RegisterBenchmark("memcpy/bytes_of_8bit_conversion", memcpy_same_bytes<float, mixprec::float8_e4m3fn>)
+      ->ArgsProduct({sizes});
 
   benchmark::AddCustomContext("mixprec::convert_instruction_sets", std::string(mixprec::convert_instruction_sets));
   benchmark::AddCustomContext("elements", std::to_string(n));

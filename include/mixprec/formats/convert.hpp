@@ -5,8 +5,8 @@
 ///
 /// The AVX-512 and F16C loops are chosen at compile time from the compiler's target macros (`-mavx512f
 /// -mavx512bw -mavx512vl -mavx512bf16`, `-mf16c`, `-march=native`); a program built for AVX-512 needs
-/// a CPU with AVX-512. In a build without AVX-512 flags (the default), float -> small float takes
-/// F16C (float16) or 8 AVX2 integer lanes (every other format) chosen at run time, when
+/// a CPU with AVX-512. In a build without AVX-512 flags (the default), both directions take F16C
+/// (float16) or 8 AVX2 integer lanes (every other format) chosen at run time, when
 /// `mixprec::active_isa()` is at least `isa::avx2`. Define `MIXPREC_NO_SIMD` before including this
 /// header to force the portable loops. How the results are kept identical: docs/conversions.md.
 #pragma once
@@ -110,6 +110,14 @@ inline void decode_n(const From* in, float* out, std::size_t n) noexcept {
     }
   }
 #endif
+#if MIXPREC_X86_DISPATCH && !defined(MIXPREC_DETAIL_CONVERT_AVX512)
+  if constexpr (Simd && avx2::decodes<From::format>) {  // the other formats: 8 integer lanes (convert_avx2.hpp)
+    if (active_isa() >= isa::avx2) {
+      avx2::decode<From>(in, out, n);
+      return;
+    }
+  }
+#endif
   decode_portable<From>(in, out, n);
 }
 
@@ -174,10 +182,9 @@ inline namespace MIXPREC_DETAIL_CONVERT_ISA {
 /// The instruction sets `convert` is compiled for in this translation unit (fixed at compile time by
 /// the compiler's target flags): "avx512f+avx512bw+avx512vl+avx512bf16", "avx512f+avx512bw+avx512vl",
 /// "f16c" (float16 in F16C) or "portable". In a "portable" build on x86 (no -m flags: the default),
-/// float16 still takes the F16C loops, and encoding to the other formats the AVX2 integer lanes, when
-/// `mixprec::active_isa()` is at least `isa::avx2` at run time; an "f16c" build (-mf16c) chooses the
-/// AVX2 lanes for the other formats' encoding the same way. Decoding the other formats stays portable
-/// in both.
+/// float16 still takes the F16C loops, and the other formats the AVX2 integer lanes (both directions),
+/// when `mixprec::active_isa()` is at least `isa::avx2` at run time; an "f16c" build (-mf16c) chooses
+/// the AVX2 lanes for the other formats the same way.
 inline constexpr std::string_view convert_instruction_sets =
 #if defined(MIXPREC_DETAIL_CONVERT_AVX512BF16)
     "avx512f+avx512bw+avx512vl+avx512bf16";

@@ -1,10 +1,11 @@
 /// \file
-/// \brief Private: float -> small float encoding in AVX2 integer intrinsics, 8 lanes of
-/// `encode_lane` (convert_lanewise.hpp) operation for operation, compiled through a `target` attribute
+/// \brief Private: float <-> small float in AVX2 integer intrinsics, 8 lanes of `encode_lane` and
+/// `decode_lane` (convert_lanewise.hpp) operation for operation, compiled through a `target` attribute
 /// so that every x86 build has it: `mixprec::convert` calls it, in a build without `-mavx512*`, for
 /// every format except float16 (F16C's) when `mixprec::active_isa()` is at least `isa::avx2` at run
 /// time (arch/detail/target.hpp: per-ISA namespace; only pointers and sizes cross from a caller of
-/// another level). Users include `<mixprec/formats/convert.hpp>`.
+/// another level); decoding the same way, where it replaces the portable loops (a 256-entry table for
+/// 8-bit formats, the lane-wise decoder for bfloat16). Users include `<mixprec/formats/convert.hpp>`.
 ///
 /// Why intrinsics: GCC 12 vectorises the lane-wise loop only with 16-byte vectors and narrow stores
 /// (about 1.5 ns per float8 element on Zen 4, no faster than scalar code); these 8 lanes take a few
@@ -51,6 +52,18 @@ template <float_format F, overflow_mode Mode>
 [[nodiscard]] MIXPREC_TARGET_AVX2_INLINE inline __m256i encode8(__m256i u) noexcept {
   using C = encode_constants<F, Mode>;
   const __m256i one = splat(1U);
+  if constexpr (F == formats::bfloat16 && Mode == overflow_mode::to_inf_or_nan) {
+    // bfloat16 is float's top half: round to nearest even on the bits, (u + 0x7FFF + lsb) >> 16, which
+    // also rounds subnormals right, carries a rounded-up maximum into the exponent (Inf), and keeps Inf
+    // and the zeros; only NaN (which the carry could turn into Inf) needs the canonical quiet NaN with
+    // the input's sign. The general form below gives the same bits in more operations.
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, C::shift), one);
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, splat(C::round_bias)), lsb), C::shift);
+    const __m256i nan =
+        _mm256_cmpgt_epi32(_mm256_and_si256(u, splat(float_bits::magnitude)), splat(float_bits::infinity));
+    return select(nan, select(_mm256_srai_epi32(u, 31), splat(C::nan_neg), splat(C::nan_pos)), rounded);
+  }
   const __m256i a = _mm256_and_si256(u, splat(float_bits::magnitude));
   const __m256i negative = _mm256_srai_epi32(u, 31);
   const __m256i rebiased = _mm256_sub_epi32(a, splat(C::rebias));
@@ -108,6 +121,15 @@ MIXPREC_TARGET_AVX2 inline void encode(const float* in, To* out, std::size_t n) 
   static_assert(handles<F>);
   static_assert(sizeof(To) == sizeof(typename To::storage_type), "a small float is its bit pattern");
   std::size_t i = 0;
+  if constexpr (sizeof(To) == 2) {  // 16 per trip: one pack and one 32-byte store
+    for (; n - i >= 16; i += 16) {
+      const __m256i a = encode8<F, Mode>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)));
+      const __m256i b = encode8<F, Mode>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 8)));
+      // packus interleaves 128-bit halves (a.lo b.lo a.hi b.hi); the permute restores element order.
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                          _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8));
+    }
+  }
   for (; n - i >= 8; i += 8) {
     store8(out + i, encode8<F, Mode>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
   }
@@ -116,6 +138,104 @@ MIXPREC_TARGET_AVX2 inline void encode(const float* in, To* out, std::size_t n) 
     alignas(16) To result[8];
     for (std::size_t j = 0; j < n - i; ++j) buffer[j] = in[i + j];
     store8(result, encode8<F, Mode>(_mm256_load_si256(reinterpret_cast<const __m256i*>(buffer))));
+    for (std::size_t j = 0; j < n - i; ++j) out[i + j] = result[j];
+  }
+}
+
+/// Whether this path decodes format F: as `handles` (float16 has F16C's `VCVTPH2PS`).
+template <float_format F>
+inline constexpr bool decodes = handles<F>;
+
+/// The one bit pattern of a format without zero (e8m0) that is NaN, found from the format's own rule.
+template <float_format F>
+inline constexpr std::uint32_t only_nan_pattern = [] {
+  std::uint32_t found = 0;
+  int count = 0;
+  for (std::uint32_t x = 0; x < (std::uint32_t{1} << F.bits()); ++x) {
+    if (F.is_nan_bits(x)) {
+      found = x;
+      ++count;
+    }
+  }
+  return count == 1 ? found : ~std::uint32_t{0};
+}();
+
+/// 8 lanes of `decode_lane<F>`: patterns of F (zero-extended) in, float bits out, operation for
+/// operation (the subnormal detour converts the integer mantissa with VCVTDQ2PS: exact, and its result
+/// is a normal float, so DAZ and FTZ cannot change it).
+template <float_format F>
+[[nodiscard]] MIXPREC_TARGET_AVX2_INLINE inline __m256i decode8(__m256i x) noexcept {
+  using C = decode_constants<F>;
+  const __m256i zero = _mm256_setzero_si256();
+  if constexpr (F == formats::bfloat16) {  // the top half of a float: NaNs get the quiet bit
+    const __m256i r = _mm256_slli_epi32(x, C::shift);
+    const __m256i nan =
+        _mm256_cmpgt_epi32(_mm256_and_si256(r, splat(float_bits::magnitude)), splat(float_bits::infinity));
+    return _mm256_or_si256(r, _mm256_and_si256(nan, splat(float_bits::quiet_nan)));
+  } else if constexpr (!F.has_zero) {  // e8m0: 2^(x - 127); 0 is a float subnormal, one pattern is NaN
+    static_assert(only_nan_pattern<F> != ~std::uint32_t{0}, "a format without zero has exactly one NaN pattern");
+    __m256i r = _mm256_slli_epi32(x, float_bits::mantissa_bits);
+    r = select(_mm256_cmpeq_epi32(x, zero), splat(C::no_zero_smallest), r);
+    return select(_mm256_cmpeq_epi32(x, splat(only_nan_pattern<F>)), splat(float_bits::quiet_nan), r);
+  } else {
+    const __m256i mag = _mm256_and_si256(x, splat(F.magnitude_mask()));
+    const __m256i exponent = _mm256_srli_epi32(mag, C::M);
+    const __m256i mantissa = _mm256_and_si256(mag, splat(C::mantissa_mask));
+    __m256i r = _mm256_add_epi32(_mm256_slli_epi32(mag, C::shift), splat(C::rebias));
+    if constexpr (C::subnormal_detour) {
+      const __m256i sub = _mm256_andnot_si256(
+          _mm256_cmpeq_epi32(mantissa, zero),
+          _mm256_add_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(mantissa)), splat(C::subnormal_rebias)));
+      r = select(_mm256_cmpeq_epi32(exponent, zero), sub, r);
+    }
+    if constexpr (F.nan == nan_encoding::ieee) {
+      const __m256i special =
+          select(_mm256_cmpeq_epi32(mantissa, zero), splat(float_bits::infinity),
+                 _mm256_or_si256(splat(float_bits::quiet_nan), _mm256_slli_epi32(mantissa, C::shift)));
+      r = select(_mm256_cmpeq_epi32(exponent, splat(C::max_exponent)), special, r);
+    } else if constexpr (F.nan == nan_encoding::all_ones) {
+      r = select(_mm256_cmpeq_epi32(mag, splat(F.magnitude_mask())), splat(float_bits::quiet_nan), r);
+    } else if constexpr (F.nan == nan_encoding::negative_zero) {
+      r = select(_mm256_cmpeq_epi32(x, splat(F.sign_mask())), splat(float_bits::quiet_nan), r);
+    }
+    if constexpr (F.is_signed) {
+      r = _mm256_or_si256(r, _mm256_slli_epi32(_mm256_and_si256(x, splat(F.sign_mask())), C::sign_shift));
+    }
+    return r;
+  }
+}
+
+/// 8 patterns of a 1- or 2-byte small float, zero-extended to 32-bit lanes.
+template <class From>
+[[nodiscard]] MIXPREC_TARGET_AVX2_INLINE inline __m256i load8(const From* in) noexcept {
+  if constexpr (sizeof(From) == 1) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in)));
+  } else {
+    static_assert(sizeof(From) == 2);
+    return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+  }
+}
+
+/// out[i] = static_cast<float>(in[i]) for i < n, with From a 1- or 2-byte small float of a format
+/// `decodes` accepts: 8 lanes of `decode_lane` (bit-identical to the scalar conversion).
+template <class From>
+MIXPREC_TARGET_AVX2 inline void decode(const From* in, float* out, std::size_t n) noexcept {
+  constexpr float_format F = From::format;
+  static_assert(decodes<F>);
+  static_assert(sizeof(From) == sizeof(typename From::storage_type), "a small float is its bit pattern");
+  std::size_t i = 0;
+  for (; n - i >= 16; i += 16) {  // two vectors per trip: independent chains for the out-of-order core
+    const __m256i a = decode8<F>(load8(in + i));
+    const __m256i b = decode8<F>(load8(in + i + 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 8), b);
+  }
+  for (; n - i >= 8; i += 8) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), decode8<F>(load8(in + i)));
+  if (i < n) {  // tail through a zero-padded buffer
+    alignas(16) From buffer[16] = {};
+    alignas(32) float result[8];
+    for (std::size_t j = 0; j < n - i; ++j) buffer[j] = in[i + j];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(result), decode8<F>(load8(buffer)));
     for (std::size_t j = 0; j < n - i; ++j) out[i + j] = result[j];
   }
 }
