@@ -287,27 +287,33 @@ using input_for = std::conditional_t<std::is_same_v<P, p_f64>, double, float>;
 
 TEMPLATE_LIST_TEST_CASE("attention matches a float64 reference for every policy", "[nn][attention]", all_policies) {
   using P = TestType;
-  using In = input_for<P>;
   const auto cfg = small_config();
   const auto layer = random_layer<P>(cfg, 1, /*biases=*/true);
   const std::size_t batch = 2, seq = 7;
-  const auto x = random_input<In>(batch, seq, cfg.d_model, 2);
   // Row 1 is left-padded by two tokens: its queries 0 and 1 see no real key (causal) and output zeros.
   auto mask = xt::xtensor<bool, 2>::from_shape({batch, seq});
   mask.fill(true);
   mask(1, 0) = mask(1, 1) = false;
   const std::vector<char> valid(mask.begin(), mask.end());
+  // Inputs of float under every policy (double under float64), and of bfloat16, float16 and double where
+  // they make a case of their own (input_case, policies.hpp).
+  for_each_type<float, bfloat16, float16, double>([&]<class In>() {
+    constexpr bool f64_input = std::is_same_v<P, p_f64> && std::is_same_v<In, double>;
+    if constexpr ((input_case<P, In> && !std::is_same_v<P, p_f64>) || f64_input) {
+      const mixprec::dtype input = mixprec::dtype_of_v<In>;
+      CAPTURE(input);
+      const auto x = random_input<In>(batch, seq, cfg.d_model, 2);
+      const auto y = layer(x, mask);
+      const auto r = reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer), valid, nullptr);
+      check_against(y, r, nn::error_bound<In>(layer, seq), {}, cfg.d_model);
+      for (const auto& e : y) CHECK(std::isfinite(static_cast<double>(e)));
 
-  const auto y = layer(x, mask);
-  const auto r = reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer), valid, nullptr);
-  check_against(y, r, nn::error_bound<In>(layer, seq), {}, cfg.d_model);
-  for (const auto& e : y) CHECK(std::isfinite(static_cast<double>(e)));
-
-  SECTION("without a mask, padding tokens are attended like any other") {
-    const auto y_all = layer(x);
-    const auto r_all = reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer), {}, nullptr);
-    check_against(y_all, r_all, nn::error_bound<In>(layer, seq), {}, cfg.d_model);
-  }
+      // Without a mask, padding tokens are attended like any other.
+      const auto y_all = layer(x);
+      const auto r_all = reference_attention(cfg, batch, seq, to_doubles(x), read_weights(layer), {}, nullptr);
+      check_against(y_all, r_all, nn::error_bound<In>(layer, seq), {}, cfg.d_model);
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -48,8 +48,6 @@ row_stats stats_of(It first, std::size_t n) {
 TEMPLATE_LIST_TEST_CASE("layer_norm matches a float64 reference within bounds derived from the formats",
                         "[nn][layer_norm]", all_policies) {
   using P = TestType;
-  using T = float;
-  using O = nn::output_t<P, T>;
   const std::size_t f = 48;
   std::mt19937 rng(21);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -60,38 +58,50 @@ TEMPLATE_LIST_TEST_CASE("layer_norm matches a float64 reference within bounds de
     bias(j) = 0.3 * normal(rng);
   }
   const auto ln = nn::layer_norm<P>::from_params(scale, bias, 1e-5);
-  auto x = xt::xtensor<T, 3>::from_shape({2, 2, f});
-  for (auto& v : x) v = static_cast<T>(3.0 + 2.0 * normal(rng));
-  const auto y = ln(x);
-  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<O, 3>>);
+  auto xd = xt::xtensor<double, 3>::from_shape({2, 2, f});
+  for (auto& v : xd) v = 3.0 + 2.0 * normal(rng);
+  // Inputs of float under every policy, and of bfloat16, float16 and double where they make a case of
+  // their own (input_case, policies.hpp): the same values rounded to the input type.
+  for_each_type<float, bfloat16, float16, double>([&]<class T>() {
+    if constexpr (input_case<P, T>) {
+      using O = nn::output_t<P, T>;
+      const mixprec::dtype input = mixprec::dtype_of_v<T>;
+      CAPTURE(input);
+      auto x = xt::xtensor<T, 3>::from_shape({2, 2, f});
+      for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = static_cast<T>(xd.data()[i]);
+      const auto y = ln(x);
+      STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<O, 3>>);
 
-  // Per element, with xhat = (x - mean) / sqrt(var + eps) and A = max|x_row| / sd:
-  //  - x rounded to C (u_in, when C is narrower than T): every x_i, the mean and the standard deviation
-  //    move by at most u_in max|x|, so xhat moves by <= u_in A (2 + |xhat|);
-  //  - statistics and normalisation in S: compensated sums, a square root, a division, 3 products:
-  //    <= 8 u_S (2 + |xhat|) A covers them with margin;
-  //  - scale and bias rounded to C (u_par when C is narrower than the param type): u_par (|s xhat| + |b|);
-  //  - the output rounding: u_O |y|.
-  // That bound is nn::error_bound's (nn/error_bound.hpp); the reference and A stay this file's own.
-  const auto bound = nn::error_bound<T>(ln);
-  for (std::size_t r = 0; r < 4; ++r) {
-    const T* row = x.data() + r * f;
-    const auto st = stats_of(row, f);
-    const long double sd_eps = std::sqrt(st.sd * st.sd + 1e-5L);
-    double max_abs = 0.0;
-    for (std::size_t j = 0; j < f; ++j) max_abs = std::max(max_abs, std::abs(static_cast<double>(row[j])));
-    const double a = max_abs / static_cast<double>(sd_eps);
-    for (std::size_t j = 0; j < f; ++j) {
-      const double s = static_cast<double>(ln.scale()->data()[j]);
-      const double b = static_cast<double>(ln.bias()->data()[j]);
-      const double xhat = static_cast<double>((static_cast<long double>(row[j]) - st.mean) / sd_eps);
-      const double ref = xhat * s + b;
-      const double tol = bound(a, xhat, s, b);
-      const double got = static_cast<double>(y.data()[r * f + j]);
-      INFO("row " << r << " feature " << j << ": got " << got << ", reference " << ref << ", tolerance " << tol);
-      REQUIRE(std::abs(got - ref) <= tol);
+      // Per element, with xhat = (x - mean) / sqrt(var + eps) and A = max|x_row| / sd:
+      //  - x rounded to C (u_in, when C is narrower than T): every x_i, the mean and the standard
+      //    deviation move by at most u_in max|x|, so xhat moves by <= u_in A (2 + |xhat|);
+      //  - statistics and normalisation in S: compensated sums, a square root, a division, 3 products:
+      //    <= 8 u_S (2 + |xhat|) A covers them with margin;
+      //  - scale and bias rounded to C (u_par when C is narrower than the param type): u_par (|s xhat| + |b|);
+      //  - the output rounding: u_O |y|.
+      // That bound is nn::error_bound's (nn/error_bound.hpp); the reference and A stay this file's own.
+      const auto bound = nn::error_bound<T>(ln);
+      for (std::size_t r = 0; r < 4; ++r) {
+        const T* row = x.data() + r * f;
+        const auto st = stats_of(row, f);
+        const long double sd_eps = std::sqrt(st.sd * st.sd + 1e-5L);
+        double max_abs = 0.0;
+        for (std::size_t j = 0; j < f; ++j) max_abs = std::max(max_abs, std::abs(static_cast<double>(row[j])));
+        const double a = max_abs / static_cast<double>(sd_eps);
+        for (std::size_t j = 0; j < f; ++j) {
+          const double s = static_cast<double>(ln.scale()->data()[j]);
+          const double b = static_cast<double>(ln.bias()->data()[j]);
+          const double xhat =
+              static_cast<double>((static_cast<long double>(static_cast<double>(row[j])) - st.mean) / sd_eps);
+          const double ref = xhat * s + b;
+          const double tol = bound(a, xhat, s, b);
+          const double got = static_cast<double>(y.data()[r * f + j]);
+          INFO("row " << r << " feature " << j << ": got " << got << ", reference " << ref << ", tolerance " << tol);
+          REQUIRE(std::abs(got - ref) <= tol);
+        }
+      }
     }
-  }
+  });
 }
 
 TEMPLATE_TEST_CASE("layer_norm is accurate at a large common offset (values ~1e6, unit spread)", "[nn][layer_norm]",
