@@ -216,14 +216,65 @@ template <class From>
   }
 }
 
+/// The OCP float8 formats decode faster through float16 and F16C's `VCVTPH2PS` (exact, and not subject
+/// to DAZ: tests/formats/convert_test.cpp runs every pattern under FTZ+DAZ): e5m2 is float16's top byte
+/// (same exponent, bias and Inf/NaN), so its pattern shifted left by 8 is the float16 of the same value;
+/// e4m3fn's sign and magnitude placed as a float16's (magnitude << 7) give its value times 2^(B16 - 7),
+/// a normal float16 or float16 subnormal whose float is then scaled back exactly (the result is a
+/// normal float), and its one NaN magnitude (S.1111.111, which would land on the finite 480) becomes
+/// float16's quiet NaN with the input's sign first, so the result is `decode_lane`'s quiet NaN.
+template <float_format F>
+inline constexpr bool via_float16 = F == formats::e5m2 || F == formats::e4m3fn;
+
+/// 16 patterns of e5m2 or e4m3fn (16 bytes at `in`) to floats at `out`.
+template <float_format F>
+MIXPREC_TARGET_AVX2_INLINE inline void decode16_via_float16(const std::uint8_t* in, float* out) noexcept {
+  constexpr int half_mantissa_bits = formats::float16.mantissa_bits;
+  constexpr int half_bias = formats::float16.exponent_bias;
+  constexpr int shift = half_mantissa_bits - F.mantissa_bits;  // F's magnitude into float16's place
+  const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+  if constexpr (F == formats::e5m2) {
+    static_assert(F.exponent_bits == 5 && F.exponent_bias == half_bias && F.nan == nan_encoding::ieee && shift == 8);
+    const __m256i halves = _mm256_slli_epi16(bytes, shift);
+    _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm256_castsi256_si128(halves)));
+    _mm256_storeu_ps(out + 8, _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1)));
+  } else {
+    static_assert(F == formats::e4m3fn && F.nan == nan_encoding::all_ones);
+    constexpr int sign_shift = 15 - (F.bits() - 1);  // F's sign bit to float16's bit 15
+    // 2^(half_bias - B) as a float (exact).
+    constexpr float scale = [] {
+      float v = 1.0F;
+      for (int i = 0; i < half_bias - F.exponent_bias; ++i) v *= 2.0F;
+      return v;
+    }();
+    const __m256i sign =
+        _mm256_slli_epi16(_mm256_and_si256(bytes, _mm256_set1_epi16(static_cast<short>(F.sign_mask()))), sign_shift);
+    const __m256i magnitude = _mm256_and_si256(bytes, _mm256_set1_epi16(static_cast<short>(F.magnitude_mask())));
+    const __m256i nan = _mm256_cmpeq_epi16(magnitude, _mm256_set1_epi16(static_cast<short>(F.magnitude_mask())));
+    // float16's quiet NaN with F's sign where F has its NaN; float16's VCVTPH2PS keeps it (quiet, sign
+    // kept) and the multiplication returns it unchanged.
+    constexpr auto half_quiet_nan = static_cast<short>(
+        (((1 << formats::float16.exponent_bits) - 1) << half_mantissa_bits) | (1 << (half_mantissa_bits - 1)));
+    const __m256i halves = _mm256_blendv_epi8(_mm256_or_si256(sign, _mm256_slli_epi16(magnitude, shift)),
+                                              _mm256_or_si256(sign, _mm256_set1_epi16(half_quiet_nan)), nan);
+    _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(halves)), _mm256_set1_ps(scale)));
+    _mm256_storeu_ps(out + 8,
+                     _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1)), _mm256_set1_ps(scale)));
+  }
+}
+
 /// out[i] = static_cast<float>(in[i]) for i < n, with From a 1- or 2-byte small float of a format
-/// `decodes` accepts: 8 lanes of `decode_lane` (bit-identical to the scalar conversion).
+/// `decodes` accepts: 8 lanes of `decode_lane` (bit-identical to the scalar conversion), or 16 through
+/// float16 for e5m2 and e4m3fn.
 template <class From>
 MIXPREC_TARGET_AVX2 inline void decode(const From* in, float* out, std::size_t n) noexcept {
   constexpr float_format F = From::format;
   static_assert(decodes<F>);
   static_assert(sizeof(From) == sizeof(typename From::storage_type), "a small float is its bit pattern");
   std::size_t i = 0;
+  if constexpr (via_float16<F>) {
+    for (; n - i >= 16; i += 16) decode16_via_float16<F>(reinterpret_cast<const std::uint8_t*>(in + i), out + i);
+  }
   for (; n - i >= 16; i += 16) {  // two vectors per trip: independent chains for the out-of-order core
     const __m256i a = decode8<F>(load8(in + i));
     const __m256i b = decode8<F>(load8(in + i + 8));
