@@ -227,6 +227,17 @@ TEST_CASE("compute_dtype overrides one layer's compute role by role name or dtyp
     const nn::layer_norm<scoped> ln(nn::compute_dtype("compute"), std::size_t{16});
     CHECK(ln.policy() == mixprec::to_runtime_policy<half_bfloat16>());
   }
+  {
+    // The override with a factory: under p=f32,c=f16,o=f32, "param" builds the float32 layer.
+    const policy_scope scope("p=f32,c=f16,o=f32");
+    std::mt19937 a(4);
+    std::mt19937 b(4);
+    const nn::dense<scoped> built(nn::compute_dtype("param"), nn::from_factory,
+                                  [&]<class L>(std::type_identity<L>) { return L::lecun_normal(16, 24, a); });
+    const auto typed = nn::dense<full_precision>::lecun_normal(16, 24, b);
+    CHECK(built.policy() == mixprec::to_runtime_policy<full_precision>());
+    CHECK(bits(built(x)) == bits(typed(x)));
+  }
 }
 
 TEST_CASE("from_scope layers reject a policy they do not list, and bad overrides, with clear errors",

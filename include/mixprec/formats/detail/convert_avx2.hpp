@@ -234,13 +234,14 @@ MIXPREC_TARGET_AVX2_INLINE inline void decode16_via_float16(const std::uint8_t* 
   constexpr int shift = half_mantissa_bits - F.mantissa_bits;  // F's magnitude into float16's place
   const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
   if constexpr (F == formats::e5m2) {
-    static_assert(F.exponent_bits == 5 && F.exponent_bias == half_bias && F.nan == nan_encoding::ieee && shift == 8);
+    static_assert(F.exponent_bits == formats::float16.exponent_bits && F.exponent_bias == half_bias &&
+                  F.nan == nan_encoding::ieee && formats::float16.bits() - F.bits() == shift);
     const __m256i halves = _mm256_slli_epi16(bytes, shift);
     _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm256_castsi256_si128(halves)));
     _mm256_storeu_ps(out + 8, _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1)));
   } else {
     static_assert(F == formats::e4m3fn && F.nan == nan_encoding::all_ones);
-    constexpr int sign_shift = 15 - (F.bits() - 1);  // F's sign bit to float16's bit 15
+    constexpr int sign_shift = formats::float16.bits() - F.bits();  // F's sign bit to float16's
     // 2^(half_bias - B) as a float (exact).
     constexpr float scale = [] {
       float v = 1.0F;
