@@ -45,6 +45,7 @@
 #include <mixprec/nn/embedding.hpp>
 #include <mixprec/nn/feed_forward.hpp>
 #include <mixprec/nn/rms_norm.hpp>
+#include <mixprec/nn/workspace.hpp>
 #include <mixprec/policies/policy.hpp>
 
 #include "llama2c_checkpoint.hpp"
@@ -187,35 +188,50 @@ class model {
   ///   positions have been decoded (call reset()).
   template <mixprec::diagnostics::probe Probe = mixprec::diagnostics::null_probe>
   logits_type forward(int token, Probe&& probe = {}) {
+    logits_type out = logits_type::from_shape({size(config_.vocab_size)});
+    forward_into(out, token, probe);
+    return out;
+  }
+
+  /// `forward(token, probe)` writing the logits into `logits` ([vocab]; a caller's buffer, reused across
+  /// steps). With the null probe, a step after the first makes **no heap allocation**: the activations
+  /// live in buffers of the model, the layers' scratch in its `nn::workspace`, the packed weights and
+  /// the key/value caches were made before (tests/llama/allocation_test.cpp counts).
+  /// \throws std::invalid_argument if `logits` does not have vocab_size elements; otherwise as `forward`.
+  template <mixprec::diagnostics::probe Probe = mixprec::diagnostics::null_probe>
+  void forward_into(logits_type& logits, int token, Probe&& probe = {}) {
     if (position() >= size(config_.seq_len)) {
       throw std::length_error("llama::model::forward: the sequence already has seq_len = " +
                               std::to_string(config_.seq_len) + " tokens (the model's context); call reset()");
     }
+    if (logits.size() != size(config_.vocab_size)) {
+      throw std::invalid_argument("llama::model::forward_into: logits has " + std::to_string(logits.size()) +
+                                  " elements; make it [vocab_size] = [" + std::to_string(config_.vocab_size) + "]");
+    }
     constexpr bool probing = mixprec::diagnostics::probe_enabled_v<Probe>;
-    const xt::xtensor<std::int32_t, 1> ids = {static_cast<std::int32_t>(token)};
-    const xt::xtensor<activation_type, 2> h = embedding_(ids);  // [1, dim]; throws std::out_of_range
-    probe.observe("embedding", detail::elements(h));
+    ids_(0) = static_cast<std::int32_t>(token);
+    embedding_.forward_into(h_, ids_);  // [1, dim]; throws std::out_of_range
+    probe.observe("embedding", detail::elements(h_));
 
-    // The residual stream starts as the embedding; each fused norm adds the previous block's output.
-    auto state = layers_.front().attention_norm(h, mixprec::nn::no_residual);
+    // The residual stream starts as the embedding; each fused norm adds the previous block's output
+    // and updates the stream in place.
+    layers_.front().attention_norm.forward_into(x_, residual_, h_, mixprec::nn::no_residual, workspace_);
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const layer& block = layers_[l];
-      const auto attended = block.attention(state.x, caches_[l]);
-      if constexpr (probing) probe.observe(detail::layer_site(l, "attention"), detail::elements(attended));
-      state = block.ffn_norm(attended, state.residual);
-      if constexpr (probing) probe.observe(detail::layer_site(l, "residual_attn"), detail::elements(state.residual));
-      const auto ffn_out = block.ffn(state.x);
-      if constexpr (probing) probe.observe(detail::layer_site(l, "ffn"), detail::elements(ffn_out));
+      block.attention.forward_into(block_out_, x_, caches_[l], workspace_);
+      if constexpr (probing) probe.observe(detail::layer_site(l, "attention"), detail::elements(block_out_));
+      block.ffn_norm.forward_into(x_, residual_, block_out_, residual_, workspace_);
+      if constexpr (probing) probe.observe(detail::layer_site(l, "residual_attn"), detail::elements(residual_));
+      block.ffn.forward_into(block_out_, x_, workspace_);
+      if constexpr (probing) probe.observe(detail::layer_site(l, "ffn"), detail::elements(block_out_));
       const auto& next_norm = l + 1 < layers_.size() ? layers_[l + 1].attention_norm : final_norm_;
-      state = next_norm(ffn_out, state.residual);
-      if constexpr (probing) probe.observe(detail::layer_site(l, "residual"), detail::elements(state.residual));
+      next_norm.forward_into(x_, residual_, block_out_, residual_, workspace_);
+      if constexpr (probing) probe.observe(detail::layer_site(l, "residual"), detail::elements(residual_));
     }
-    probe.observe("final_norm", detail::elements(state.x));
-    const xt::xtensor<activation_type, 2> logits = embedding_.attend(state.x);  // [1, vocab]
+    probe.observe("final_norm", detail::elements(x_));
+    embedding_.attend_into(logits_row_, x_);  // [1, vocab]
+    std::copy(logits_row_.data(), logits_row_.data() + logits_row_.size(), logits.data());
     probe.observe("logits", detail::elements(logits));
-    logits_type out = logits_type::from_shape({logits.size()});
-    std::copy(logits.data(), logits.data() + logits.size(), out.data());
-    return out;
   }
 
  private:
@@ -227,6 +243,11 @@ class model {
   };
 
   static std::size_t size(int v) { return static_cast<std::size_t>(v); }
+
+  template <class T>
+  static xt::xtensor<T, 2> row(int n) {
+    return xt::xtensor<T, 2>::from_shape({std::size_t{1}, size(n)});
+  }
 
   static mixprec::nn::rms_norm<P> norm_from(std::span<const float> gain) {
     return mixprec::nn::rms_norm<P>::from_scale(detail::vector(gain), {.epsilon = rms_norm_epsilon});
@@ -249,6 +270,16 @@ class model {
   mixprec::nn::rms_norm<P> final_norm_;
   std::vector<layer> layers_;
   std::vector<cache_type> caches_;
+  // The buffers of one decoding step, made once: the token id [1], the embedding row, the normalised
+  // activations and a block's output [1, dim], the residual stream [1, dim], the logits [1, vocab]; and
+  // the layers' scratch.
+  xt::xtensor<std::int32_t, 1> ids_ = xt::xtensor<std::int32_t, 1>::from_shape({1});
+  xt::xtensor<activation_type, 2> h_ = row<activation_type>(config_.dim);
+  xt::xtensor<activation_type, 2> x_ = row<activation_type>(config_.dim);
+  xt::xtensor<activation_type, 2> block_out_ = row<activation_type>(config_.dim);
+  xt::xtensor<residual_type, 2> residual_ = row<residual_type>(config_.dim);
+  xt::xtensor<activation_type, 2> logits_row_ = row<activation_type>(config_.vocab_size);
+  mixprec::nn::workspace workspace_;
 };
 
 }  // namespace llama

@@ -99,6 +99,12 @@ inline void softmax(std::span<float> x) {
   return static_cast<int>(probabilities.size()) - 1;
 }
 
+/// A candidate of `sample_topp`: its probability and token index (run.c's `ProbIndex`).
+struct prob_index {
+  float prob;  ///< probability
+  int index;   ///< token
+};
+
 /// Top-p ("nucleus") draw (run.c `sample_topp`): keep the candidates with probability >= (1 - topp) / (n - 1),
 /// sort them by decreasing probability, truncate after the first one where the running sum exceeds `topp`,
 /// then draw `coin * (kept mass)` from the kept list as `sample_mult` does.
@@ -106,19 +112,21 @@ inline void softmax(std::span<float> x) {
 /// Differences from run.c, all outside its defined behaviour: equal probabilities keep index order (run.c's
 /// qsort leaves their order unspecified); n == 1 returns 0 and an empty candidate list (possible when topp is
 /// tiny) falls back to all candidates, where run.c would read probindex[-1].
-/// \throws std::invalid_argument when `probabilities` is empty or `topp` is not in (0, 1).
-[[nodiscard]] inline int sample_topp(std::span<const float> probabilities, float topp, float coin) {
+/// The candidate list is kept in `kept` (cleared first; a sampler reuses it, so that sampling allocates
+/// nothing once it has grown to the vocabulary).
+/// \throws std::invalid_argument when `probabilities` is empty or holds a NaN, or `topp` is not in (0, 1).
+[[nodiscard]] inline int sample_topp(std::span<const float> probabilities, float topp, float coin,
+                                     std::vector<prob_index>& kept) {
   if (probabilities.empty()) throw std::invalid_argument("llama2c::sample_topp: no probabilities");
   if (!(topp > 0.0f && topp < 1.0f)) {
     throw std::invalid_argument("llama2c::sample_topp: topp must be in (0, 1), got " + std::to_string(topp));
   }
+  for (const float p : probabilities) {
+    if (std::isnan(p)) throw std::invalid_argument("llama2c::sample_topp: a probability is NaN");
+  }
   const std::size_t n = probabilities.size();
   if (n == 1) return 0;
-  struct prob_index {
-    float prob;
-    int index;
-  };
-  std::vector<prob_index> kept;
+  kept.clear();
   const float cutoff = (1.0f - topp) / static_cast<float>(n - 1);
   for (std::size_t i = 0; i < n; ++i) {
     if (probabilities[i] >= cutoff) kept.push_back({probabilities[i], static_cast<int>(i)});
@@ -126,7 +134,11 @@ inline void softmax(std::span<float> x) {
   if (kept.empty()) {
     for (std::size_t i = 0; i < n; ++i) kept.push_back({probabilities[i], static_cast<int>(i)});
   }
-  std::stable_sort(kept.begin(), kept.end(), [](const prob_index& a, const prob_index& b) { return a.prob > b.prob; });
+  // Decreasing probability, equal ones in index order: the order a stable sort of the index-ordered list
+  // gives, without the temporary buffer std::stable_sort allocates.
+  std::sort(kept.begin(), kept.end(), [](const prob_index& a, const prob_index& b) {
+    return a.prob > b.prob || (a.prob == b.prob && a.index < b.index);
+  });
   float cumulative = 0.0f;
   std::size_t last = kept.size() - 1;
   for (std::size_t i = 0; i < kept.size(); ++i) {
@@ -143,6 +155,13 @@ inline void softmax(std::span<float> x) {
     if (r < cdf) return kept[i].index;
   }
   return kept[last].index;
+}
+
+/// The top-p draw described above, with a candidate list of its own.
+/// \throws std::invalid_argument when `probabilities` is empty or holds a NaN, or `topp` is not in (0, 1).
+[[nodiscard]] inline int sample_topp(std::span<const float> probabilities, float topp, float coin) {
+  std::vector<prob_index> kept;
+  return sample_topp(probabilities, topp, coin, kept);
 }
 
 /// run.c's `Sampler`: greedy when temperature is 0; otherwise logits / temperature, softmax, one coin from
@@ -189,7 +208,8 @@ class sampler {
     softmax(probs_);
     const float coin = rng_.next_f32();
     if (topp_ <= 0.0f || topp_ >= 1.0f) return sample_mult(probs_, coin);
-    return sample_topp(probs_, topp_, coin);
+    kept_.reserve(probs_.size());  // once: every later call fits
+    return sample_topp(probs_, topp_, coin, kept_);
   }
 
   /// The temperature (0 = greedy).
@@ -203,7 +223,8 @@ class sampler {
   float temperature_;
   float topp_;
   xorshift_rng rng_;
-  std::vector<float> probs_;
+  std::vector<float> probs_;      // reused across calls
+  std::vector<prob_index> kept_;  // reused across calls
 };
 
 }  // namespace llama2c

@@ -148,6 +148,15 @@ TEST_CASE("sample_topp draws from the smallest sorted prefix whose mass exceeds 
   CHECK_THROWS_AS(llama2c::sample_topp(p, 0.0f, 0.5f), std::invalid_argument);
   CHECK_THROWS_AS(llama2c::sample_topp(p, 1.0f, 0.5f), std::invalid_argument);
   CHECK_THROWS_AS(llama2c::sample_topp(std::vector<float>{}, 0.5f, 0.5f), std::invalid_argument);
+  CHECK_THROWS_WITH(llama2c::sample_topp(std::vector<float>{0.5f, std::nanf(""), 0.5f}, 0.5f, 0.5f),
+                    "llama2c::sample_topp: a probability is NaN");
+  // Ties keep index order, as a stable sort does (two equal probabilities ahead of a smaller one).
+  CHECK(llama2c::sample_topp(std::vector<float>{0.1f, 0.45f, 0.45f}, 0.5f, 0.0f) == 1);
+  CHECK(llama2c::sample_topp(std::vector<float>{0.1f, 0.45f, 0.45f}, 0.5f, 0.99f) == 2);
+  // The reused candidate list gives the same draws.
+  std::vector<llama2c::prob_index> kept(7, llama2c::prob_index{9.0f, 9});
+  CHECK(llama2c::sample_topp(p, 0.7f, 0.65f, kept) == 1);
+  CHECK(llama2c::sample_topp(p, 0.9f, 0.999f, kept) == 3);
 }
 
 TEST_CASE("sampler draws tokens with the softmax probabilities", "[llama][sampler]") {

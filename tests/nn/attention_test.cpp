@@ -94,7 +94,7 @@ void operator delete[](void* p) noexcept { ::operator delete(p); }
 void operator delete(void* p, std::size_t) noexcept { ::operator delete(p); }
 void operator delete[](void* p, std::size_t) noexcept { ::operator delete(p); }
 // The nothrow forms too (Catch2 uses them): a sanitizer runtime would otherwise supply its own, whose
-// blocks our delete cannot free. The over-aligned forms stay the runtime's: their deletes pair with them.
+// blocks our delete cannot free.
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   try {
     return ::operator new(n);
@@ -111,6 +111,51 @@ void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
 }
 void operator delete(void* p, const std::nothrow_t&) noexcept { ::operator delete(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { ::operator delete(p); }
+// The over-aligned forms (nn::workspace's blocks) are tracked as well: the same header, `align` bytes
+// long so that the block stays aligned.
+void* operator new(std::size_t n, std::align_val_t align) {
+  const auto a = static_cast<std::size_t>(align);
+  if (n > std::size_t(-1) - 2 * a) throw std::bad_alloc();
+  void* base = std::aligned_alloc(a, (n + 2 * a - 1) / a * a);
+  if (base == nullptr) throw std::bad_alloc();
+  auto* words = static_cast<std::size_t*>(base);
+  words[0] = n;
+  words[1] = alloc_tracking::active ? 1 : 0;
+  if (alloc_tracking::active) {
+    alloc_tracking::live += n;
+    alloc_tracking::peak = std::max(alloc_tracking::peak, alloc_tracking::live);
+    alloc_tracking::largest = std::max(alloc_tracking::largest, n);
+    ++alloc_tracking::count;
+  }
+  return static_cast<char*>(base) + a;
+}
+void operator delete(void* p, std::align_val_t align) noexcept {
+  if (p == nullptr) return;
+  void* base = static_cast<char*>(p) - static_cast<std::size_t>(align);
+  const auto* words = static_cast<const std::size_t*>(base);
+  if (words[1] != 0 && alloc_tracking::live >= words[0]) alloc_tracking::live -= words[0];
+  std::free(base);
+}
+void* operator new[](std::size_t n, std::align_val_t align) { return ::operator new(n, align); }
+void operator delete[](void* p, std::align_val_t align) noexcept { ::operator delete(p, align); }
+void operator delete(void* p, std::size_t, std::align_val_t align) noexcept { ::operator delete(p, align); }
+void operator delete[](void* p, std::size_t, std::align_val_t align) noexcept { ::operator delete(p, align); }
+void* operator new(std::size_t n, std::align_val_t align, const std::nothrow_t&) noexcept {
+  try {
+    return ::operator new(n, align);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, std::align_val_t align, const std::nothrow_t&) noexcept {
+  try {
+    return ::operator new(n, align);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void operator delete(void* p, std::align_val_t align, const std::nothrow_t&) noexcept { ::operator delete(p, align); }
+void operator delete[](void* p, std::align_val_t align, const std::nothrow_t&) noexcept { ::operator delete(p, align); }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -689,37 +734,41 @@ TEMPLATE_TEST_CASE("tiled online-softmax attention equals the direct formula for
                    float, bfloat16, double) {
   using C = TestType;
   using A = mixprec::accumulator_t<C>;
-  const std::size_t batch = 2, total = 37, seq = 37, heads = 4, kv_heads = 2, hd = 8;
-  for (bool causal : {false, true}) {
-    const auto cache = random_cache<C>(batch, kv_heads, hd, total, 31, /*padded=*/true);
-    std::mt19937 rng(32);
-    std::normal_distribution<double> normal(0.0, 1.0);
-    std::vector<C> q(batch * seq * heads * hd);
-    for (auto& e : q) e = static_cast<C>(normal(rng));
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    const auto [ref, mag] = direct_attention(q, cache, seq, heads, causal, scale, nullptr);
-    // Error: scores carry (hd + 2) u_acc of their magnitude (dot product, scale), weights exp(s - m) add
-    // (key_block + tiles + 4) u_acc of rescaling and summing, the weighted sum (key_block + tiles) u_acc,
-    // then one rounding of the output to C. 2 (total + hd + 8) u_acc covers all the tilings below.
-    const double u_c = std::is_same_v<C, A> ? 0.0 : unit_roundoff<C>();
-    const double eps = 2.0 * static_cast<double>(total + hd + 8) * unit_roundoff<A>();
-    // key_block 64 >= 37 keys is a single tile: the direct two-pass softmax (max, exp, sum, divide).
-    for (std::size_t qb : {1u, 4u, 64u}) {
-      for (std::size_t kb : {1u, 5u, 16u, 64u}) {
-        nn::attention_config cfg{.d_model = heads * hd,
-                                 .n_heads = heads,
-                                 .n_kv_heads = kv_heads,
-                                 .head_dim = hd,
-                                 .causal = causal,
-                                 .query_block = qb,
-                                 .key_block = kb};
-        std::vector<C> out(q.size());
-        nn::attention_workspace<A> ws;
-        nn::scaled_dot_product_attention<C>(std::span<const C>(q), cache, seq, cfg, std::span<C>(out), ws);
-        INFO("causal " << causal << ", query_block " << qb << ", key_block " << kb);
-        for (std::size_t i = 0; i < out.size(); ++i) {
-          INFO("element " << i << ": got " << static_cast<double>(out[i]) << ", direct " << ref[i]);
-          REQUIRE(std::abs(static_cast<double>(out[i]) - ref[i]) <= eps * mag[i] + u_c * std::abs(ref[i]));
+  const std::size_t batch = 2, total = 37, seq = 37, heads = 4, kv_heads = 2;
+  // head_dim 16 with key_block 16 or 64 and 37 queries per block takes the packed path on AVX2 (keys and
+  // values packed as GEMM panels, the micro-kernel's products); head_dim 8 never does.
+  for (const std::size_t hd : {8u, 16u}) {
+    for (bool causal : {false, true}) {
+      const auto cache = random_cache<C>(batch, kv_heads, hd, total, 31, /*padded=*/true);
+      std::mt19937 rng(32);
+      std::normal_distribution<double> normal(0.0, 1.0);
+      std::vector<C> q(batch * seq * heads * hd);
+      for (auto& e : q) e = static_cast<C>(normal(rng));
+      const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+      const auto [ref, mag] = direct_attention(q, cache, seq, heads, causal, scale, nullptr);
+      // Error: scores carry (hd + 2) u_acc of their magnitude (dot product, scale), weights exp(s - m) add
+      // (key_block + tiles + 4) u_acc of rescaling and summing, the weighted sum (key_block + tiles) u_acc,
+      // then one rounding of the output to C. 2 (total + hd + 8) u_acc covers all the tilings below.
+      const double u_c = std::is_same_v<C, A> ? 0.0 : unit_roundoff<C>();
+      const double eps = 2.0 * static_cast<double>(total + hd + 8) * unit_roundoff<A>();
+      // key_block 64 >= 37 keys is a single tile: the direct two-pass softmax (max, exp, sum, divide).
+      for (std::size_t qb : {1u, 4u, 64u}) {
+        for (std::size_t kb : {1u, 5u, 16u, 64u}) {
+          nn::attention_config cfg{.d_model = heads * hd,
+                                   .n_heads = heads,
+                                   .n_kv_heads = kv_heads,
+                                   .head_dim = hd,
+                                   .causal = causal,
+                                   .query_block = qb,
+                                   .key_block = kb};
+          std::vector<C> out(q.size());
+          nn::attention_workspace<A> ws;
+          nn::scaled_dot_product_attention<C>(std::span<const C>(q), cache, seq, cfg, std::span<C>(out), ws);
+          INFO("head_dim " << hd << ", causal " << causal << ", query_block " << qb << ", key_block " << kb);
+          for (std::size_t i = 0; i < out.size(); ++i) {
+            INFO("element " << i << ": got " << static_cast<double>(out[i]) << ", direct " << ref[i]);
+            REQUIRE(std::abs(static_cast<double>(out[i]) - ref[i]) <= eps * mag[i] + u_c * std::abs(ref[i]));
+          }
         }
       }
     }
@@ -1001,53 +1050,57 @@ TEMPLATE_TEST_CASE("masked keys contribute exactly nothing, even when their keys
   // values are, which shows the poison is really there). 0 x NaN = NaN in the P.V product was the bug.
   using C = TestType;
   using A = mixprec::accumulator_t<C>;
-  const std::size_t batch = 2, total = 11, heads = 4, kv_heads = 2, hd = 4;
-  std::vector<char> valid(batch * total, 1);
-  valid[3] = 0;
-  for (std::size_t pos : {0u, 1u, 6u, 7u}) valid[total + pos] = 0;
-  std::mt19937 rng(72);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<C> q(batch * total * heads * hd);
-  for (auto& e : q) e = static_cast<C>(normal(rng));
-  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  for (bool causal : {false, true}) {
-    std::vector<std::pair<std::size_t, std::size_t>> bad{{0, 3}, {1, 0}, {1, 1}, {1, 6}, {1, 7}};
-    if (causal) {
-      bad.emplace_back(0, 9);
-      bad.emplace_back(1, 9);
-    }
-    const auto clean = poisoned_cache<C>(batch, kv_heads, hd, total, valid, {}, 0.0, false, false);
-    for (auto [qb, kb] : std::vector<std::pair<std::size_t, std::size_t>>{{3, 2}, {1, 1}, {4, 5}, {64, 128}}) {
-      nn::attention_config cfg{.d_model = heads * hd,
-                               .n_heads = heads,
-                               .n_kv_heads = kv_heads,
-                               .head_dim = hd,
-                               .causal = causal,
-                               .query_block = qb,
-                               .key_block = kb};
-      nn::attention_workspace<A> ws;
-      std::vector<C> expected(q.size());
-      nn::scaled_dot_product_attention<C>(std::span<const C>(q), clean, total, cfg, std::span<C>(expected), ws);
-      for (double poison : {nan, inf, -inf}) {
-        for (int where = 0; where < 3; ++where) {  // values, keys, both
-          const bool in_keys = where != 0, in_values = where != 1;
-          const auto cache = poisoned_cache<C>(batch, kv_heads, hd, total, valid, bad, poison, in_keys, in_values);
-          std::vector<C> out(q.size());
-          nn::scaled_dot_product_attention<C>(std::span<const C>(q), cache, total, cfg, std::span<C>(out), ws);
-          INFO("causal " << causal << ", query_block " << qb << ", key_block " << kb << ", poison " << poison
-                         << (where == 0   ? " in values"
-                             : where == 1 ? " in keys"
-                                          : " in keys and values"));
-          for (std::size_t b = 0; b < batch; ++b) {
-            for (std::size_t t = 0; t < total; ++t) {
-              for (std::size_t i = 0; i < heads * hd; ++i) {
-                const std::size_t at = (b * total + t) * heads * hd + i;
-                INFO("batch " << b << ", query " << t << ", element " << i << ": got " << static_cast<double>(out[at])
-                              << ", with finite rows " << static_cast<double>(expected[at]));
-                if (causal && t >= 9) {
-                  if (in_values) REQUIRE_FALSE(std::isfinite(static_cast<double>(out[at])));
-                } else {
-                  REQUIRE(identical_bits(out[at], expected[at]));
+  const std::size_t batch = 2, total = 11, heads = 4, kv_heads = 2;
+  // head_dim 16 with query_block 64 (11 queries) and key_block 128 takes the packed path on AVX2.
+  for (const std::size_t hd : {4u, 16u}) {
+    std::vector<char> valid(batch * total, 1);
+    valid[3] = 0;
+    for (std::size_t pos : {0u, 1u, 6u, 7u}) valid[total + pos] = 0;
+    std::mt19937 rng(72);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::vector<C> q(batch * total * heads * hd);
+    for (auto& e : q) e = static_cast<C>(normal(rng));
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    for (bool causal : {false, true}) {
+      std::vector<std::pair<std::size_t, std::size_t>> bad{{0, 3}, {1, 0}, {1, 1}, {1, 6}, {1, 7}};
+      if (causal) {
+        bad.emplace_back(0, 9);
+        bad.emplace_back(1, 9);
+      }
+      const auto clean = poisoned_cache<C>(batch, kv_heads, hd, total, valid, {}, 0.0, false, false);
+      for (auto [qb, kb] : std::vector<std::pair<std::size_t, std::size_t>>{{3, 2}, {1, 1}, {4, 5}, {64, 128}}) {
+        nn::attention_config cfg{.d_model = heads * hd,
+                                 .n_heads = heads,
+                                 .n_kv_heads = kv_heads,
+                                 .head_dim = hd,
+                                 .causal = causal,
+                                 .query_block = qb,
+                                 .key_block = kb};
+        nn::attention_workspace<A> ws;
+        std::vector<C> expected(q.size());
+        nn::scaled_dot_product_attention<C>(std::span<const C>(q), clean, total, cfg, std::span<C>(expected), ws);
+        for (double poison : {nan, inf, -inf}) {
+          for (int where = 0; where < 3; ++where) {  // values, keys, both
+            const bool in_keys = where != 0, in_values = where != 1;
+            const auto cache = poisoned_cache<C>(batch, kv_heads, hd, total, valid, bad, poison, in_keys, in_values);
+            std::vector<C> out(q.size());
+            nn::scaled_dot_product_attention<C>(std::span<const C>(q), cache, total, cfg, std::span<C>(out), ws);
+            INFO("head_dim " << hd << ", causal " << causal << ", query_block " << qb << ", key_block " << kb
+                             << ", poison " << poison
+                             << (where == 0   ? " in values"
+                                 : where == 1 ? " in keys"
+                                              : " in keys and values"));
+            for (std::size_t b = 0; b < batch; ++b) {
+              for (std::size_t t = 0; t < total; ++t) {
+                for (std::size_t i = 0; i < heads * hd; ++i) {
+                  const std::size_t at = (b * total + t) * heads * hd + i;
+                  INFO("batch " << b << ", query " << t << ", element " << i << ": got " << static_cast<double>(out[at])
+                                << ", with finite rows " << static_cast<double>(expected[at]));
+                  if (causal && t >= 9) {
+                    if (in_values) REQUIRE_FALSE(std::isfinite(static_cast<double>(out[at])));
+                  } else {
+                    REQUIRE(identical_bits(out[at], expected[at]));
+                  }
                 }
               }
             }

@@ -43,12 +43,27 @@ class allocation_counter {
 };
 
 namespace detail {
-inline void* counted_allocate(std::size_t size) {
+inline void count(std::size_t size) {
   allocations.fetch_add(1);
   std::size_t seen = largest_request.load();
   while (size > seen && !largest_request.compare_exchange_weak(seen, size)) {
   }
+}
+
+inline void* counted_allocate(std::size_t size) {
+  count(size);
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+
+/// The over-aligned forms (`new` of a type with alignment > alignof(std::max_align_t), or with an
+/// explicit std::align_val_t, as nn::workspace allocates its blocks): counted as well.
+inline void* counted_allocate(std::size_t size, std::align_val_t align) {
+  count(size);
+  const auto a = static_cast<std::size_t>(align);
+  if (size > std::size_t(-1) - a) throw std::bad_alloc();
+  const std::size_t rounded = (std::max<std::size_t>(size, 1) + a - 1) / a * a;  // a multiple, as aligned_alloc wants
+  if (void* p = std::aligned_alloc(a, rounded)) return p;
   throw std::bad_alloc();
 }
 }  // namespace detail
@@ -73,3 +88,25 @@ void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
 void* operator new[](std::size_t size, const std::nothrow_t& tag) noexcept { return operator new(size, tag); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void* operator new(std::size_t size, std::align_val_t align) {
+  return mixprec_test::detail::counted_allocate(size, align);
+}
+void* operator new[](std::size_t size, std::align_val_t align) {
+  return mixprec_test::detail::counted_allocate(size, align);
+}
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void* operator new(std::size_t size, std::align_val_t align, const std::nothrow_t&) noexcept {
+  try {
+    return mixprec_test::detail::counted_allocate(size, align);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t size, std::align_val_t align, const std::nothrow_t& tag) noexcept {
+  return operator new(size, align, tag);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ranges>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -47,6 +48,7 @@
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/gemm_engine.hpp"
 #include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/kernels/detail/scratch.hpp"
 
 namespace mixprec::kernels {
 
@@ -138,9 +140,9 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
   if constexpr (std::same_as<Acc, float> && !is_complex_v<C>) {
     if (use_blocked_gemm<C>()) {
       const float* bias_ptr = nullptr;
-      std::vector<float> bias_buf;
       if (bias != nullptr) {
-        bias_buf.resize(s.n);
+        struct blocked_bias_tag;
+        const std::span<float> bias_buf = thread_scratch<float, blocked_bias_tag>(s.n);
         round_widen_n<C>(bias, s.n, bias_buf.data());
         bias_ptr = bias_buf.data();
       }
@@ -149,12 +151,14 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
     }
   }
 
-  // Bias, rounded to C and widened, once.
-  row_vector<Acc> bias_acc;
-  if (bias != nullptr) {
-    bias_acc.resize(n);
-    round_widen_n<C>(bias, s.n, bias_acc.data());
-  }
+  // Bias, rounded to C and widened, once. This and the conversion buffers below are per-thread buffers
+  // kept across calls (kernels/detail/scratch.hpp), so that a warm call allocates nothing of its own.
+  struct bias_tag;
+  struct a_tag;
+  struct b_tag;
+  struct y_tag;
+  const std::span<Acc> bias_acc = thread_scratch<Acc, bias_tag>(bias != nullptr ? s.n : 0);
+  if (bias != nullptr) round_widen_n<C>(bias, s.n, bias_acc.data());
 
   // Block sizes along m (rows of a and y) and n (columns of b and y).
   const std::size_t per_row = std::max<std::size_t>(s.k, 1);
@@ -162,9 +166,9 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
   const std::size_t nb = convert_b ? std::clamp<std::size_t>(block_elements / per_row, 1, s.n) : s.n;
   if (!direct_y && mb * nb > block_elements) mb = std::max<std::size_t>(1, block_elements / nb);
 
-  std::vector<Acc> a_buf(convert_a ? mb * s.k : 0);
-  std::vector<Acc> b_buf(convert_b ? nb * s.k : 0);
-  std::vector<Acc> y_buf(direct_y ? 0 : mb * nb);
+  const std::span<Acc> a_buf = thread_scratch<Acc, a_tag>(convert_a ? mb * s.k : 0);
+  const std::span<Acc> b_buf = thread_scratch<Acc, b_tag>(convert_b ? nb * s.k : 0);
+  const std::span<Acc> y_buf = thread_scratch<Acc, y_tag>(direct_y ? 0 : mb * nb);
 
   auto load_a = [&](std::size_t i0, std::size_t rows) -> const Acc* {
     if constexpr (convert_a) {
@@ -214,7 +218,7 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
       Eigen::Map<const Mat, Eigen::Unaligned, Eigen::OuterStride<>> b_map(b_blk + j0, k, c, Eigen::OuterStride<>(n));
       y_blk.noalias() = a_map * b_map;
     }
-    if (bias != nullptr) y_blk.rowwise() += bias_acc.segment(static_cast<Eigen::Index>(j0), c);
+    if (bias != nullptr) y_blk.rowwise() += Eigen::Map<const row_vector<Acc>>(bias_acc.data() + j0, c);
     if constexpr (!direct_y) {
       for (std::size_t i = 0; i < rows; ++i) {
         Y* dst = y + (i0 + i) * s.n + j0;

@@ -17,6 +17,7 @@
 
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/kernels/detail/gemm_engine.hpp"
+#include "mixprec/kernels/detail/scratch.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
 
@@ -144,7 +145,8 @@ void matmul(const RA& a, const packed_b& b, const RBias& bias, RY&& y, std::size
     throw std::invalid_argument(
         detail::concat("kernels::matmul: bias has ", std::ranges::size(bias), " elements but b has n = ", b.n()));
   }
-  std::vector<float> bias_acc(b.n());
+  struct bias_tag;  // the bias in float32: a per-thread buffer, so that a call allocates nothing once warm
+  const std::span<float> bias_acc = detail::thread_scratch<float, bias_tag>(b.n());
   detail::round_widen_n<Compute>(std::ranges::data(bias), b.n(), bias_acc.data());
   detail::blocked_gemm<Compute>(std::ranges::data(a), false, b.view(), bias_acc.data(), std::ranges::data(y), m, b.k(),
                                 b.n(), false);

@@ -70,6 +70,7 @@
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/probe.hpp"
 #include "mixprec/nn/rotary.hpp"
+#include "mixprec/nn/workspace.hpp"
 
 namespace mixprec::nn {
 
@@ -94,7 +95,8 @@ struct attention_config {
 };
 
 /// Scratch buffers of `scaled_dot_product_attention`, in opmath `A`. It sizes them itself (to the
-/// tile sizes, never to the sequence length); reuse one workspace across calls to avoid reallocating.
+/// tile sizes, and on the packed path one kv head's keys and values: O(S), never O(S²)); reuse one
+/// workspace across calls to avoid reallocating.
 /// The contents are meaningless between calls.
 template <std::floating_point A>
 struct attention_workspace {
@@ -106,11 +108,14 @@ struct attention_workspace {
   /// tile holds padding, then a copy of that tile with its padding rows zeroed)
   std::vector<A> values;
   std::vector<kernels::online_softmax<A>> softmax;  ///< [query_block] running max and sum per query
+  /// The packed path's copies (see `scaled_dot_product_attention`): one kv head's keys and values as
+  /// GEMM panels, 2 × capacity × head_dim values (O(S)), and a query block and a weight tile packed.
+  std::vector<A> packed;
 
   /// Number of opmath values the buffers hold (their capacities; an online_softmax counts 2).
   [[nodiscard]] std::size_t elements() const noexcept {
     return queries.capacity() + accumulators.capacity() + scores.capacity() + keys.capacity() + values.capacity() +
-           2 * softmax.capacity();
+           2 * softmax.capacity() + packed.capacity();
   }
 };
 
@@ -163,26 +168,48 @@ inline constexpr bool attention_real_v = std::same_as<T, float> || std::same_as<
 
 }  // namespace detail
 
-/// Scaled dot-product attention of projected (and rotated) queries against the keys and values of a
-/// cache: the core of `attention`, exposed for testing and for callers that do their own projections.
+namespace detail {
+
+/// Buffers of one `scaled_dot_product_attention` call, in opmath `A` (see `attention_workspace`).
+template <class A>
+struct attention_scratch {
+  std::span<A> queries;       ///< [query_block, head_dim]
+  std::span<A> accumulators;  ///< [query_block, head_dim]
+  std::span<A> scores;        ///< [query_block, key_block]
+  std::span<A> keys;          ///< [key_block, head_dim] when widened, else empty
+  std::span<A> values;        ///< [key_block, head_dim] when widened or the cache has padding, else empty
+  std::span<kernels::online_softmax<A>> softmax;  ///< [query_block]
+  /// The packed path's buffers (float opmath on AVX2, head_dim and key_block multiples of 16; else
+  /// empty): a kv head's keys and values packed as GEMM b panels, a query block and a weight tile
+  /// packed as a panels, and a row of conversion scratch.
+  std::span<A> packed;
+};
+
+/// Element counts of the buffers of one `attention_tiles` call.
+struct attention_scratch_sizes {
+  std::size_t queries = 0;  ///< queries and accumulators, each
+  std::size_t scores = 0;   ///< one score tile
+  std::size_t keys = 0;     ///< a widened key tile (0 when not widened)
+  std::size_t values = 0;   ///< a widened or zero-padded value tile (0 when neither)
+  std::size_t softmax = 0;  ///< online softmax states
+  std::size_t packed = 0;   ///< the packed path's buffers
+};
+
+/// The tiled online-softmax attention of `scaled_dot_product_attention`; its buffers come from
+/// `scratch(attention_scratch_sizes)`, called once after the checks.
 ///
-/// - `queries`: [batch, seq, n_heads, head_dim] row-major, in the compute type `C`; query t of batch row
-///   b sits at position `cache.size() - seq + t` (its own key and value are already in the cache).
-/// - `cache`: keys and values [batch, n_kv_heads, positions, head_dim] in `C`, with key validity.
-/// - `config`: n_heads, n_kv_heads, head_dim (must match the cache), causal, scale, softmax precision,
-///   tile sizes. Query head h reads kv head h / (n_heads / n_kv_heads).
-/// - `out`: [batch, seq, n_heads, head_dim], each value rounded once to `C`.
-/// - `workspace`: scratch, resized here to the tile sizes only.
-///
-/// Masked keys (after the query under `causal`, or invalid in the cache) get weight exactly 0 and
-/// contribute exactly nothing, even when their keys or values are Inf or NaN; a query with no unmasked
-/// key outputs zeros.
-/// \throws std::invalid_argument if the config is invalid, the sizes do not match, the cache's heads
-///         do not match the config, or `seq > cache.size()`.
-template <class C>
-void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
-                                  const attention_config& config, std::span<C> out,
-                                  attention_workspace<accumulator_t<C>>& workspace) {
+/// Two ways to compute a tile's products. Packed (float opmath on the AVX2 level, head_dim and
+/// key_block multiples of 16, at least 8 queries): per batch row and kv head, the keys and values are
+/// converted once and packed as the blocked GEMM's b panels (kernels/detail/gemm_pack.hpp; values of
+/// padding keys zeroed), shared by every query head of the group, and S = Q·Kᵀ and O += P·V run on the
+/// GEMM micro-kernel with the query block and the weight tile read in place (gemm_avx2::block_rows). Tiles on the
+/// causal diagonal (where queries see different numbers of keys) do their P·V as below, so that a masked key never
+/// meets a weight. Otherwise (decode, float64, the portable level) Eigen's products on the tile, its
+/// keys and values widened per tile. Memory: the packed copies are O(S) (2 × S × head_dim floats per
+/// call), never O(S²).
+template <class C, class Scratch>
+void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
+                     const attention_config& config, std::span<C> out, Scratch&& scratch) {
   static_assert(detail::attention_real_v<C>,
                 "scaled_dot_product_attention: the compute type must be real (float, double or a mixprec small "
                 "float); attention over complex values is not supported.");
@@ -227,120 +254,255 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
   const A scale = static_cast<A>(*c.scale);
   const auto ehd = static_cast<Eigen::Index>(hd);
 
-  workspace.queries.resize(qb * hd);
-  workspace.accumulators.resize(qb * hd);
-  workspace.scores.resize(qb * kb);
-  if constexpr (widen_kv) {
-    workspace.keys.resize(kb * hd);
-    workspace.values.resize(kb * hd);
+  // Value tiles are copied (padding rows zeroed) when widened, or when the cache holds padding keys.
+  bool any_padding_key = false;
+  for (std::size_t b = 0; b < batch && !any_padding_key; ++b) {
+    const std::span<const std::uint8_t> valid = cache.validity(b);
+    any_padding_key = std::find(valid.begin(), valid.end(), std::uint8_t{0}) != valid.end();
   }
-  workspace.softmax.resize(qb);
+  // Key tiles sized by the cache's capacity, not by the positions it holds now, so that a decode loop's
+  // buffers stop growing after its first step; never larger than the cache (which exists in memory).
+  const std::size_t key_tile = std::min(c.key_block, cache.capacity());
+  namespace kd = kernels::detail;
+  bool packed = false;
+  if constexpr (std::same_as<A, float>) {
+    packed = kd::use_blocked_gemm<C>() && hd % kd::gemm_nr == 0 && c.key_block % kd::gemm_nr == 0 && qb >= 8;
+  }
+  const std::size_t padded_keys = kd::gemm_panels(cache.capacity()) * kd::gemm_nr;  // keys packed, rounded up
+  const std::size_t tile_width = kd::gemm_panels(key_tile) * kd::gemm_nr;           // a score row
+  const std::size_t packed_keys_size = padded_keys * hd;
+  const std::size_t pack_row_size = std::max(hd, padded_keys);
+  attention_scratch_sizes sizes{.queries = qb * hd,
+                                .scores = qb * (packed ? tile_width : key_tile),
+                                .keys = widen_kv ? key_tile * hd : 0,
+                                .values = widen_kv || any_padding_key ? key_tile * hd : 0,
+                                .softmax = qb,
+                                .packed = 0};
+  if (packed) sizes.packed = 2 * packed_keys_size + pack_row_size;
+  const attention_scratch<A> buffers = scratch(sizes);
+  A* const packed_keys = packed ? buffers.packed.data() : nullptr;
+  A* const packed_values = packed ? packed_keys + packed_keys_size : nullptr;
+  A* const pack_row = packed ? packed_values + packed_keys_size : nullptr;
 
+  using StridedConstMap = Eigen::Map<const Mat, Eigen::Unaligned, Eigen::OuterStride<>>;
   for (std::size_t b = 0; b < batch; ++b) {
     const std::span<const std::uint8_t> valid = cache.validity(b);
-    for (std::size_t h = 0; h < n_heads; ++h) {
-      const std::size_t g = h / group;
+    for (std::size_t g = 0; g < c.n_kv_heads; ++g) {
       const C* keys = cache.keys(b, g).data();
       const C* values = cache.values(b, g).data();
-      for (std::size_t t0 = 0; t0 < seq; t0 += qb) {
-        const std::size_t rows = std::min(qb, seq - t0);
-        const auto erows = static_cast<Eigen::Index>(rows);
-        A* q = workspace.queries.data();
-        A* acc = workspace.accumulators.data();
-        for (std::size_t r = 0; r < rows; ++r) {
-          const C* src = queries.data() + ((b * seq + t0 + r) * n_heads + h) * hd;
-          for (std::size_t i = 0; i < hd; ++i) q[r * hd + i] = kernels::detail::widen(src[i]);
-          workspace.softmax[r].reset();
-        }
-        std::fill_n(acc, rows * hd, A{0});
-        // Keys a query of this block may see: all, or up to the last query's position.
-        const std::size_t key_end = c.causal ? offset + t0 + rows : total;
-        const std::size_t first = offset + t0;  // position of the block's first query
-        for (std::size_t j0 = 0; j0 < key_end; j0 += kb) {
-          const std::size_t cols = std::min(kb, key_end - j0);
-          const auto ecols = static_cast<Eigen::Index>(cols);
-          // Masked keys must contribute exactly nothing, even when their keys or values are Inf or NaN
-          // (0 x NaN = NaN in P.V): a tile of padding only is skipped (its keys and values are never
-          // read), padding rows of the value tile are zeroed, and keys after a query's position
-          // (causal) are left out of its product.
-          bool any_valid = false;
-          bool any_padding = false;
-          for (std::size_t j = 0; j < cols; ++j) (valid[j0 + j] != 0 ? any_valid : any_padding) = true;
-          if (!any_valid) continue;  // all -Inf: the online softmax state would not change
-          const A* k_tile = nullptr;
-          const A* v_tile = nullptr;
-          if constexpr (widen_kv) {
-            kernels::detail::round_widen_n<C>(keys + j0 * hd, cols * hd, workspace.keys.data());
-            kernels::detail::round_widen_n<C>(values + j0 * hd, cols * hd, workspace.values.data());
-            k_tile = workspace.keys.data();
-            v_tile = workspace.values.data();
-          } else {
-            k_tile = keys + j0 * hd;
-            v_tile = values + j0 * hd;
-          }
-          if (any_padding) {
-            if constexpr (!widen_kv) {
-              if (workspace.values.size() < kb * hd) workspace.values.resize(kb * hd);
-              std::copy_n(values + j0 * hd, cols * hd, workspace.values.data());
-            }
-            A* v_copy = workspace.values.data();
-            for (std::size_t j = 0; j < cols; ++j) {
-              if (valid[j0 + j] == 0) std::fill_n(v_copy + j * hd, hd, A{0});
-            }
-            v_tile = v_copy;
-          }
-          A* s = workspace.scores.data();
-          MatMap(s, erows, ecols).noalias() = ConstMap(q, erows, ehd) * ConstMap(k_tile, ecols, ehd).transpose();
-          for (std::size_t r = 0; r < rows; ++r) {
-            const std::size_t position = first + r;
-            A* row = s + r * cols;
-            for (std::size_t j = 0; j < cols; ++j) {
-              const std::size_t key = j0 + j;
-              if ((c.causal && key > position) || valid[key] == 0) {
-                row[j] = neg_inf;
-              } else {
-                row[j] *= scale;
-                if (round_scores) row[j] = kernels::detail::round_widen<C>(row[j]);
+#if MIXPREC_X86_DISPATCH
+      if constexpr (std::same_as<A, float>) {
+        if (packed) {
+          // This kv head's keys as b(head_dim, keys) panels and its values as b(keys, head_dim) panels,
+          // converted once for every query head of the group; the values of padding keys zeroed.
+          kd::pack_b<C>(keys, hd, total, true, 0, total, packed_keys, pack_row);
+          kd::pack_b<C>(values, total, hd, false, 0, hd, packed_values, pack_row);
+          if (any_padding_key) {
+            for (std::size_t j = 0; j < total; ++j) {
+              if (valid[j] != 0) continue;
+              for (std::size_t q = 0; q < hd / kd::gemm_nr; ++q) {
+                std::fill_n(packed_values + q * kd::gemm_nr * total + j * kd::gemm_nr, kd::gemm_nr, 0.0F);
               }
             }
-            const A alpha = workspace.softmax[r].update(std::span<A>(row, cols));
-            if (round_scores) {
-              for (std::size_t j = 0; j < cols; ++j) row[j] = kernels::detail::round_widen<C>(row[j]);
-            }
-            if (alpha != A{1}) {
-              for (std::size_t i = 0; i < hd; ++i) acc[r * hd + i] *= alpha;
-            }
-          }
-          // Keys every query of the block may see (causal: up to the first query's position) in one
-          // GEMM; the rest of the tile (the diagonal) row by row, each query up to its own position.
-          const std::size_t shared = !c.causal ? cols : (first >= j0 ? std::min(cols, first - j0 + 1) : 0);
-          const ConstMap s_tile(s, erows, ecols);
-          const ConstMap v_map(v_tile, ecols, ehd);
-          if (shared > 0) {
-            const auto eshared = static_cast<Eigen::Index>(shared);
-            MatMap(acc, erows, ehd).noalias() += s_tile.leftCols(eshared) * v_map.topRows(eshared);
-          }
-          if (shared < cols) {
-            for (std::size_t r = 0; r < rows; ++r) {
-              const std::size_t position = first + r;
-              const std::size_t visible = position >= j0 ? std::min(cols, position - j0 + 1) : 0;
-              if (visible <= shared) continue;
-              const auto from = static_cast<Eigen::Index>(shared);
-              const auto count = static_cast<Eigen::Index>(visible - shared);
-              MatMap(acc + r * hd, 1, ehd).noalias() +=
-                  s_tile.row(static_cast<Eigen::Index>(r)).segment(from, count) * v_map.middleRows(from, count);
-            }
           }
         }
-        for (std::size_t r = 0; r < rows; ++r) {
-          C* dst = out.data() + ((b * seq + t0 + r) * n_heads + h) * hd;
-          for (std::size_t i = 0; i < hd; ++i) {
-            dst[i] = kernels::detail::round_out<C>(workspace.softmax[r].normalize(acc[r * hd + i]));
+      }
+#endif
+      for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
+        for (std::size_t t0 = 0; t0 < seq; t0 += qb) {
+          const std::size_t rows = std::min(qb, seq - t0);
+          const auto erows = static_cast<Eigen::Index>(rows);
+          A* q = buffers.queries.data();
+          A* acc = buffers.accumulators.data();
+          const C* q_src = queries.data() + ((b * seq + t0) * n_heads + h) * hd;  // row r at r * n_heads * hd
+          for (std::size_t r = 0; r < rows; ++r) buffers.softmax[r].reset();
+          // The block's queries widened to A; the packed path applies the score scale here (one
+          // multiplication per query value instead of one per score; exact when it is a power of two,
+          // as 1/sqrt(64) is).
+          const A q_scale = packed ? scale : A{1};
+          for (std::size_t r = 0; r < rows; ++r) {
+            for (std::size_t i = 0; i < hd; ++i) {
+              q[r * hd + i] = kernels::detail::widen(q_src[r * n_heads * hd + i]) * q_scale;
+            }
+          }
+          std::fill_n(acc, rows * hd, A{0});
+          // Keys a query of this block may see: all, or up to the last query's position.
+          const std::size_t key_end = c.causal ? offset + t0 + rows : total;
+          const std::size_t first = offset + t0;  // position of the block's first query
+          for (std::size_t j0 = 0; j0 < key_end; j0 += kb) {
+            const std::size_t cols = std::min(kb, key_end - j0);
+            const auto ecols = static_cast<Eigen::Index>(cols);
+            // Masked keys must contribute exactly nothing, even when their keys or values are Inf or NaN
+            // (0 x NaN = NaN in P.V): a tile of padding only is skipped (its keys and values are never
+            // read), padding rows of the value tile are zeroed, and keys after a query's position
+            // (causal) are left out of its product.
+            bool any_valid = false;
+            bool any_padding = false;
+            for (std::size_t j = 0; j < cols; ++j) (valid[j0 + j] != 0 ? any_valid : any_padding) = true;
+            if (!any_valid) continue;  // all -Inf: the online softmax state would not change
+            // Keys every query of the block may see (causal: up to the first query's position); the rest
+            // of the tile (the diagonal) is done row by row, each query up to its own position.
+            const std::size_t shared = !c.causal ? cols : (first >= j0 ? std::min(cols, first - j0 + 1) : 0);
+            A* s = buffers.scores.data();
+            std::size_t ld = cols;  // row stride of the score tile
+            if (packed) {
+#if MIXPREC_X86_DISPATCH
+              if constexpr (std::same_as<A, float>) {
+                ld = kd::gemm_panels(cols) * kd::gemm_nr;
+                ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32>(
+                    rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld, false);
+              }
+#endif
+            } else {
+              const A* k_tile = nullptr;
+              if constexpr (widen_kv) {
+                kernels::detail::round_widen_n<C>(keys + j0 * hd, cols * hd, buffers.keys.data());
+                k_tile = buffers.keys.data();
+              } else {
+                k_tile = keys + j0 * hd;
+              }
+              MatMap(s, erows, ecols).noalias() = ConstMap(q, erows, ehd) * ConstMap(k_tile, ecols, ehd).transpose();
+            }
+            for (std::size_t r = 0; r < rows; ++r) {
+              const std::size_t position = first + r;
+              A* row = s + r * ld;
+              const A row_scale = packed ? A{1} : scale;  // the packed path scaled the queries
+              if (!any_padding && (!c.causal || j0 + cols <= position + 1)) {
+                // Every key of the tile is visible to this query.
+                if (!packed) {
+                  for (std::size_t j = 0; j < cols; ++j) row[j] *= row_scale;
+                }
+                if (round_scores) {
+                  for (std::size_t j = 0; j < cols; ++j) row[j] = kernels::detail::round_widen<C>(row[j]);
+                }
+              } else {
+                for (std::size_t j = 0; j < cols; ++j) {
+                  const std::size_t key = j0 + j;
+                  if ((c.causal && key > position) || valid[key] == 0) {
+                    row[j] = neg_inf;
+                  } else {
+                    row[j] *= row_scale;
+                    if (round_scores) row[j] = kernels::detail::round_widen<C>(row[j]);
+                  }
+                }
+              }
+              const A alpha = buffers.softmax[r].update(std::span<A>(row, cols));
+              if (round_scores) {
+                for (std::size_t j = 0; j < cols; ++j) row[j] = kernels::detail::round_widen<C>(row[j]);
+              }
+              if (alpha != A{1}) {
+                for (std::size_t i = 0; i < hd; ++i) acc[r * hd + i] *= alpha;
+              }
+            }
+            if (packed && shared == cols) {
+#if MIXPREC_X86_DISPATCH
+              if constexpr (std::same_as<A, float>) {
+                // acc += P · V on the micro-kernel: the weights read in place, the values' k-slice
+                // [j0, j0 + cols) of the packed panels.
+                ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32>(rows, hd / kd::gemm_nr, cols, s, ld,
+                                                                                packed_values + j0 * kd::gemm_nr,
+                                                                                kd::gemm_nr * total, acc, hd, true);
+              }
+#endif
+              continue;
+            }
+            // The value tile, widened to A and with padding rows zeroed when needed.
+            const A* v_tile = nullptr;
+            if constexpr (widen_kv) {
+              kernels::detail::round_widen_n<C>(values + j0 * hd, cols * hd, buffers.values.data());
+              v_tile = buffers.values.data();
+            } else {
+              v_tile = values + j0 * hd;
+            }
+            if (any_padding) {
+              if constexpr (!widen_kv) std::copy_n(values + j0 * hd, cols * hd, buffers.values.data());
+              A* v_copy = buffers.values.data();
+              for (std::size_t j = 0; j < cols; ++j) {
+                if (valid[j0 + j] == 0) std::fill_n(v_copy + j * hd, hd, A{0});
+              }
+              v_tile = v_copy;
+            }
+            const StridedConstMap s_tile(s, erows, ecols, Eigen::OuterStride<>(static_cast<Eigen::Index>(ld)));
+            const ConstMap v_map(v_tile, ecols, ehd);
+            if (shared > 0) {
+              const auto eshared = static_cast<Eigen::Index>(shared);
+              MatMap(acc, erows, ehd).noalias() += s_tile.leftCols(eshared) * v_map.topRows(eshared);
+            }
+            if (shared < cols) {
+              for (std::size_t r = 0; r < rows; ++r) {
+                const std::size_t position = first + r;
+                const std::size_t visible = position >= j0 ? std::min(cols, position - j0 + 1) : 0;
+                if (visible <= shared) continue;
+                const auto from = static_cast<Eigen::Index>(shared);
+                const auto count = static_cast<Eigen::Index>(visible - shared);
+                MatMap(acc + r * hd, 1, ehd).noalias() +=
+                    s_tile.row(static_cast<Eigen::Index>(r)).segment(from, count) * v_map.middleRows(from, count);
+              }
+            }
+          }
+          for (std::size_t r = 0; r < rows; ++r) {
+            C* dst = out.data() + ((b * seq + t0 + r) * n_heads + h) * hd;
+            for (std::size_t i = 0; i < hd; ++i) {
+              dst[i] = kernels::detail::round_out<C>(buffers.softmax[r].normalize(acc[r * hd + i]));
+            }
           }
         }
       }
     }
   }
+}
+
+}  // namespace detail
+
+/// Scaled dot-product attention of projected (and rotated) queries against the keys and values of a
+/// cache: the core of `attention`, exposed for testing and for callers that do their own projections.
+///
+/// - `queries`: [batch, seq, n_heads, head_dim] row-major, in the compute type `C`; query t of batch row
+///   b sits at position `cache.size() - seq + t` (its own key and value are already in the cache).
+/// - `cache`: keys and values [batch, n_kv_heads, positions, head_dim] in `C`, with key validity.
+/// - `config`: n_heads, n_kv_heads, head_dim (must match the cache), causal, scale, softmax precision,
+///   tile sizes. Query head h reads kv head h / (n_heads / n_kv_heads).
+/// - `out`: [batch, seq, n_heads, head_dim], each value rounded once to `C`.
+/// - `workspace`: scratch, resized here to the configured tile sizes (and, on the packed path, to one kv
+///   head's keys and values packed: 2 × capacity × head_dim values; never O(S²)).
+///
+/// Masked keys (after the query under `causal`, or invalid in the cache) get weight exactly 0 and
+/// contribute exactly nothing, even when their keys or values are Inf or NaN; a query with no unmasked
+/// key outputs zeros.
+/// \throws std::invalid_argument if the config is invalid, the sizes do not match, the cache's heads
+///         do not match the config, or `seq > cache.size()`.
+template <class C>
+void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
+                                  const attention_config& config, std::span<C> out,
+                                  attention_workspace<accumulator_t<C>>& workspace) {
+  using A = accumulator_t<C>;
+  detail::attention_tiles<C>(queries, cache, seq, config, out, [&](const detail::attention_scratch_sizes& n) {
+    workspace.queries.resize(n.queries);
+    workspace.accumulators.resize(n.queries);
+    workspace.scores.resize(n.scores);
+    if (n.keys != 0) workspace.keys.resize(n.keys);
+    if (n.values != 0) workspace.values.resize(n.values);
+    workspace.softmax.resize(n.softmax);
+    if (n.packed != 0) workspace.packed.resize(n.packed);
+    return detail::attention_scratch<A>{workspace.queries, workspace.accumulators, workspace.scores, workspace.keys,
+                                        workspace.values,  workspace.softmax,      workspace.packed};
+  });
+}
+
+/// `scaled_dot_product_attention` with its buffers taken from `ws` (nn/workspace.hpp): no allocation
+/// once `ws` has warmed up. Same results, bit for bit.
+/// \throws std::invalid_argument as above.
+template <class C>
+void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
+                                  const attention_config& config, std::span<C> out, workspace& ws) {
+  using A = accumulator_t<C>;
+  const workspace::frame frame(ws);
+  detail::attention_tiles<C>(queries, cache, seq, config, out, [&](const detail::attention_scratch_sizes& n) {
+    return detail::attention_scratch<A>{ws.take<A>(n.queries), ws.take<A>(n.queries),
+                                        ws.take<A>(n.scores),  ws.take<A>(n.keys),
+                                        ws.take<A>(n.values),  ws.take<kernels::online_softmax<A>>(n.softmax),
+                                        ws.take<A>(n.packed)};
+  });
 }
 
 /// Tag for `attention`'s probed call without a key padding mask: `attn(x, nn::no_key_mask, probe, "attn")`.
@@ -533,6 +695,37 @@ class attention {
     const auto& x = detail::as_array(x_in);
     const auto& key_mask = detail::as_array(key_mask_in);
     return forward(x, &cache, &key_mask);
+  }
+
+  /// `operator()(x, cache)` written into `out` (x's shape, element type `output_t<P, T>`), its
+  /// buffers (q, k, v, the attended heads, the attention tiles) taken from `ws`: the same bits, and no
+  /// heap allocation once `ws` has warmed up and the packed kernels are kept — a decode loop's call.
+  /// \throws std::invalid_argument as `operator()(x, cache)`, or if out's shape is not x's.
+  template <detail::layer_input X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x_in, cache_type<detail::value_t<X>>& cache, workspace& ws) const {
+    const auto& x = detail::as_array(x_in);
+    check_into<detail::value_t<X>, Y>();
+    check_input(x, &cache, static_cast<const no_mask*>(nullptr));
+    detail::check_output_shape("attention::forward_into", "out", out, x);
+    diagnostics::null_probe none;
+    attend_into(x, &cache, static_cast<const no_mask*>(nullptr), static_cast<saved<detail::value_t<X>>*>(nullptr), none,
+                {}, out.data(), ws);
+  }
+
+  /// Self-attention `operator()(x)` written into `out` (x's shape), its buffers taken from `ws`. The
+  /// keys and values of x still go to a cache made for the call (one allocation per call): a loop that
+  /// must not allocate decodes with the cache form above.
+  /// \throws std::invalid_argument as `operator()(x)`, or if out's shape is not x's.
+  template <detail::layer_input X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x_in, workspace& ws) const {
+    const auto& x = detail::as_array(x_in);
+    using In = detail::value_t<X>;
+    check_into<In, Y>();
+    check_input(x, static_cast<const cache_type<In>*>(nullptr), static_cast<const no_mask*>(nullptr));
+    detail::check_output_shape("attention::forward_into", "out", out, x);
+    diagnostics::null_probe none;
+    attend_into(x, static_cast<cache_type<In>*>(nullptr), static_cast<const no_mask*>(nullptr),
+                static_cast<saved<In>*>(nullptr), none, {}, out.data(), ws);
   }
 
   // ---- training (docs/training.md, TRAINING.md §1: FlashAttention-2's backward from a saved
@@ -819,6 +1012,27 @@ class attention {
     static_assert(detail::attention_real_v<C>,
                   "nn::attention: the compute type must be real (float, double or a mixprec small float).");
 
+    check_input(x, cache, key_mask);
+    auto y = detail::make_like<O>(x, config_.d_model);
+    workspace ws{workspace::per_call};
+    attend_into(x, cache, key_mask, ctx, probe, site, y.data(), ws);
+    return y;
+  }
+
+  /// The element types a `forward_into` call needs: a real input, and out in `output_t<P, In>`.
+  template <class In, class Y>
+  static constexpr void check_into() {
+    static_assert(detail::attention_real_v<In>,
+                  "nn::attention does not support complex (or integer) inputs: the softmax needs real scores. "
+                  "Pass float, double or a mixprec small float.");
+    static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, In>>,
+                  "attention::forward_into: out's element type must be output_t<P, T> of the layer's policy P for "
+                  "x's element type T; make out with that type, or use the value-returning call.");
+  }
+
+  /// The checks of `forward_impl`: x's rank and features, the key mask's shape, the cache's shape and room.
+  template <class X, class M>
+  void check_input(const X& x, const cache_type<detail::value_t<X>>* cache, const M* key_mask) const {
     const auto& shape = x.shape();
     const std::size_t rank = shape.size();
     if constexpr (X::rank != SIZE_MAX) {  // xt::xtensor<In, N>; xt::xarray's rank is dynamic (SIZE_MAX)
@@ -830,9 +1044,10 @@ class attention {
                                   " but the layer takes [seq, d_model] or [batch, seq, d_model] with d_model = " +
                                   std::to_string(config_.d_model));
     }
-    detail::check_features(
-        "attention", x, config_.d_model,
-        "d_model; wq kernel shape " + detail::shape_string(wq_.kernel().shape()) + " = [d_model, n_heads * head_dim]");
+    detail::check_features("attention", x, config_.d_model, [&] {
+      return "d_model; wq kernel shape " + detail::shape_string(wq_.kernel().shape()) +
+             " = [d_model, n_heads * head_dim]";
+    });
     const std::size_t batch = rank == 3 ? shape[0] : 1;
     const std::size_t seq = shape[rank - 2];
     if (key_mask != nullptr) {
@@ -846,8 +1061,6 @@ class attention {
       }
     }
     const std::size_t hd = config_.head_dim;
-    const std::size_t q_width = config_.n_heads * hd;
-    const std::size_t kv_width = config_.n_kv_heads * hd;
     if (cache != nullptr &&
         (cache->batch() != batch || cache->n_kv_heads() != config_.n_kv_heads || cache->head_dim() != hd)) {
       throw std::invalid_argument(
@@ -865,12 +1078,44 @@ class attention {
                                   std::to_string(cache->size()) + " of its " + std::to_string(cache->capacity()) +
                                   " positions; use a cache with a larger capacity, or clear() it.");
     }
+  }
 
+  /// The forward pass of x [batch, seq, d_model] into y_data (x's shape), its buffers taken from `ws`
+  /// (kept in `ctx` when training). x is checked by the caller.
+  template <class X, class M, class Probe>
+  void attend_into(const X& x, cache_type<detail::value_t<X>>* cache, const M* key_mask, saved<detail::value_t<X>>* ctx,
+                   Probe& probe, std::string_view site, output_t<P, detail::value_t<X>>* y_data, workspace& ws) const {
+    using In = detail::value_t<X>;
+    using C = compute_t<P, In>;
+    using O = output_t<P, In>;
+    const auto& shape = x.shape();
+    const std::size_t rank = shape.size();
+    const std::size_t batch = rank == 3 ? shape[0] : 1;
+    const std::size_t seq = shape[rank - 2];
+    const std::size_t hd = config_.head_dim;
+    const std::size_t q_width = config_.n_heads * hd;
+    const std::size_t kv_width = config_.n_kv_heads * hd;
     const std::size_t rows = batch * seq;
     const std::span<const In> xs(x.data(), x.size());
-    std::vector<C> q(rows * q_width);
-    std::vector<C> k(rows * kv_width);
-    std::vector<C> v(rows * kv_width);
+    const workspace::frame frame(ws);
+    // Training keeps q, k, v and the context for backward (moved into ctx); inference takes them from ws.
+    std::vector<C> q_kept, k_kept, v_kept, attended_kept;
+    std::span<C> q, k, v, attended;
+    if (ctx != nullptr) {
+      q_kept.resize(rows * q_width);
+      k_kept.resize(rows * kv_width);
+      v_kept.resize(rows * kv_width);
+      attended_kept.resize(rows * q_width);
+      q = q_kept;
+      k = k_kept;
+      v = v_kept;
+      attended = attended_kept;
+    } else {
+      q = ws.take<C>(rows * q_width);
+      k = ws.take<C>(rows * kv_width);
+      v = ws.take<C>(rows * kv_width);
+      attended = ws.take<C>(rows * q_width);
+    }
     if (ctx != nullptr) {
       // Training: x rounded to C once and kept; the projections read it (the same operand values, so
       // the same bits as reading x).
@@ -902,21 +1147,20 @@ class attention {
     if (key_mask != nullptr) valid = std::span<const bool>(key_mask->data(), key_mask->size());
     kv.append(std::span<const C>(k), std::span<const C>(v), seq, valid);
 
-    std::vector<C> attended(rows * q_width);
-    attention_workspace<accumulator_t<C>> workspace;
-    scaled_dot_product_attention<C>(std::span<const C>(q), kv, seq, config_, std::span<C>(attended), workspace);
+    scaled_dot_product_attention<C>(std::span<const C>(q), kv, seq, config_, attended, ws);
 
     if constexpr (diagnostics::probe_enabled_v<Probe>) {
       probe.observe(kernels::detail::concat(site, ".context"), std::span<const C>(attended));
     }
-    auto y = detail::make_like<O>(x, config_.d_model);
-    project<C>(wo_, std::span<const C>(attended), rows, detail::flat(y));
+    const std::span<O> y(y_data, rows * config_.d_model);
+    project<C>(wo_, std::span<const C>(attended), rows, y);
     if constexpr (diagnostics::probe_enabled_v<Probe>) {
-      probe.observe(kernels::detail::concat(site, ".out"), std::span<const O>(y.data(), y.size()));
+      probe.observe(kernels::detail::concat(site, ".out"), std::span<const O>(y));
     }
-    if (ctx != nullptr)
-      save_for_backward(*ctx, batch, seq, std::move(q), std::move(k), std::move(v), std::move(attended), valid);
-    return y;
+    if (ctx != nullptr) {
+      save_for_backward(*ctx, batch, seq, std::move(q_kept), std::move(k_kept), std::move(v_kept),
+                        std::move(attended_kept), valid);
+    }
   }
 
   /// Copies head columns [col, col + hd) of `seq` rows of stride `width` into `out` [seq, hd] in A;

@@ -34,6 +34,7 @@
 #include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/weight_cache.hpp"
+#include "mixprec/nn/workspace.hpp"
 
 namespace mixprec::nn {
 
@@ -301,12 +302,36 @@ class dense {
     using T = detail::value_t<X>;
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
-    detail::check_features(
-        "dense", x, in_features(),
-        kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]"));
+    detail::check_features("dense", x, in_features(), [&] {
+      return kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
+    });
     auto y = detail::make_like<O>(x, out_features());
     multiply<C>(detail::flat(x), detail::flat(y), detail::leading_size(x));
     return y;
+  }
+
+  /// `operator()(x)` written into `out` [..., out] (x's leading axes; element type `output_t<P, T>`; a
+  /// caller's buffer, reused across calls, not overlapping x): the same bits, and no allocation once the
+  /// packed kernel is kept (the first call, or the first after a parameter write, packs it).
+  /// \throws std::invalid_argument if the last axis of `x` is not `in_features()` or out's shape is not
+  ///   x's with `out_features()` on the last axis.
+  template <detail::layer_input X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x_in) const {
+    const auto& x = detail::as_array(x_in);
+    using T = detail::value_t<X>;
+    static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, T>>,
+                  "dense::forward_into: out's element type must be output_t<P, T> of the layer's policy P for x's "
+                  "element type T; make out with that type, or use the value-returning call.");
+    detail::check_features("dense", x, in_features(), [&] {
+      return kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
+    });
+    detail::check_output_features("dense::forward_into", out, x, out_features());
+    multiply<compute_t<P, T>>(detail::flat(x), detail::flat(out), detail::leading_size(x));
+  }
+  /// `forward_into(out, x)`: dense needs no scratch; this form lets generic code call every layer alike.
+  template <detail::layer_input X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x_in, workspace& /*unused*/) const {
+    forward_into(out, x_in);
   }
 
   /// `operator()(x)`, saving in `ctx` what `backward` needs (x rounded to the compute type). Same
@@ -319,9 +344,9 @@ class dense {
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
     detail::check_real<T>("dense");
-    detail::check_features(
-        "dense", x, in_features(),
-        kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]"));
+    detail::check_features("dense", x, in_features(), [&] {
+      return kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
+    });
     ctx.rows = detail::leading_size(x);
     ctx.x.resize(x.size());
     kernels::detail::round_n<C>(x.data(), x.size(), ctx.x.data());
@@ -341,9 +366,9 @@ class dense {
   [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
     const auto& dy = detail::as_array(dy_in);
     using C = compute_t<P, T>;
-    detail::check_features(
-        "dense::backward", dy, out_features(),
-        kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]"));
+    detail::check_features("dense::backward", dy, out_features(), [&] {
+      return kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
+    });
     detail::check_backward_rows("dense::backward", detail::leading_size(dy), ctx.rows);
     check_saved(ctx, "dense::backward");
     check_gradients(grads);

@@ -357,6 +357,46 @@ class embedding {
     return attend_logits<output_t<P, detail::value_t<X>>>(x);
   }
 
+  /// The lookup `operator()(ids)` written into `out` [..ids.., features] (element type
+  /// `output_t<P, param_type>`; a caller's buffer, reused across calls). Allocates nothing.
+  /// \throws std::out_of_range as `operator()`; std::invalid_argument if out's shape is not ids' shape
+  ///   with `features()` appended.
+  template <detail::layer_array Y, detail::layer_input Ids>
+  requires detail::id_type<detail::value_t<Ids>>
+  void forward_into(Y& out, const Ids& ids_in) const {
+    const auto& ids = detail::as_array(ids_in);
+    static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, param_type>>,
+                  "embedding::forward_into: out's element type must be output_t<P, param_type> of the layer's "
+                  "policy P; make out with that type, or use the value-returning call.");
+    const auto& is = ids.shape();
+    const auto& os = out.shape();
+    if (os.size() != is.size() + 1 || !std::equal(is.begin(), is.end(), os.begin()) || os[is.size()] != features()) {
+      throw std::invalid_argument(
+          kernels::detail::concat("embedding::forward_into: out has shape ", detail::shape_string(os),
+                                  " but ids have shape ", detail::shape_string(is), "; make out with ids' shape and ",
+                                  features(), " (features) appended (it is written, not resized)"));
+    }
+    lookup(ids, out.data());
+  }
+
+  /// `attend(x)` written into `out` [..., vocab] (x's leading axes; element type `output_t<P, T>`, or
+  /// float32 logits as `attend_logits<float>`): the same bits, and no allocation once the packed table
+  /// is kept.
+  /// \throws std::invalid_argument if the last axis of x is not `features()` or out's shape is not x's
+  ///   with `vocab_size()` on the last axis.
+  template <detail::layer_array Y, detail::layer_input X>
+  void attend_into(Y& out, const X& x_in) const {
+    const auto& x = detail::as_array(x_in);
+    using T = detail::value_t<X>;
+    using O = detail::value_t<Y>;
+    static_assert(std::is_same_v<O, output_t<P, T>> || std::is_same_v<O, float>,
+                  "embedding::attend_into: out's element type must be output_t<P, T> of the layer's policy P for "
+                  "x's element type T, or float; make out with one of them, or use the value-returning call.");
+    check_attend(x);
+    detail::check_output_features("embedding::attend_into", out, x, vocab_size());
+    logits<compute_t<P, T>>(detail::flat(x), detail::flat(out), detail::leading_size(x));
+  }
+
  private:
   /// y [rows, vocab] = x [rows, features] · tableᵀ in C: through the kept packed table for
   /// float32-accumulating C.
@@ -378,9 +418,9 @@ class embedding {
 
   template <class X>
   void check_attend(const X& x) const {
-    detail::check_features(
-        "embedding::attend", x, features(),
-        kernels::detail::concat("table shape ", detail::shape_string(table_.shape()), " = [vocab, features]"));
+    detail::check_features("embedding::attend", x, features(), [&] {
+      return kernels::detail::concat("table shape ", detail::shape_string(table_.shape()), " = [vocab, features]");
+    });
   }
 
   template <class Ids, class O>

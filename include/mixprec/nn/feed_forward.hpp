@@ -28,6 +28,7 @@
 #include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/probe.hpp"
+#include "mixprec/nn/workspace.hpp"
 
 namespace mixprec::nn {
 
@@ -240,6 +241,24 @@ class feed_forward {
     return run(x, static_cast<saved<detail::value_t<X>>*>(nullptr), none, {});
   }
 
+  /// `operator()(x)` written into `out` [..., out] (x's leading axes; element type `output_t<P, T>`),
+  /// the hidden activations of each chunk of rows taken from `ws`: the same bits, and no allocation
+  /// once `ws` has warmed up (see nn/workspace.hpp) and the packed kernels are kept.
+  /// \throws std::invalid_argument if the last axis of x is not `in_features()` or out's shape is not
+  ///   x's with `out_features()` on the last axis.
+  template <detail::layer_input X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x_in, workspace& ws) const {
+    const auto& x = detail::as_array(x_in);
+    using T = detail::value_t<X>;
+    static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, T>>,
+                  "feed_forward::forward_into: out's element type must be output_t<P, T> of the layer's policy P "
+                  "for x's element type T; make out with that type, or use the value-returning call.");
+    check_input(x);
+    detail::check_output_features("feed_forward::forward_into", out, x, out_features());
+    diagnostics::null_probe none;
+    run_into(x, out.data(), static_cast<saved<T>*>(nullptr), none, {}, ws);
+  }
+
   /// `operator()(x)` (the same bits) that hands `probe` two sites inside the block: `<site>.hidden`,
   /// the activation act(w1 x) [* (w3 x)] in the compute type C, [rows, hidden] (observed once per
   /// chunk of rows, so a recording probe sees one call per chunk), and `<site>.out`, the block's
@@ -283,9 +302,10 @@ class feed_forward {
     using Acc = accumulator_t<C>;
     using H = detail::ffn_hidden_t<P, T>;
     detail::check_real<T>("feed_forward::backward");
-    detail::check_features(
-        "feed_forward::backward", dy, out_features(),
-        kernels::detail::concat("w2 kernel shape ", detail::shape_string(w2_.kernel().shape()), " = [hidden, out]"));
+    detail::check_features("feed_forward::backward", dy, out_features(), [&] {
+      return kernels::detail::concat("w2 kernel shape ", detail::shape_string(w2_.kernel().shape()),
+                                     " = [hidden, out]");
+    });
     const std::size_t rows = ctx.input.rows;
     detail::check_backward_rows("feed_forward::backward", detail::leading_size(dy), rows);
     check_saved(ctx);
@@ -335,6 +355,25 @@ class feed_forward {
   /// GEMMs get the same operands and shapes either way, so the result is the same bit for bit.
   template <class X, class Probe, class T = detail::value_t<X>>
   [[nodiscard]] auto run(const X& x, saved<T>* ctx, Probe& probe, std::string_view site) const {
+    check_input(x);
+    auto y = detail::make_like<output_t<P, T>>(x, out_features());
+    workspace ws{workspace::per_call};
+    run_into(x, y.data(), ctx, probe, site, ws);
+    return y;
+  }
+
+  template <class X>
+  void check_input(const X& x) const {
+    detail::check_features("feed_forward", x, in_features(), [&] {
+      return kernels::detail::concat("w1 kernel shape ", detail::shape_string(w1_.kernel().shape()), " = [in, hidden]");
+    });
+  }
+
+  /// The forward pass into y_data (x's rows × out), its row chunks' scratch taken from `ws` (or kept in
+  /// `ctx` when training). x's features are checked by the caller.
+  template <class X, class Probe, class T = detail::value_t<X>>
+  void run_into(const X& x, output_t<P, T>* y_data, saved<T>* ctx, Probe& probe, std::string_view site,
+                workspace& ws) const {
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
     using Acc = accumulator_t<C>;
@@ -343,18 +382,15 @@ class feed_forward {
                   "supported. Feed real and imaginary parts separately, or use nn::dense.");
     // The saved contexts hold values of compute_t<P, ffn_hidden_t<P, T>>: they must be C's.
     static_assert(kernels::detail::is_complex_v<C> || std::is_same_v<compute_t<P, detail::ffn_hidden_t<P, T>>, C>);
-    detail::check_features(
-        "feed_forward", x, in_features(),
-        kernels::detail::concat("w1 kernel shape ", detail::shape_string(w1_.kernel().shape()), " = [in, hidden]"));
     const std::size_t in = in_features(), hidden = hidden_features(), out = out_features();
     const bool gated = is_gated(activation_);
-    auto y = detail::make_like<O>(x, out);
     const std::size_t rows = detail::leading_size(x);
     const std::size_t chunk =
         std::max<std::size_t>(1, kernels::matmul_block_elements / std::max<std::size_t>(hidden, 1));
-    std::vector<Acc> h1;
-    std::vector<Acc> h3;
-    std::vector<C> h;
+    const workspace::frame frame(ws);
+    std::span<Acc> h1;
+    std::span<Acc> h3;
+    std::span<C> h;
     if (ctx != nullptr) {
       ctx->input.rows = rows;
       ctx->input.x.resize(x.size());
@@ -364,12 +400,11 @@ class feed_forward {
       ctx->a.resize(rows * hidden);
       ctx->b.resize(gated ? rows * hidden : 0);
     } else {
-      h1.resize(std::min(chunk, rows) * hidden);
-      h3.resize(gated ? h1.size() : 0);
-      h.resize(h1.size());
+      h1 = ws.take<Acc>(std::min(chunk, rows) * hidden);
+      h3 = ws.take<Acc>(gated ? h1.size() : 0);
+      h = ws.take<C>(h1.size());
     }
     const T* x_data = x.data();
-    O* y_data = y.data();
     for (std::size_t r0 = 0; r0 < rows; r0 += chunk) {
       const std::size_t n = std::min(chunk, rows - r0);
       const std::span<const T> x_rows(x_data + r0 * in, n * in);
@@ -385,9 +420,8 @@ class feed_forward {
       project<C>(w2_, std::span<const C>(act, n * hidden), std::span<O>(y_data + r0 * out, n * out), n);
     }
     if constexpr (diagnostics::probe_enabled_v<Probe>) {
-      probe.observe(kernels::detail::concat(site, ".out"), std::span<const O>(y_data, y.size()));
+      probe.observe(kernels::detail::concat(site, ".out"), std::span<const O>(y_data, rows * out));
     }
-    return y;
   }
 
   /// Calls `f(act, act_derivative)` with the activation of the block and its derivative as functions

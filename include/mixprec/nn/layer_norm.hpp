@@ -143,7 +143,7 @@ class layer_norm {
                   "layer_norm::forward_into(out, x): out's element type must be output_t<P, T> of the layer's "
                   "policy P for x's element type T; make out with that type, or use the value-returning call.");
     detail::check_features("layer_norm", x, features_,
-                           kernels::detail::concat("scale and bias shape [", features_, "]"));
+                           [&] { return kernels::detail::concat("scale and bias shape [", features_, "]"); });
     detail::check_output_shape("layer_norm::forward_into", "out", out, x);
     normalise(x.data(), features_ == 0 ? 0 : x.size() / features_, out.data(), nullptr);
   }
@@ -225,7 +225,8 @@ class layer_norm {
     using C = compute_t<P, T>;
     using S = typename saved<T>::stat_type;
     const std::size_t f = features_;
-    detail::check_features("layer_norm::backward", dy, f, kernels::detail::concat("scale and bias shape [", f, "]"));
+    detail::check_features("layer_norm::backward", dy, f,
+                           [&] { return kernels::detail::concat("scale and bias shape [", f, "]"); });
     // Rows as the forward counted them (none when there are no features: x and dy are then empty).
     detail::check_backward_rows("layer_norm::backward", f == 0 ? 0 : detail::leading_size(dy), ctx.rstd.size());
     if (ctx.xhat.size() != ctx.rstd.size() * f) {
@@ -275,7 +276,7 @@ class layer_norm {
   auto run(const X& x, Ctx ctx) const {
     using T = detail::value_t<X>;
     detail::check_features("layer_norm", x, features_,
-                           kernels::detail::concat("scale and bias shape [", features_, "]"));
+                           [&] { return kernels::detail::concat("scale and bias shape [", features_, "]"); });
     auto y = detail::make_like<output_t<P, T>>(x, features_);
     normalise(x.data(), features_ == 0 ? 0 : x.size() / features_, y.data(), ctx);
     return y;

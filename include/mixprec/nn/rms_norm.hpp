@@ -51,6 +51,7 @@
 #include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/layer_types.hpp"
+#include "mixprec/nn/workspace.hpp"
 
 namespace mixprec::nn {
 
@@ -194,7 +195,8 @@ class rms_norm {
   [[nodiscard]] auto operator()(const X& x_in) const {
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
-    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    detail::check_features("rms_norm", x, features_,
+                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
     auto y = detail::make_like<output_t<P, T>>(x, features_);
     normalise_plain(x.data(), rows_of(x), y.data(), static_cast<saved<T>*>(nullptr));
     return y;
@@ -217,7 +219,8 @@ class rms_norm {
   [[nodiscard]] auto operator()(const X& x_in, no_residual_t) const {
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
-    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    detail::check_features("rms_norm", x, features_,
+                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
     return fused(x, static_cast<const residual_t<P, T>*>(nullptr));
   }
 
@@ -229,7 +232,8 @@ class rms_norm {
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     check_out_type<T, Y>();
-    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    detail::check_features("rms_norm", x, features_,
+                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
     detail::check_output_shape("rms_norm::forward_into", "out", out, x);
     normalise_plain(x.data(), rows_of(x), out.data(), static_cast<saved<T>*>(nullptr));
   }
@@ -241,6 +245,15 @@ class rms_norm {
   /// \throws std::invalid_argument if the last axis is not `features()` or a shape is not x's.
   template <detail::layer_input X, detail::layer_array Residual, detail::layer_array Y>
   void forward_into(Y& out, Residual& new_residual, const X& x_in, const Residual& residual) const {
+    workspace ws{workspace::per_call};
+    forward_into(out, new_residual, x_in, residual, ws);
+  }
+
+  /// Fused `forward_into(out, new_residual, x, residual)` with its scratch (the scale in the residual
+  /// type, [features]) taken from `ws`: no allocation once `ws` has warmed up (nn/workspace.hpp).
+  /// \throws std::invalid_argument as above.
+  template <detail::layer_input X, detail::layer_array Residual, detail::layer_array Y>
+  void forward_into(Y& out, Residual& new_residual, const X& x_in, const Residual& residual, workspace& ws) const {
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     check_out_type<T, Y>();
@@ -248,13 +261,21 @@ class rms_norm {
     detail::check_output_shape("rms_norm::forward_into", "out", out, x);
     detail::check_output_shape("rms_norm::forward_into", "new_residual", new_residual, x);
     normalise_fused(x.data(), residual.data(), rows_of(x), out.data(), new_residual.data(),
-                    static_cast<saved<T>*>(nullptr));
+                    static_cast<saved<T>*>(nullptr), ws);
   }
 
   /// Fused `operator()(x, no_residual)` written into `out` and `new_residual` (x's shape).
   /// \throws std::invalid_argument if the last axis is not `features()` or a shape is not x's.
   template <detail::layer_input X, detail::layer_array Residual, detail::layer_array Y>
   void forward_into(Y& out, Residual& new_residual, const X& x_in, no_residual_t) const {
+    workspace ws{workspace::per_call};
+    forward_into(out, new_residual, x_in, no_residual, ws);
+  }
+
+  /// Fused `forward_into(out, new_residual, x, no_residual)` with its scratch taken from `ws`.
+  /// \throws std::invalid_argument as above.
+  template <detail::layer_input X, detail::layer_array Residual, detail::layer_array Y>
+  void forward_into(Y& out, Residual& new_residual, const X& x_in, no_residual_t, workspace& ws) const {
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     check_out_type<T, Y>();
@@ -262,11 +283,12 @@ class rms_norm {
                   "rms_norm::forward_into(out, new_residual, x, no_residual): new_residual must be the same kind "
                   "of container as x with element type nn::residual_t<P, T> (float32, or float64 under float64 "
                   "compute).");
-    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    detail::check_features("rms_norm", x, features_,
+                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
     detail::check_output_shape("rms_norm::forward_into", "out", out, x);
     detail::check_output_shape("rms_norm::forward_into", "new_residual", new_residual, x);
     normalise_fused(x.data(), static_cast<const residual_t<P, T>*>(nullptr), rows_of(x), out.data(),
-                    new_residual.data(), static_cast<saved<T>*>(nullptr));
+                    new_residual.data(), static_cast<saved<T>*>(nullptr), ws);
   }
 
   // ---- training (docs/training.md; TRAINING.md §1 "rms_norm") ----
@@ -326,7 +348,8 @@ class rms_norm {
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     detail::check_real<T>("rms_norm");
-    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    detail::check_features("rms_norm", x, features_,
+                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
     auto y = detail::make_like<output_t<P, T>>(x, features_);
     normalise_plain(x.data(), rows_of(x), y.data(), &ctx);
     return y;
@@ -350,7 +373,8 @@ class rms_norm {
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     detail::check_real<T>("rms_norm");
-    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    detail::check_features("rms_norm", x, features_,
+                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
     return fused(x, static_cast<const residual_t<P, T>*>(nullptr), &ctx);
   }
 
@@ -368,7 +392,7 @@ class rms_norm {
           "dnew_residual, grads) or backward_fused(ctx, dnormed, grads)");
     }
     detail::check_features("rms_norm::backward", dy, features_,
-                           kernels::detail::concat("scale shape [", features_, "]"));
+                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
     auto dx = detail::make_like<T>(dy, features_);
     backward_rows<T>(ctx, dy, static_cast<const typename saved<T>::stat_type*>(nullptr), grads, dx.data(), 1.0);
     return dx;
@@ -423,7 +447,8 @@ class rms_norm {
                   "rms_norm(x, residual): the residual stream must have element type nn::residual_t<P, T> "
                   "(float32, or float64 under float64 compute), as the previous fused rms_norm returned it; "
                   "start the stream with nn::no_residual.");
-    detail::check_features("rms_norm", x, features_, kernels::detail::concat("scale shape [", features_, "]"));
+    detail::check_features("rms_norm", x, features_,
+                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
     if (!std::equal(x.shape().begin(), x.shape().end(), residual.shape().begin(), residual.shape().end())) {
       throw std::invalid_argument(
           kernels::detail::concat("rms_norm: x has shape ", detail::shape_string(x.shape()),
@@ -441,7 +466,7 @@ class rms_norm {
           "rms_norm::backward: the context was saved by the plain form; call backward(ctx, dy, grads)");
     }
     detail::check_features("rms_norm::backward", dnormed, features_,
-                           kernels::detail::concat("scale shape [", features_, "]"));
+                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
     auto ds = detail::make_like<R>(dnormed, features_);
     const double c = residual_scale_.value_or(1.0);
     backward_rows<T>(ctx, dnormed, dres, grads, ds.data(), c);
@@ -455,7 +480,8 @@ class rms_norm {
     using C = compute_t<P, T>;
     using S = typename saved<T>::stat_type;
     const std::size_t f = features_;
-    detail::check_features("rms_norm::backward", dy, f, kernels::detail::concat("scale shape [", f, "]"));
+    detail::check_features("rms_norm::backward", dy, f,
+                           [&] { return kernels::detail::concat("scale shape [", f, "]"); });
     detail::check_backward_rows("rms_norm::backward", rows_of(dy), ctx.rstd.size());  // as the forward counted
     if (ctx.xhat.size() != ctx.rstd.size() * f) {
       throw std::invalid_argument(kernels::detail::concat(
@@ -498,21 +524,28 @@ class rms_norm {
   /// The scale in S (ones when the layer has none): as stored (`opmath`) or rounded to C first (`compute`).
   template <class C, class S>
   std::vector<S> scale_in() const {
-    std::vector<S> scale(features_, S(1));
-    if (!scale_) return scale;
-    if (scale_precision_ == norm_scale_precision::compute) {
+    std::vector<S> scale(features_);
+    scale_into<C>(std::span<S>(scale));
+    return scale;
+  }
+
+  /// `scale_in` written into `scale` [features].
+  template <class C, class S>
+  void scale_into(std::span<S> scale) const {
+    if (!scale_) {
+      std::fill(scale.begin(), scale.end(), S(1));
+    } else if (scale_precision_ == norm_scale_precision::compute) {
       kernels::detail::round_widen_n<C>(scale_->data(), features_, scale.data());
     } else {
       kernels::detail::round_widen_n<S>(scale_->data(), features_, scale.data());
     }
-    return scale;
   }
 
   /// out[j] = round_to<O>(row[j] * rsqrt(mean(|row|^2) + eps) * scale[j]), in S. Rows whose squares
   /// would overflow or underflow S are divided by 2^k first (`kernels::scaled_mean_square`), which is
   /// exact: y = (x 2^-k) * rsqrt(mean(|x 2^-k|^2) + eps 2^-2k) * scale. Ordinary rows have k = 0.
   template <class S, class O>
-  void normalise_row(const S* row, const std::vector<S>& scale, O* out, S* xhat = nullptr, S* rstd = nullptr) const {
+  void normalise_row(const S* row, std::span<const S> scale, O* out, S* xhat = nullptr, S* rstd = nullptr) const {
     using Real = kernels::detail::real_of_t<S>;
     const auto ms = kernels::scaled_mean_square(std::span<const S>(row, features_));
     const int k = ms.exponent;
@@ -588,11 +621,14 @@ class rms_norm {
   /// may be `residual` itself), out = rmsnorm(stream), then stream *= the residual scale. Rows as in
   /// `normalise_plain`.
   template <class T, class O, class R>
-  void normalise_fused(const T* in, const R* residual, std::size_t rows, O* out, R* stream, saved<T>* ctx) const {
+  void normalise_fused(const T* in, const R* residual, std::size_t rows, O* out, R* stream, saved<T>* ctx,
+                       workspace& ws) const {
     using C = compute_t<P, T>;
     constexpr bool simd_types = kernels::detail::simd_norm_types<T, float, O> && std::is_same_v<R, float>;
     const std::size_t f = features_;
-    const std::vector<R> scale = scale_in<C, R>();
+    const workspace::frame frame(ws);
+    const std::span<R> scale = ws.take<R>(f);
+    scale_into<C>(scale);
     if (ctx != nullptr) {
       ctx->fused = true;
       ctx->xhat.resize(rows * f);
@@ -630,7 +666,7 @@ class rms_norm {
               s[j] = residual[r * f + j] + kernels::detail::round_to<R>(in[r * f + j]);
           }
         }
-        normalise_row<R>(s, scale, out + r * f, xhat, rstd);
+        normalise_row<R>(s, std::span<const R>(scale), out + r * f, xhat, rstd);
         if (factor) {
           for (std::size_t j = 0; j < f; ++j) s[j] = s[j] * *factor;
         }
@@ -647,7 +683,8 @@ class rms_norm {
     static_assert(std::is_same_v<R, residual_t<P, T>>);
     act_and_residual<detail::rebind_t<X, O>, detail::rebind_t<X, R>> result{detail::make_like<O>(x, features_),
                                                                             detail::make_like<R>(x, features_)};
-    normalise_fused(x.data(), residual, rows_of(x), result.x.data(), result.residual.data(), ctx);
+    workspace ws{workspace::per_call};
+    normalise_fused(x.data(), residual, rows_of(x), result.x.data(), result.residual.data(), ctx, ws);
     return result;
   }
 

@@ -87,6 +87,67 @@ MIXPREC_TARGET_AVX2 inline void micro_tile(std::size_t kc, const float* a, const
   }
 }
 
+/// `micro_tile` with a read in place: row r of a at `a + r * lda`, contiguous in k (no a packing), for
+/// small products whose a rows are already in L1 (attention's query blocks and weight tiles). The same
+/// per-element order as micro_tile.
+template <int R, panel_format F>
+MIXPREC_TARGET_AVX2 inline void micro_tile_rows(std::size_t kc, const float* a, std::size_t lda,
+                                                const panel_element_t<F>* b, float* c, std::size_t ldc,
+                                                bool accumulate) noexcept {
+  __m256 acc0[R];
+  __m256 acc1[R];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    acc0[r] = _mm256_setzero_ps();
+    acc1[r] = _mm256_setzero_ps();
+  }
+  for (std::size_t p = 0; p < kc; ++p) {
+    __m256 b0;
+    __m256 b1;
+    load_b_row<F>(b, b0, b1);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 ar = _mm256_broadcast_ss(a + static_cast<std::size_t>(r) * lda + p);
+      acc0[r] = _mm256_fmadd_ps(ar, b0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(ar, b1, acc1[r]);
+    }
+    b += gemm_nr;
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    float* row = c + static_cast<std::size_t>(r) * ldc;
+    if (accumulate) {
+      acc0[r] = _mm256_add_ps(_mm256_loadu_ps(row), acc0[r]);
+      acc1[r] = _mm256_add_ps(_mm256_loadu_ps(row + 8), acc1[r]);
+    }
+    _mm256_storeu_ps(row, acc0[r]);
+    _mm256_storeu_ps(row + 8, acc1[r]);
+  }
+}
+
+/// c[rows, panels·16] (row stride ldc) (+)= a[rows, kc] · b for an a read in place (row stride lda):
+/// `block` without the a packing (see micro_tile_rows).
+template <panel_format F>
+MIXPREC_TARGET_AVX2 inline void block_rows(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
+                                           std::size_t lda, const panel_element_t<F>* b, std::size_t panel_stride,
+                                           float* c, std::size_t ldc, bool accumulate) noexcept {
+  for (std::size_t q = 0; q < panels; ++q) {
+    const panel_element_t<F>* bq = b + q * panel_stride;
+    for (std::size_t i = 0; i < rows; i += gemm_mr) {
+      const float* ai = a + i * lda;
+      float* ci = c + i * ldc + q * gemm_nr;
+      switch (rows - i >= gemm_mr ? gemm_mr : rows - i) {
+        case 1: micro_tile_rows<1, F>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+        case 2: micro_tile_rows<2, F>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+        case 3: micro_tile_rows<3, F>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+        case 4: micro_tile_rows<4, F>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+        case 5: micro_tile_rows<5, F>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+        default: micro_tile_rows<6, F>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+      }
+    }
+  }
+}
+
 /// One row against four consecutive b panels (64 columns): c[0, 64) = (accumulate ? c : 0) + a · b.
 /// `panel_stride` is the distance between panels (nr · k floats). Same per-element order as micro_tile.
 template <panel_format F>

@@ -5,9 +5,9 @@
 ///
 /// The same conventions as the portable rows of kernels/softmax.hpp (NaN anywhere: all NaN; every
 /// value -Inf: all zeros); exp is `exp_avx2::exp8` (< 1 ulp), the sum of the exponentials accumulates
-/// in float64, and each probability is e_j · (1 / l) rounded once to the output type: within 2 ulp of
-/// float of the portable path's e_j / l. Three passes over a row: max, exp (stored: in the output when
-/// it is float, else in a row of scratch), scale.
+/// in float64 (float32 in the online softmax's block pass), and each probability is e_j · (1 / l) rounded once to the
+/// output type: within 2 ulp of float of the portable path's e_j / l. Three passes over a row: max, exp (stored: in the
+/// output when it is float, else in a row of scratch), scale.
 #pragma once
 
 #include <algorithm>
@@ -106,9 +106,37 @@ MIXPREC_TARGET_AVX2 inline void softmax_row(const I* x, O* y, std::size_t n, flo
   if (j < n) store_tail<O>(y + j, _mm256_mul_ps(load_tail<float>(e + j, n - j), inv), n - j);
 }
 
-/// `online_softmax<float>::update`'s block pass: s_j = exp(s_j - m) in place; returns Σ s_j (float64).
-MIXPREC_TARGET_AVX2 inline double exp_shift_in_place(float* s, std::size_t n, float m) noexcept {
-  return exp_sum<float>(s, n, m, s);
+/// `online_softmax<float>::update`'s block pass: s_j = exp(s_j - m) in place; returns Σ s_j, summed in
+/// float32 (two vector partial sums: error at most n u of the sum, within the online softmax's bound,
+/// whose blocks are attention's key tiles of ~128 scores; the row softmax above sums in float64).
+MIXPREC_TARGET_AVX2 inline float exp_shift_in_place(float* s, std::size_t n, float m) noexcept {
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 s0 = _mm256_setzero_ps();
+  __m256 s1 = _mm256_setzero_ps();
+  std::size_t j = 0;
+  for (; n - j >= 16; j += 16) {
+    const __m256 a = exp_avx2::exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+    const __m256 b = exp_avx2::exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j + 8), mv));
+    _mm256_storeu_ps(s + j, a);
+    _mm256_storeu_ps(s + j + 8, b);
+    s0 = _mm256_add_ps(s0, a);
+    s1 = _mm256_add_ps(s1, b);
+  }
+  for (; j < n; j += 8) {
+    const std::size_t t = std::min<std::size_t>(n - j, 8);
+    const __m256 x = t == 8 ? _mm256_loadu_ps(s + j) : load_tail<float>(s + j, t);
+    const __m256 v = _mm256_and_ps(exp_avx2::exp8(_mm256_sub_ps(x, mv)), tail_mask(t));
+    if (t == 8) {
+      _mm256_storeu_ps(s + j, v);
+    } else {
+      store_tail<float>(s + j, v, t);
+    }
+    s0 = _mm256_add_ps(s0, v);
+  }
+  const __m256 total = _mm256_add_ps(s0, s1);
+  const __m128 half = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
+  const __m128 pair = _mm_add_ps(half, _mm_movehl_ps(half, half));
+  return _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
 }
 
 }  // namespace softmax_avx2

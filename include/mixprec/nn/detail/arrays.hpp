@@ -132,17 +132,26 @@ template <class X>
 
 /// Throws unless `x` has rank >= 1 and its last axis has `expected` elements.
 /// Message: "<layer>: input has 7 features (shape [2, 3, 7]) but the layer expects 8 (<what>)".
-template <class X>
-void check_features(const char* layer, const X& x, std::size_t expected, const std::string& what) {
+/// `what_in` is a string, or a callable returning one: it runs only when there is an error to report,
+/// so a passing check builds no string (and allocates nothing).
+template <class X, class What>
+void check_features(const char* layer, const X& x, std::size_t expected, const What& what_in) {
+  const auto what = [&]() -> std::string {
+    if constexpr (std::is_invocable_v<const What&>) {
+      return what_in();
+    } else {
+      return std::string(what_in);
+    }
+  };
   if (x.dimension() == 0) {
     throw std::invalid_argument(kernels::detail::concat(
-        layer, ": input is a scalar (shape []) but the layer expects [..., ", expected, "] (", what, ")"));
+        layer, ": input is a scalar (shape []) but the layer expects [..., ", expected, "] (", what(), ")"));
   }
   const std::size_t got = last_extent(x);
   if (got != expected) {
     throw std::invalid_argument(kernels::detail::concat(layer, ": input has ", got, " features (shape ",
                                                         shape_string(x.shape()), ") but the layer expects ", expected,
-                                                        " (", what, ")"));
+                                                        " (", what(), ")"));
   }
 }
 
@@ -153,6 +162,21 @@ void check_output_shape(const char* layer, const char* what, const Out& out, con
     throw std::invalid_argument(kernels::detail::concat(layer, ": ", what, " has shape ", shape_string(out.shape()),
                                                         " but x has shape ", shape_string(x.shape()),
                                                         "; make it with x's shape (it is written, not resized)"));
+  }
+}
+
+/// \throws std::invalid_argument unless `out` (a caller's output array) has x's shape with `last`
+/// elements on its last axis.
+template <class Out, class X>
+void check_output_features(const char* layer, const Out& out, const X& x, std::size_t last) {
+  const auto& xs = x.shape();
+  const auto& os = out.shape();
+  const bool ok = xs.size() == os.size() && xs.size() > 0 && std::equal(xs.begin(), xs.end() - 1, os.begin()) &&
+                  os[os.size() - 1] == last;
+  if (!ok) {
+    throw std::invalid_argument(kernels::detail::concat(
+        layer, ": out has shape ", shape_string(os), " but x has shape ", shape_string(xs),
+        "; make out with x's shape and ", last, " elements on its last axis (it is written, not resized)"));
   }
 }
 
