@@ -1,6 +1,6 @@
 // Google Benchmark: mixprec's tiled attention (nn::scaled_dot_product_attention: online softmax over
 // key tiles, O(S) memory) against the materialising baseline — scores = Q·Kᵀ, softmax, P·V — in the
-// same run (issue 9), batch 1, 16 heads of 64, sequence S, no mask, 1 thread.
+// same run (issue 9), batch 1, 16 heads of 64, sequence S, no mask, 1 and 2 threads.
 //
 //  - mixprec/f32, /bf16:  nn::scaled_dot_product_attention<C> on queries [S, H, D] and a kv_cache of S
 //                         positions in C, scratch from an nn::workspace made before the timing.
@@ -12,8 +12,9 @@
 //  - baseline/bf16:       the bfloat16 queries, keys and values widened to float32 (timed), the f32
 //                         baseline, the output rounded to bfloat16.
 //
-// Arguments {S}: 1024 and 4096 (and 128, the case ctest runs). Counters: GFLOP/s (4·H·S²·D per call) and scratch bytes
-// (mixprec: the workspace's high water; baseline: one head's scores).
+// Wall-clock time. Arguments {S, threads}: S 1024 and 4096 (and 128, the case ctest runs), 1 and 2 threads (mixprec
+// spreads (batch row, kv head) pairs over its threads; oneDNN runs its OpenMP threads). Counters: GFLOP/s (4·H·S²·D per
+// call) and scratch bytes (mixprec: the workspace's high water; baseline: one head's scores).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -64,7 +65,7 @@ nn::attention_config config() {
 template <class C>
 void mixprec_attention(benchmark::State& state) {
   const auto seq = static_cast<std::size_t>(state.range(0));
-  const threads_for threads(1);
+  const threads_for threads(static_cast<std::size_t>(state.range(1)));
   const std::size_t width = heads * head_dim;
   const auto q = random_values<C>(seq * width, 1);
   nn::kv_cache<C> cache(1, heads, head_dim, seq);
@@ -148,7 +149,7 @@ class head_products {
 template <class T>
 void baseline(benchmark::State& state) {
   const auto seq = static_cast<std::size_t>(state.range(0));
-  const threads_for threads(1);
+  const threads_for threads(static_cast<std::size_t>(state.range(1)));
   const std::size_t width = heads * head_dim;
   const auto q = random_values<T>(seq * width, 1);
   const auto k = random_values<T>(seq * width, 2);
@@ -190,7 +191,11 @@ void baseline(benchmark::State& state) {
 }
 
 void sizes(benchmark::internal::Benchmark* b) {
-  b->Arg(128)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond)->MinTime(0.5);  // 128: ctest's tiny case
+  b->ArgNames({"S", "threads"})->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
+  b->Args({128, 1});  // ctest's tiny case
+  for (const int threads : {1, 2}) {
+    for (const int seq : {1024, 4096}) b->Args({seq, threads});
+  }
 }
 
 }  // namespace

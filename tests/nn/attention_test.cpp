@@ -775,6 +775,46 @@ TEMPLATE_TEST_CASE("tiled online-softmax attention equals the direct formula for
   }
 }
 
+TEMPLATE_TEST_CASE("attention's packed path gives the same bits on 1, 2 and 3 threads", "[nn][attention]", float,
+                   bfloat16) {
+  // 256 queries and keys, head_dim 16: large enough that (batch row, kv head) tasks are spread over the
+  // threads (4·H·S²·D >= 4 Mi flops per thread) on the packed path; every output element is computed by
+  // one task in one order, so no bit may change. Compared with a float64 direct formula too.
+  using C = TestType;
+  using A = mixprec::accumulator_t<C>;
+  const std::size_t batch = 2, total = 256, seq = 256, heads = 4, kv_heads = 2, hd = 16;
+  const auto cache = random_cache<C>(batch, kv_heads, hd, total, 41, /*padded=*/true);
+  std::mt19937 rng(42);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<C> q(batch * seq * heads * hd);
+  for (auto& e : q) e = static_cast<C>(normal(rng));
+  for (bool causal : {false, true}) {
+    const nn::attention_config cfg{
+        .d_model = heads * hd, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = hd, .causal = causal};
+    std::vector<std::vector<C>> outs;
+    for (std::size_t threads : {1u, 2u, 3u}) {
+      const std::size_t previous = mixprec::set_num_threads(threads);
+      std::vector<C> out(q.size());
+      nn::workspace ws;
+      nn::scaled_dot_product_attention<C>(std::span<const C>(q), cache, seq, cfg, std::span<C>(out), ws);
+      mixprec::set_num_threads(previous);
+      outs.push_back(std::move(out));
+    }
+    INFO("causal " << causal);
+    CHECK(std::memcmp(outs[0].data(), outs[1].data(), q.size() * sizeof(C)) == 0);
+    CHECK(std::memcmp(outs[0].data(), outs[2].data(), q.size() * sizeof(C)) == 0);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    const auto [ref, mag] = direct_attention(q, cache, seq, heads, causal, scale, nullptr);
+    const double u_c = std::is_same_v<C, A> ? 0.0 : unit_roundoff<C>();
+    const double eps = 2.0 * static_cast<double>(total + hd + 8) * unit_roundoff<A>();
+    std::size_t outside = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      if (!(std::abs(static_cast<double>(outs[0][i]) - ref[i]) <= eps * mag[i] + u_c * std::abs(ref[i]))) ++outside;
+    }
+    CHECK(outside == 0);
+  }
+}
+
 TEST_CASE("softmax_precision::compute rounds scores and weights to the compute type, opmath does not",
           "[nn][attention]") {
   // One query q = 1.25 and two keys 80.5 and 80 (head_dim 1, scale 1), values 1 and 0: the scores are

@@ -63,6 +63,7 @@
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/softmax.hpp"
+#include "mixprec/kernels/threads.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/from_scope.hpp"
@@ -279,15 +280,38 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
                                 .softmax = qb,
                                 .packed = 0};
   if (packed) sizes.packed = 2 * packed_keys_size + pack_row_size;
-  const attention_scratch<A> buffers = scratch(sizes);
-  A* const packed_keys = packed ? buffers.packed.data() : nullptr;
-  A* const packed_values = packed ? packed_keys + packed_keys_size : nullptr;
-  A* const pack_row = packed ? packed_values + packed_keys_size : nullptr;
+  // Tasks are (batch row, kv head) pairs, independent of each other: on the packed path they are
+  // spread over the kernels' threads (each with buffers of its own) when the product is large enough
+  // (4·H·S²·D at least 4 Mi flops per thread, as the GEMM's rule). No bit depends on the thread count:
+  // each output element is computed by one task, in one order.
+  const std::size_t tasks = batch * c.n_kv_heads;
+  std::size_t slots = 1;
+  if (packed) {
+    const double flops =
+        4.0 * static_cast<double>(batch * n_heads * hd) * static_cast<double>(seq) * static_cast<double>(total);
+    const auto by_size = static_cast<std::size_t>(std::min(flops / 4194304.0, 1024.0));
+    slots = std::max<std::size_t>(1, std::min({num_threads(), tasks, by_size}));
+  }
+  attention_scratch_sizes all = sizes;
+  for (std::size_t* n : {&all.queries, &all.scores, &all.keys, &all.values, &all.softmax, &all.packed}) *n *= slots;
+  const attention_scratch<A> all_buffers = scratch(all);
 
   using StridedConstMap = Eigen::Map<const Mat, Eigen::Unaligned, Eigen::OuterStride<>>;
-  for (std::size_t b = 0; b < batch; ++b) {
+  const auto run = [&](std::size_t task, std::size_t slot) {
+    const attention_scratch<A> buffers{all_buffers.queries.subspan(slot * sizes.queries, sizes.queries),
+                                       all_buffers.accumulators.subspan(slot * sizes.queries, sizes.queries),
+                                       all_buffers.scores.subspan(slot * sizes.scores, sizes.scores),
+                                       all_buffers.keys.subspan(slot * sizes.keys, sizes.keys),
+                                       all_buffers.values.subspan(slot * sizes.values, sizes.values),
+                                       all_buffers.softmax.subspan(slot * sizes.softmax, sizes.softmax),
+                                       all_buffers.packed.subspan(slot * sizes.packed, sizes.packed)};
+    A* const packed_keys = packed ? buffers.packed.data() : nullptr;
+    A* const packed_values = packed ? packed_keys + packed_keys_size : nullptr;
+    A* const pack_row = packed ? packed_values + packed_keys_size : nullptr;
+    const std::size_t b = task / c.n_kv_heads;
+    const std::size_t g = task % c.n_kv_heads;
     const std::span<const std::uint8_t> valid = cache.validity(b);
-    for (std::size_t g = 0; g < c.n_kv_heads; ++g) {
+    {
       const C* keys = cache.keys(b, g).data();
       const C* values = cache.values(b, g).data();
 #if MIXPREC_X86_DISPATCH
@@ -449,6 +473,13 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
         }
       }
     }
+  };
+  if (slots <= 1) {
+    for (std::size_t task = 0; task < tasks; ++task) run(task, 0);
+  } else {
+    kernels::detail::parallel_for(slots, slots, [&](std::size_t slot) {
+      for (std::size_t task = slot; task < tasks; task += slots) run(task, slot);
+    });
   }
 }
 
