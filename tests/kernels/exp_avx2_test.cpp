@@ -18,6 +18,10 @@ MIXPREC_TARGET_AVX2 void exp_of(const float* x, float* y) {
   _mm256_storeu_ps(y, mixprec::detail::exp_avx2::exp8(_mm256_loadu_ps(x)));
 }
 
+MIXPREC_TARGET_AVX2 void exp_nonpositive_of(const float* x, float* y) {
+  _mm256_storeu_ps(y, mixprec::detail::exp_avx2::exp8_nonpositive(_mm256_loadu_ps(x)));
+}
+
 /// |got - ref| in units of float's last place at ref (subnormal spacing below the normal range).
 double ulps(float got, double ref) {
   if (ref == 0.0) return got == 0.0F ? 0.0 : std::numeric_limits<double>::infinity();
@@ -30,7 +34,8 @@ double ulps(float got, double ref) {
 }
 
 /// The largest error over every `stride`-th float pattern in [first, last] (patterns of one sign).
-double worst_over(std::uint32_t first, std::uint32_t last, std::uint32_t stride, float& where) {
+double worst_over(std::uint32_t first, std::uint32_t last, std::uint32_t stride, float& where,
+                  void (*exp_fn)(const float*, float*) = exp_of) {
   double worst = 0.0;
   float x[8];
   float y[8];
@@ -38,7 +43,7 @@ double worst_over(std::uint32_t first, std::uint32_t last, std::uint32_t stride,
     for (std::uint32_t i = 0; i < 8; ++i) {
       x[i] = std::bit_cast<float>(static_cast<std::uint32_t>(std::min<std::uint64_t>(u + i * stride, last)));
     }
-    exp_of(x, y);
+    exp_fn(x, y);
     for (int i = 0; i < 8; ++i) {
       const double e = ulps(y[i], std::exp(static_cast<double>(x[i])));
       if (e > worst) {
@@ -89,5 +94,35 @@ TEST_CASE("exp8 gives 0 for -Inf and below the subnormal range, Inf above float'
   // exp(-103.9) = 8.6e-46 is subnormal: rounds to 1 × 2^-149, as std::exp rounds it.
   CHECK(y[7] == std::exp(-103.9F));
   CHECK(y[7] == std::numeric_limits<float>::denorm_min());
+}
+
+TEST_CASE("exp8_nonpositive, the online softmax's exp, is within 1 ulp of exp for normal results, else 0",
+          "[kernels][exp]") {
+  if (mixprec::detected_isa() < mixprec::isa::avx2) {
+    WARN("SKIPPED: this CPU has no AVX2 + FMA");
+    return;
+  }
+  // Every 64th pattern from -0 down to ln(2^-126), where exp(x) stops being a normal float.
+  const float lowest_normal = mixprec::detail::exp_avx2::normal_below;
+  REQUIRE(std::exp(static_cast<double>(lowest_normal)) >= std::numeric_limits<float>::min() * 0.99);
+  float where = 0.0F;
+  const double worst = worst_over(std::bit_cast<std::uint32_t>(-0.0F), std::bit_cast<std::uint32_t>(lowest_normal), 64,
+                                  where, exp_nonpositive_of);
+  INFO("worst error: " << worst << " ulp at x = " << where);
+  REQUIRE(worst <= 1.0);
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  const float x[8] = {-inf, -87.5F, -1000.0F, 0.0F, -0.0F, -1.0F, std::nextafter(lowest_normal, -inf), -50.0F};
+  float y[8];
+  exp_nonpositive_of(x, y);
+  CHECK(y[0] == 0.0F);  // a masked score: exactly no weight
+  CHECK(y[1] == 0.0F);  // exp(-87.5) = 1.0e-38 is subnormal: flushed
+  CHECK(y[2] == 0.0F);
+  CHECK(y[3] == 1.0F);
+  CHECK(y[4] == 1.0F);
+  CHECK(std::abs(static_cast<double>(y[5]) - std::exp(-1.0)) <= 1.2e-7 * std::exp(-1.0));
+  CHECK(y[6] == 0.0F);
+  float y8[8];
+  exp_of(x, y8);
+  CHECK(y[7] == y8[7]);  // the same reduction and polynomial as exp8
 }
 #endif

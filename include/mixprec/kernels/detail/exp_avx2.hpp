@@ -79,6 +79,40 @@ MIXPREC_TARGET_AVX2_INLINE inline __m256 exp8(__m256 x) noexcept {
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));  // NaN in, NaN out
 }
 
+/// Below ln(2^-126) (about -87.34) exp(x) is not a normal float.
+inline constexpr float normal_below =
+    static_cast<float>((std::numeric_limits<float>::min_exponent - 1) * std::numbers::ln2);
+
+/// exp(x) of 8 floats x <= 0 (or -Inf), for the weights of an online softmax: exp8's reduction and
+/// polynomial (the same error, at most 2 ulp, for results that are normal floats), with the shortcuts
+/// that domain allows — k = round(x / ln 2) by the 1.5 · 2^23 rounding trick, one scaling by 2^k
+/// (k >= -126, a normal power of two) — and results below float's smallest normal value given as +0
+/// (x < ln(2^-126), -Inf included): a weight below 2^-126 next to the maximum's weight 1 changes no
+/// normalised output. About 17 vector operations per 8 values instead of exp8's 30. Positive x and NaN
+/// are outside the contract (the online softmax never passes them).
+MIXPREC_TARGET_AVX2_INLINE inline __m256 exp8_nonpositive(__m256 x) noexcept {
+  constexpr float round_magic = 12582912.0F;  // 1.5 * 2^23: t = x / ln 2 + magic holds round(x / ln 2)
+  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(normal_below), _CMP_LT_OQ);
+  const __m256 xc = _mm256_max_ps(x, _mm256_set1_ps(normal_below));
+  const __m256 t = _mm256_fmadd_ps(xc, _mm256_set1_ps(std::numbers::log2e_v<float>), _mm256_set1_ps(round_magic));
+  const __m256 k = _mm256_sub_ps(t, _mm256_set1_ps(round_magic));
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(ln2_hi), xc);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(ln2_lo), r);
+  __m256 p = _mm256_set1_ps(inverse_factorial(7));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(inverse_factorial(6)));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(inverse_factorial(5)));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(inverse_factorial(4)));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(inverse_factorial(3)));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(inverse_factorial(2)));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0F));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0F));
+  // t's low mantissa bits hold k (two's complement, offset by the magic's 2^22, which the shift drops):
+  // (k << 23) + (127 << 23) is the pattern of 2^k, normal for k in [-126, 0].
+  const __m256i scale_bits =
+      _mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(t), 23), _mm256_set1_epi32(127 << 23));
+  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(scale_bits)));
+}
+
 }  // namespace exp_avx2
 MIXPREC_END_ISA_NAMESPACE
 

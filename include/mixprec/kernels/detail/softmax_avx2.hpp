@@ -106,17 +106,18 @@ MIXPREC_TARGET_AVX2 inline void softmax_row(const I* x, O* y, std::size_t n, flo
   if (j < n) store_tail<O>(y + j, _mm256_mul_ps(load_tail<float>(e + j, n - j), inv), n - j);
 }
 
-/// `online_softmax<float>::update`'s block pass: s_j = exp(s_j - m) in place; returns Σ s_j, summed in
-/// float32 (two vector partial sums: error at most n u of the sum, within the online softmax's bound,
-/// whose blocks are attention's key tiles of ~128 scores; the row softmax above sums in float64).
+/// `online_softmax<float>::update`'s block pass: s_j = exp(s_j - m) in place (`exp8_nonpositive`: s_j
+/// <= m, weights below 2^-126 flushed to +0); returns Σ s_j, summed in float32 (two vector partial sums:
+/// error at most n u of the sum, within the online softmax's bound, whose blocks are attention's key
+/// tiles of ~128 scores; the row softmax above sums in float64).
 MIXPREC_TARGET_AVX2 inline float exp_shift_in_place(float* s, std::size_t n, float m) noexcept {
   const __m256 mv = _mm256_set1_ps(m);
   __m256 s0 = _mm256_setzero_ps();
   __m256 s1 = _mm256_setzero_ps();
   std::size_t j = 0;
   for (; n - j >= 16; j += 16) {
-    const __m256 a = exp_avx2::exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
-    const __m256 b = exp_avx2::exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j + 8), mv));
+    const __m256 a = exp_avx2::exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+    const __m256 b = exp_avx2::exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + j + 8), mv));
     _mm256_storeu_ps(s + j, a);
     _mm256_storeu_ps(s + j + 8, b);
     s0 = _mm256_add_ps(s0, a);
@@ -125,7 +126,7 @@ MIXPREC_TARGET_AVX2 inline float exp_shift_in_place(float* s, std::size_t n, flo
   for (; j < n; j += 8) {
     const std::size_t t = std::min<std::size_t>(n - j, 8);
     const __m256 x = t == 8 ? _mm256_loadu_ps(s + j) : load_tail<float>(s + j, t);
-    const __m256 v = _mm256_and_ps(exp_avx2::exp8(_mm256_sub_ps(x, mv)), tail_mask(t));
+    const __m256 v = _mm256_and_ps(exp_avx2::exp8_nonpositive(_mm256_sub_ps(x, mv)), tail_mask(t));
     if (t == 8) {
       _mm256_storeu_ps(s + j, v);
     } else {
