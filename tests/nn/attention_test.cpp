@@ -68,27 +68,33 @@ constexpr std::size_t header = 16;  // keeps the default new alignment (16 on x8
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
-void* operator new(std::size_t n) {
-  void* base = std::malloc(n + header);
+namespace alloc_tracking {
+/// Writes the size header at `base` and counts the allocation; returns the block after the header.
+void* record(void* base, std::size_t n, std::size_t header_bytes) {
   if (base == nullptr) throw std::bad_alloc();
   auto* words = static_cast<std::size_t*>(base);
   words[0] = n;
-  words[1] = alloc_tracking::active ? 1 : 0;
-  if (alloc_tracking::active) {
-    alloc_tracking::live += n;
-    alloc_tracking::peak = std::max(alloc_tracking::peak, alloc_tracking::live);
-    alloc_tracking::largest = std::max(alloc_tracking::largest, n);
-    ++alloc_tracking::count;
+  words[1] = active ? 1 : 0;
+  if (active) {
+    live += n;
+    peak = std::max(peak, live);
+    largest = std::max(largest, n);
+    ++count;
   }
-  return static_cast<char*>(base) + header;
+  return static_cast<char*>(base) + header_bytes;
 }
-void operator delete(void* p) noexcept {
+/// Uncounts the block `p` (header_bytes after its base) and frees it.
+void release(void* p, std::size_t header_bytes) noexcept {
   if (p == nullptr) return;
-  void* base = static_cast<char*>(p) - header;
+  void* base = static_cast<char*>(p) - header_bytes;
   const auto* words = static_cast<const std::size_t*>(base);
-  if (words[1] != 0 && alloc_tracking::live >= words[0]) alloc_tracking::live -= words[0];
+  if (words[1] != 0 && live >= words[0]) live -= words[0];
   std::free(base);
 }
+}  // namespace alloc_tracking
+
+void* operator new(std::size_t n) { return alloc_tracking::record(std::malloc(n + header), n, header); }
+void operator delete(void* p) noexcept { alloc_tracking::release(p, header); }
 void* operator new[](std::size_t n) { return ::operator new(n); }
 void operator delete[](void* p) noexcept { ::operator delete(p); }
 void operator delete(void* p, std::size_t) noexcept { ::operator delete(p); }
@@ -116,25 +122,10 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept { ::operator del
 void* operator new(std::size_t n, std::align_val_t align) {
   const auto a = static_cast<std::size_t>(align);
   if (n > std::size_t(-1) - 2 * a) throw std::bad_alloc();
-  void* base = std::aligned_alloc(a, (n + 2 * a - 1) / a * a);
-  if (base == nullptr) throw std::bad_alloc();
-  auto* words = static_cast<std::size_t*>(base);
-  words[0] = n;
-  words[1] = alloc_tracking::active ? 1 : 0;
-  if (alloc_tracking::active) {
-    alloc_tracking::live += n;
-    alloc_tracking::peak = std::max(alloc_tracking::peak, alloc_tracking::live);
-    alloc_tracking::largest = std::max(alloc_tracking::largest, n);
-    ++alloc_tracking::count;
-  }
-  return static_cast<char*>(base) + a;
+  return alloc_tracking::record(std::aligned_alloc(a, (n + 2 * a - 1) / a * a), n, a);
 }
 void operator delete(void* p, std::align_val_t align) noexcept {
-  if (p == nullptr) return;
-  void* base = static_cast<char*>(p) - static_cast<std::size_t>(align);
-  const auto* words = static_cast<const std::size_t*>(base);
-  if (words[1] != 0 && alloc_tracking::live >= words[0]) alloc_tracking::live -= words[0];
-  std::free(base);
+  alloc_tracking::release(p, static_cast<std::size_t>(align));
 }
 void* operator new[](std::size_t n, std::align_val_t align) { return ::operator new(n, align); }
 void operator delete[](void* p, std::align_val_t align) noexcept { ::operator delete(p, align); }

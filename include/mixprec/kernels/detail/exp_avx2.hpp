@@ -51,10 +51,8 @@ MIXPREC_TARGET_AVX2_INLINE inline __m256 power_of_two(__m256i e) noexcept {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
 }
 
-/// exp(x) of 8 floats (see the file comment for the error).
-MIXPREC_TARGET_AVX2_INLINE inline __m256 exp8(__m256 x) noexcept {
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(std::numbers::log2e_v<float>)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+/// exp(r) for r = x - k ln 2 (|r| <= ln 2 / 2), the reduction and polynomial of the file comment.
+MIXPREC_TARGET_AVX2_INLINE inline __m256 reduced_exp(__m256 x, __m256 k) noexcept {
   __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(ln2_hi), x);
   r = _mm256_fnmadd_ps(k, _mm256_set1_ps(ln2_lo), r);
   __m256 p = _mm256_set1_ps(inverse_factorial(7));
@@ -65,6 +63,14 @@ MIXPREC_TARGET_AVX2_INLINE inline __m256 exp8(__m256 x) noexcept {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(inverse_factorial(2)));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0F));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0F));
+  return p;
+}
+
+/// exp(x) of 8 floats (see the file comment for the error).
+MIXPREC_TARGET_AVX2_INLINE inline __m256 exp8(__m256 x) noexcept {
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(std::numbers::log2e_v<float>)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 p = reduced_exp(x, k);
   // p · 2^k as p · 2^k1 · 2^k2 with k1 = k / 2 (toward 0) and k2 = k - k1: both normal powers of two
   // for k in [-150, 128], so only the last product rounds (and only when the result is subnormal).
   // Outside the domain k is clamped first; the blends below give the limits.
@@ -96,16 +102,7 @@ MIXPREC_TARGET_AVX2_INLINE inline __m256 exp8_nonpositive(__m256 x) noexcept {
   const __m256 xc = _mm256_max_ps(x, _mm256_set1_ps(normal_below));
   const __m256 t = _mm256_fmadd_ps(xc, _mm256_set1_ps(std::numbers::log2e_v<float>), _mm256_set1_ps(round_magic));
   const __m256 k = _mm256_sub_ps(t, _mm256_set1_ps(round_magic));
-  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(ln2_hi), xc);
-  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(ln2_lo), r);
-  __m256 p = _mm256_set1_ps(inverse_factorial(7));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(inverse_factorial(6)));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(inverse_factorial(5)));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(inverse_factorial(4)));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(inverse_factorial(3)));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(inverse_factorial(2)));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0F));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0F));
+  const __m256 p = reduced_exp(xc, k);
   // t's low mantissa bits hold k (two's complement, offset by the magic's 2^22, which the shift drops):
   // (k << 23) + (127 << 23) is the pattern of 2^k, normal for k in [-126, 0].
   const __m256i scale_bits =

@@ -51,47 +51,12 @@ MIXPREC_TARGET_AVX2 inline void load_b_row(const panel_element_t<F>* b, __m256& 
   }
 }
 
-/// c[R, 16] (row stride ldc) = (accumulate ? c : 0) + a_panel · b_panel over kc steps.
-template <int R, panel_format F>
-MIXPREC_TARGET_AVX2 inline void micro_tile(std::size_t kc, const float* a, const panel_element_t<F>* b, float* c,
-                                           std::size_t ldc, bool accumulate) noexcept {
-  __m256 acc0[R];
-  __m256 acc1[R];
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) {
-    acc0[r] = _mm256_setzero_ps();
-    acc1[r] = _mm256_setzero_ps();
-  }
-  for (std::size_t p = 0; p < kc; ++p) {
-    __m256 b0;
-    __m256 b1;
-    load_b_row<F>(b, b0, b1);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m256 ar = _mm256_broadcast_ss(a + r);
-      acc0[r] = _mm256_fmadd_ps(ar, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(ar, b1, acc1[r]);
-    }
-    a += gemm_mr;
-    b += gemm_nr;
-  }
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) {
-    float* row = c + static_cast<std::size_t>(r) * ldc;
-    if (accumulate) {
-      acc0[r] = _mm256_add_ps(_mm256_loadu_ps(row), acc0[r]);
-      acc1[r] = _mm256_add_ps(_mm256_loadu_ps(row + 8), acc1[r]);
-    }
-    _mm256_storeu_ps(row, acc0[r]);
-    _mm256_storeu_ps(row + 8, acc1[r]);
-  }
-}
-
-/// `micro_tile` with a read in place: row r of a at `a + r * lda`, contiguous in k (no a packing), for
-/// small products whose a rows are already in L1 (attention's query blocks and weight tiles). The same
-/// per-element order as micro_tile.
-template <int R, panel_format F>
-MIXPREC_TARGET_AVX2 inline void micro_tile_rows(std::size_t kc, const float* a, std::size_t lda,
+/// c[R, 16] (row stride ldc) = (accumulate ? c : 0) + a · b_panel over kc steps, with a packed (a
+/// panel: element (r, p) at a[p * 6 + r]) or, when `InPlace`, read in place (row r at `a + r * lda`,
+/// contiguous in k: for small products whose a rows are already in L1, such as attention's query
+/// blocks and weight tiles). The same per-element order either way.
+template <int R, panel_format F, bool InPlace>
+MIXPREC_TARGET_AVX2 inline void micro_tile_impl(std::size_t kc, const float* a, std::size_t lda,
                                                 const panel_element_t<F>* b, float* c, std::size_t ldc,
                                                 bool accumulate) noexcept {
   __m256 acc0[R];
@@ -107,10 +72,11 @@ MIXPREC_TARGET_AVX2 inline void micro_tile_rows(std::size_t kc, const float* a, 
     load_b_row<F>(b, b0, b1);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      const __m256 ar = _mm256_broadcast_ss(a + static_cast<std::size_t>(r) * lda + p);
+      const __m256 ar = _mm256_broadcast_ss(InPlace ? a + static_cast<std::size_t>(r) * lda + p : a + r);
       acc0[r] = _mm256_fmadd_ps(ar, b0, acc0[r]);
       acc1[r] = _mm256_fmadd_ps(ar, b1, acc1[r]);
     }
+    if constexpr (!InPlace) a += gemm_mr;
     b += gemm_nr;
   }
 #pragma GCC unroll 6
@@ -125,27 +91,11 @@ MIXPREC_TARGET_AVX2 inline void micro_tile_rows(std::size_t kc, const float* a, 
   }
 }
 
-/// c[rows, panels·16] (row stride ldc) (+)= a[rows, kc] · b for an a read in place (row stride lda):
-/// `block` without the a packing (see micro_tile_rows).
-template <panel_format F>
-MIXPREC_TARGET_AVX2 inline void block_rows(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
-                                           std::size_t lda, const panel_element_t<F>* b, std::size_t panel_stride,
-                                           float* c, std::size_t ldc, bool accumulate) noexcept {
-  for (std::size_t q = 0; q < panels; ++q) {
-    const panel_element_t<F>* bq = b + q * panel_stride;
-    for (std::size_t i = 0; i < rows; i += gemm_mr) {
-      const float* ai = a + i * lda;
-      float* ci = c + i * ldc + q * gemm_nr;
-      switch (rows - i >= gemm_mr ? gemm_mr : rows - i) {
-        case 1: micro_tile_rows<1, F>(kc, ai, lda, bq, ci, ldc, accumulate); break;
-        case 2: micro_tile_rows<2, F>(kc, ai, lda, bq, ci, ldc, accumulate); break;
-        case 3: micro_tile_rows<3, F>(kc, ai, lda, bq, ci, ldc, accumulate); break;
-        case 4: micro_tile_rows<4, F>(kc, ai, lda, bq, ci, ldc, accumulate); break;
-        case 5: micro_tile_rows<5, F>(kc, ai, lda, bq, ci, ldc, accumulate); break;
-        default: micro_tile_rows<6, F>(kc, ai, lda, bq, ci, ldc, accumulate); break;
-      }
-    }
-  }
+/// c[R, 16] (row stride ldc) = (accumulate ? c : 0) + a_panel · b_panel over kc steps.
+template <int R, panel_format F>
+MIXPREC_TARGET_AVX2 inline void micro_tile(std::size_t kc, const float* a, const panel_element_t<F>* b, float* c,
+                                           std::size_t ldc, bool accumulate) noexcept {
+  micro_tile_impl<R, F, false>(kc, a, 0, b, c, ldc, accumulate);
 }
 
 /// One row against four consecutive b panels (64 columns): c[0, 64) = (accumulate ? c : 0) + a · b.
@@ -176,6 +126,36 @@ MIXPREC_TARGET_AVX2 inline void micro_row4(std::size_t kc, const float* a, const
   }
 }
 
+/// The macro-kernel body: c[rows, panels·16] (row stride ldc) (+)= a · b over one k-slice of kc, with
+/// a packed (ceil(rows / 6) a panels of kc × 6) or, when `InPlace`, read in place (row stride lda).
+template <panel_format F, bool InPlace>
+MIXPREC_TARGET_AVX2 inline void block_impl(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
+                                           std::size_t lda, const panel_element_t<F>* b, std::size_t panel_stride,
+                                           float* c, std::size_t ldc, bool accumulate) noexcept {
+  std::size_t q = 0;
+  if constexpr (!InPlace) {
+    if (rows == 1) {
+      for (; q + 4 <= panels; q += 4)
+        micro_row4<F>(kc, a, b + q * panel_stride, panel_stride, c + q * gemm_nr, accumulate);
+    }
+  }
+  for (; q < panels; ++q) {
+    const panel_element_t<F>* bq = b + q * panel_stride;
+    for (std::size_t i = 0; i < rows; i += gemm_mr) {
+      const float* ai = InPlace ? a + i * lda : a + (i / gemm_mr) * gemm_mr * kc;
+      float* ci = c + i * ldc + q * gemm_nr;
+      switch (rows - i >= gemm_mr ? gemm_mr : rows - i) {
+        case 1: micro_tile_impl<1, F, InPlace>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+        case 2: micro_tile_impl<2, F, InPlace>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+        case 3: micro_tile_impl<3, F, InPlace>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+        case 4: micro_tile_impl<4, F, InPlace>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+        case 5: micro_tile_impl<5, F, InPlace>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+        default: micro_tile_impl<6, F, InPlace>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+      }
+    }
+  }
+}
+
 /// The macro-kernel: c[rows, panels·16] (row stride ldc) (+)= a_block · b over one k-slice of kc.
 /// `a` holds ceil(rows / 6) a panels of kc × 6; `b` points at the slice's first row in the first
 /// panel, panels `panel_stride` floats apart.
@@ -183,26 +163,15 @@ template <panel_format F>
 MIXPREC_TARGET_AVX2 inline void block(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
                                       const panel_element_t<F>* b, std::size_t panel_stride, float* c, std::size_t ldc,
                                       bool accumulate) noexcept {
-  std::size_t q = 0;
-  if (rows == 1) {
-    for (; q + 4 <= panels; q += 4)
-      micro_row4<F>(kc, a, b + q * panel_stride, panel_stride, c + q * gemm_nr, accumulate);
-  }
-  for (; q < panels; ++q) {
-    const panel_element_t<F>* bq = b + q * panel_stride;
-    for (std::size_t i = 0; i < rows; i += gemm_mr) {
-      const float* ai = a + (i / gemm_mr) * gemm_mr * kc;
-      float* ci = c + i * ldc + q * gemm_nr;
-      switch (rows - i >= gemm_mr ? gemm_mr : rows - i) {
-        case 1: micro_tile<1, F>(kc, ai, bq, ci, ldc, accumulate); break;
-        case 2: micro_tile<2, F>(kc, ai, bq, ci, ldc, accumulate); break;
-        case 3: micro_tile<3, F>(kc, ai, bq, ci, ldc, accumulate); break;
-        case 4: micro_tile<4, F>(kc, ai, bq, ci, ldc, accumulate); break;
-        case 5: micro_tile<5, F>(kc, ai, bq, ci, ldc, accumulate); break;
-        default: micro_tile<6, F>(kc, ai, bq, ci, ldc, accumulate); break;
-      }
-    }
-  }
+  block_impl<F, false>(rows, panels, kc, a, 0, b, panel_stride, c, ldc, accumulate);
+}
+
+/// `block` for an a read in place: a[rows, kc] with row stride lda, no packing (see micro_tile_impl).
+template <panel_format F>
+MIXPREC_TARGET_AVX2 inline void block_rows(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
+                                           std::size_t lda, const panel_element_t<F>* b, std::size_t panel_stride,
+                                           float* c, std::size_t ldc, bool accumulate) noexcept {
+  block_impl<F, true>(rows, panels, kc, a, lda, b, panel_stride, c, ldc, accumulate);
 }
 
 /// One row against `panels` b panels over all of k: c[0, panels·16) = a · b, in k-slices of `kc`
