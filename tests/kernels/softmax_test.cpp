@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/core.hpp"
 #include "mixprec/kernels/softmax.hpp"
 
@@ -177,6 +178,22 @@ TEST_CASE("online_softmax keeps fully masked blocks at weight 0 and propagates N
   s.update(std::span<float>(later));
   CHECK(std::isnan(later[0]));
   CHECK(std::isnan(s.normalize(1.0f)));
+}
+
+TEST_CASE("online_softmax: a +Inf score gives NaN (Inf - Inf) in the block it is in, at every level",
+          "[kernels][softmax]") {
+  // kernels/softmax.hpp's convention: +Inf gives NaN. The AVX2 block pass once returned 2^-126 for it.
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  for (const mixprec::isa level : {mixprec::isa::portable, mixprec::detected_isa()}) {
+    const mixprec::isa_limit_scope limit(level);
+    kernels::online_softmax<float> s;
+    std::vector<float> block{1.0f, inf, 2.0f, 0.5f, -1.0f, 3.0f, 0.0f, 1.5f, 2.5f};  // more than 8: the SIMD loop
+    s.update(std::span<float>(block));
+    INFO("level " << static_cast<int>(level));
+    CHECK(std::isnan(block[1]));
+    CHECK(std::isnan(s.sum()));
+    CHECK(std::isnan(s.normalize(1.0f)));
+  }
 }
 
 TEST_CASE("online softmax over blocks equals the direct softmax of all scores at once", "[kernels][softmax]") {

@@ -275,7 +275,7 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
   const std::size_t pack_row_size = std::max(hd, padded_keys);
   attention_scratch_sizes sizes{.queries = qb * hd,
                                 .scores = qb * (packed ? tile_width : key_tile),
-                                .keys = widen_kv ? key_tile * hd : 0,
+                                .keys = widen_kv && !packed ? key_tile * hd : 0,  // the packed path reads packed keys
                                 .values = widen_kv || any_padding_key ? key_tile * hd : 0,
                                 .softmax = qb,
                                 .packed = 0};

@@ -92,14 +92,16 @@ inline constexpr float normal_below =
 /// exp(x) of 8 floats x <= 0 (or -Inf), for the weights of an online softmax: exp8's reduction and
 /// polynomial (the same error, at most 2 ulp, for results that are normal floats), with the shortcuts
 /// that domain allows — k = round(x / ln 2) by the 1.5 · 2^23 rounding trick, one scaling by 2^k
-/// (k >= -126, a normal power of two) — and results below float's smallest normal value given as +0
-/// (x < ln(2^-126), -Inf included): a weight below 2^-126 next to the maximum's weight 1 changes no
-/// normalised output. About 17 vector operations per 8 values instead of exp8's 30. Positive x and NaN
-/// are outside the contract (the online softmax never passes them).
+/// (k >= -126, a normal power of two) — and +0 for x < ln(2^-126) (-Inf included), where exp(x) is not
+/// a normal float (at that bound itself, one correctly rounded subnormal): a weight below 2^-126 next
+/// to the maximum's weight 1 changes no normalised output. NaN gives NaN (the online softmax meets one
+/// when a score is +Inf: +Inf - +Inf). About 17 vector operations per 8 values instead of exp8's 30.
+/// Positive x is outside the contract.
 MIXPREC_TARGET_AVX2_INLINE inline __m256 exp8_nonpositive(__m256 x) noexcept {
   constexpr float round_magic = 12582912.0F;  // 1.5 * 2^23: t = x / ln 2 + magic holds round(x / ln 2)
   const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(normal_below), _CMP_LT_OQ);
-  const __m256 xc = _mm256_max_ps(x, _mm256_set1_ps(normal_below));
+  // max(bound, x) returns its second operand for a NaN x: NaN stays NaN through to the result.
+  const __m256 xc = _mm256_max_ps(_mm256_set1_ps(normal_below), x);
   const __m256 t = _mm256_fmadd_ps(xc, _mm256_set1_ps(std::numbers::log2e_v<float>), _mm256_set1_ps(round_magic));
   const __m256 k = _mm256_sub_ps(t, _mm256_set1_ps(round_magic));
   const __m256 p = reduced_exp(xc, k);
