@@ -26,7 +26,7 @@ END = "<!-- rows-benchmark:end -->"
 DECODE_BEGIN = "<!-- decode-benchmark:begin -->"
 DECODE_END = "<!-- decode-benchmark:end -->"
 DECODE = [("decode/p=f32", "f32"), ("decode/p=bf16", "bf16"), ("decode/p=f16", "f16"),
-          ("decode/p=e4m3,c=bf16", "float8 e4m3fn (c=bf16)")]
+          ("decode/float8_weights", "float8 e4m3fn weight-only (per-channel scales, c=bf16)")]
 
 # (kernel, label, the memcpy moving the same bytes, the oneDNN peer or None)
 ROWS = [

@@ -177,6 +177,23 @@ class model {
   /// Number of tokens decoded since construction or the last `reset()`: the position of the next token.
   [[nodiscard]] std::size_t position() const noexcept { return caches_.empty() ? 0 : caches_.front().size(); }
 
+  /// Calls `f(mixprec::nn::dense<P>&)` on every projection of every layer (wq, wk, wv, wo, w1, w2, w3,
+  /// in that order, layer by layer), for example to inject a product with `set_dot`
+  /// (`scaled::float8_weight_dot` for weight-only float8). The classifier (the token embedding) is
+  /// not a projection.
+  template <class F>
+  void for_each_projection(F&& f) {
+    for (layer& l : layers_) {
+      f(l.attention.wq());
+      f(l.attention.wk());
+      f(l.attention.wv());
+      f(l.attention.wo());
+      f(l.ffn.w1());
+      f(l.ffn.w2());
+      if (l.ffn.w3()) f(*l.ffn.w3());
+    }
+  }
+
   /// Forgets the sequence (clears every key/value cache): the next token is at position 0.
   void reset() {
     for (auto& cache : caches_) cache.clear();

@@ -324,6 +324,44 @@ TEST_CASE("float8_dot: the kept kernel never changes a bit, and follows the laye
   }
 }
 
+TEST_CASE("float8_weight_dot: the kept 1-byte kernel never changes a bit, and follows the layer's parameters",
+          "[scaled][float8][nn]") {
+  // One product told the layer (it keeps the quantised kernel as 1-byte panels), one not (it prepares
+  // the kernel at every call): equal outputs and gradients bit for bit while the kernel changes
+  // between steps (announced by parameters_changed, as dense does).
+  const int owner = 0;
+  const nn::dot_shape kept{.rows = 12, .in = 40, .out = 24, .owner = &owner};
+  nn::dot_shape fresh = kept;
+  fresh.owner = nullptr;
+  scaled::float8_weight_dot a, b;
+  CHECK(a.kept_bytes() == 0);
+  auto w = gaussian(kept.in * kept.out, 0.1, 50);
+  for (std::uint64_t step = 0; step < 3; ++step) {
+    const auto x = gaussian(kept.rows * kept.in, 1.0, 51 + step);
+    const auto dy = gaussian(kept.rows * kept.out, 1e-3, 61 + step);
+    std::vector<float> ya(kept.rows * kept.out), yb(ya.size()), dxa(kept.rows * kept.in), dxb(dxa.size());
+    std::vector<float> dka(kept.in * kept.out), dkb(dka.size());
+    a.forward(x, w, ya, kept);
+    b.forward(x, w, yb, fresh);
+    REQUIRE(ya == yb);
+    // 1 byte per weight (two panels of 16 columns) and one double per column; nothing else kept yet.
+    CHECK(a.kept_bytes() == kept.in * 32 + kept.out * sizeof(double));
+    // The decode path (one row) gives the row's bits of the product of all rows.
+    std::vector<float> y1(kept.out);
+    a.forward(std::span<const float>(x).first(kept.in), w, y1,
+              {.rows = 1, .in = kept.in, .out = kept.out, .owner = &owner});
+    CHECK(std::equal(y1.begin(), y1.end(), ya.begin()));
+    a.backward(x, dy, w, dxa, dka, kept);
+    b.backward(x, dy, w, dxb, dkb, fresh);
+    REQUIRE(dxa == dxb);
+    REQUIRE(dka == dkb);
+    CHECK(a.kept_bytes() > kept.in * 32 + kept.out * sizeof(double));  // the transposed packing, on first use
+    for (auto& v : w) v *= -1.5f;                                      // a stale kernel would show
+    a.parameters_changed();
+    CHECK(a.kept_bytes() == 0);
+  }
+}
+
 TEST_CASE("float8_dot injected into dense: every change of the kernel reaches the kept copy", "[scaled][float8][nn]") {
   using P = policy<float, bfloat16, float>;
   const std::size_t in = 32, out = 16, rows = 8;

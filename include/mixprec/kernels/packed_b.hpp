@@ -8,6 +8,8 @@
 /// per compute type and orientation and repacks when its parameters may have changed (see there).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <ranges>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "mixprec/dtypes/dtype.hpp"
+#include "mixprec/formats/float8.hpp"
 #include "mixprec/kernels/detail/gemm_engine.hpp"
 #include "mixprec/kernels/detail/scratch.hpp"
 #include "mixprec/kernels/gemm.hpp"
@@ -27,7 +30,9 @@ namespace mixprec::kernels {
 /// (kernels/detail/gemm_pack.hpp), k · ceil(n / 16) · 16 elements: bfloat16 patterns for bfloat16 and
 /// the float8/6/4 compute types (all exact in bfloat16), float16 patterns for float16, floats for
 /// float — so the packed copy of 16-bit weights is half the size of float ones, and a decode step
-/// streams half the bytes. Made by `pack_b<C>`.
+/// streams half the bytes. Weights stored as `float8_e4m3fn` (for compute types that hold its values
+/// exactly: float, bfloat16, float16, float8_e4m3fn) keep their own 1-byte patterns unless one of
+/// them is NaN: a quarter of the float bytes, decoded exactly in the micro-kernel. Made by `pack_b<C>`.
 class packed_b {
  public:
   /// An empty operand (k = n = 0).
@@ -41,12 +46,28 @@ class packed_b {
   [[nodiscard]] dtype compute() const noexcept { return compute_; }
   /// Bytes held by the packed panels (zero padded past column n).
   [[nodiscard]] std::size_t bytes() const noexcept {
-    return floats_.size() * sizeof(float) + halves_.size() * sizeof(std::uint16_t);
+    return floats_.size() * sizeof(float) + halves_.size() * sizeof(std::uint16_t) + bytes_.size();
+  }
+  /// Bytes per packed element: 4 (float panels), 2 (bfloat16 / float16 patterns) or 1 (float8_e4m3fn
+  /// patterns).
+  [[nodiscard]] std::size_t element_bytes() const noexcept {
+    switch (format_) {
+      case detail::panel_format::f32: return sizeof(float);
+      case detail::panel_format::e4m3: return 1;
+      case detail::panel_format::bf16:
+      case detail::panel_format::f16: break;
+    }
+    return sizeof(std::uint16_t);
   }
   /// The panels as the engine reads them.
   [[nodiscard]] detail::packed_b_view view() const noexcept {
-    const void* data = format_ == detail::panel_format::f32 ? static_cast<const void*>(floats_.data())
-                                                            : static_cast<const void*>(halves_.data());
+    const void* data = nullptr;
+    switch (format_) {
+      case detail::panel_format::f32: data = floats_.data(); break;
+      case detail::panel_format::e4m3: data = bytes_.data(); break;
+      case detail::panel_format::bf16:
+      case detail::panel_format::f16: data = halves_.data(); break;
+    }
     return {data, k_, n_, format_};
   }
 
@@ -56,6 +77,7 @@ class packed_b {
 
   std::vector<float> floats_;          // f32 panels
   std::vector<std::uint16_t> halves_;  // bf16 / f16 panels
+  std::vector<std::uint8_t> bytes_;    // float8_e4m3fn panels
   std::size_t k_ = 0;
   std::size_t n_ = 0;
   dtype compute_ = dtype::float32;
@@ -87,6 +109,21 @@ template <class Compute, class RB>
   out.format_ = format;
   const std::size_t count = detail::gemm_panels(n) * detail::gemm_nr * k;
   std::vector<float> row(std::max(k, n));
+  if constexpr (std::same_as<B, float8_e4m3fn> &&
+                (std::same_as<Compute, float> || detail::values_exact_in<float8_e4m3fn, Compute>)) {
+    // float8 weights keep their bytes (the micro-kernel decodes them exactly), unless a NaN is among
+    // them: the 1-byte panels hold finite values only.
+    const auto* data = std::ranges::data(b);
+    const bool finite =
+        std::none_of(data, data + k * n, [](float8_e4m3fn v) { return std::isnan(static_cast<float>(v)); });
+    if (finite) {
+      out.format_ = detail::panel_format::e4m3;
+      out.bytes_.resize(count);
+      detail::pack_b<Compute, detail::panel_format::e4m3>(data, k, n, layout == b_layout::n_k, 0, n, out.bytes_.data(),
+                                                          row.data());
+      return out;
+    }
+  }
   if constexpr (format == detail::panel_format::f32) {
     out.floats_.resize(count);
     detail::pack_b<Compute, format>(std::ranges::data(b), k, n, layout == b_layout::n_k, 0, n, out.floats_.data(),

@@ -30,9 +30,11 @@
 /// first step is not quantised by an arbitrary scale (TE starts from scale 1). Thread-safe: the
 /// training loop's workers call one layer at once; the scales change only in `update_scales`.
 ///
-/// **float8_weight_dot** (weight-only float8, for inference): each call quantises the kernel to
-/// e4m3fn with one scale per output column (its amax, current scaling) and multiplies it with x
-/// rounded to bfloat16, y[:, j] = (x · Q(kernel)[:, j]) * step_j. Its backward pass is the
+/// **float8_weight_dot** (weight-only float8, for inference): the kernel is quantised to e4m3fn with
+/// one scale per output column (its amax, current scaling) and kept, as 1-byte panels, until the
+/// layer's parameters change; each call multiplies it with x rounded to bfloat16,
+/// y[:, j] = (x · Q(kernel)[:, j]) * step_j (products exact, sums in float32, the step applied in
+/// double and rounded once). Its backward pass is the
 /// straight-through estimator: dx uses the quantised kernel, dkernel = xᵀ · dy in float32 (the master
 /// weights are updated as if the quantisation were the identity).
 #pragma once
@@ -347,39 +349,71 @@ class float8_dot final : public nn::dot_product {
   kept_kernel kept_;
 };
 
-/// Weight-only float8 (file comment): the kernel quantised to e4m3fn per output column at each call,
-/// x rounded to bfloat16, float32 accumulation; straight-through backward. Stateless, thread-safe.
+/// Weight-only float8 (file comment): the kernel quantised to e4m3fn per output column, x rounded to
+/// bfloat16, float32 accumulation; straight-through backward. The quantised kernel is kept per layer
+/// (`dot_shape::owner`) as 1-byte panels (kernels::packed_b keeps float8_e4m3fn weights as their own
+/// bytes: a decode step streams one byte per weight) until `parameters_changed`; memory: one byte per
+/// weight plus one double per output column (the backward pass adds a transposed packing, bfloat16
+/// where a column holds NaN, on first use). Use one product per layer: a product shared by several
+/// layers prepares the kernel again whenever the layer changes. Thread-safe.
 class float8_weight_dot final : public nn::dot_product {
  public:
   void forward(std::span<const float> x, std::span<const float> kernel, std::span<float> y, nn::dot_shape s) override {
-    std::vector<float8_e4m3fn> kq;
-    const std::vector<double> steps = quantise_columns(kernel, s, kq);
-    kernels::matmul<bfloat16>(x, kq, y, {.m = s.rows, .k = s.in, .n = s.out}, kernels::b_layout::k_n);
+    const prepared_view k = prepared(kernel, s, false);
+    kernels::matmul<bfloat16>(x, *k.packed, y, s.rows);
+    const double* steps = k.kept->steps.data();
     for (std::size_t r = 0; r < s.rows; ++r) {
-      for (std::size_t j = 0; j < s.out; ++j) {
-        y[r * s.out + j] = static_cast<float>(static_cast<double>(y[r * s.out + j]) * steps[j]);
-      }
+      float* row = y.data() + r * s.out;
+      for (std::size_t j = 0; j < s.out; ++j) row[j] = static_cast<float>(static_cast<double>(row[j]) * steps[j]);
     }
   }
 
   void backward(std::span<const float> x, std::span<const float> dy, std::span<const float> kernel, std::span<float> dx,
                 std::span<float> dkernel, nn::dot_shape s) override {
-    std::vector<float8_e4m3fn> kq;
-    const std::vector<double> steps = quantise_columns(kernel, s, kq);
+    const prepared_view k = prepared(kernel, s, true);
     // dx = dy · (Q(kernel) * step)ᵀ: the column steps move onto dy's columns.
-    std::vector<float> dy_scaled(dy.size());
+    const std::span<float> dy_scaled = kernels::detail::thread_scratch<float, struct weight_dot_dy>(dy.size());
+    const double* steps = k.kept->steps.data();
     for (std::size_t r = 0; r < s.rows; ++r) {
       for (std::size_t j = 0; j < s.out; ++j) {
         dy_scaled[r * s.out + j] = static_cast<float>(static_cast<double>(dy[r * s.out + j]) * steps[j]);
       }
     }
-    kernels::matmul<bfloat16>(dy_scaled, kq, dx, {.m = s.rows, .k = s.out, .n = s.in}, kernels::b_layout::n_k);
+    kernels::matmul<bfloat16>(dy_scaled, *k.packed, dx, s.rows);
     std::fill(dkernel.begin(), dkernel.end(), 0.0f);
     kernels::matmul_accumulate<float>(x, kernels::a_layout::k_m, dy, kernels::b_layout::k_n, dkernel,
                                       {.m = s.in, .k = s.rows, .n = s.out});
   }
 
+  /// Drops the kept kernel (nn::dot_product::parameters_changed): the next call quantises and packs
+  /// the kernel it is handed.
+  void parameters_changed() noexcept override {
+    const std::lock_guard lock(mutex_);
+    kept_.reset();
+    backward_.reset();
+  }
+
+  /// Bytes of the kept kernel (its packings and column steps); 0 when none is kept.
+  [[nodiscard]] std::size_t kept_bytes() const {
+    const std::lock_guard lock(mutex_);
+    if (!kept_) return 0;
+    return kept_->forward.bytes() + kept_->steps.size() * sizeof(double) + (backward_ ? backward_->bytes() : 0);
+  }
+
  private:
+  /// The kernel quantised per column and packed as b(in, out); immutable once made.
+  struct kept_kernel {
+    const void* owner = nullptr;
+    std::size_t in = 0, out = 0;
+    std::vector<double> steps;  ///< [out]: the value of one e4m3fn unit of each column
+    kernels::packed_b forward;  ///< b(in, out): y = x · Q(kernel)
+  };
+  struct prepared_view {
+    std::shared_ptr<const kept_kernel> kept;
+    std::shared_ptr<const kernels::packed_b> backward_pack;  ///< set when asked for the transposed packing
+    const kernels::packed_b* packed;                         ///< the packing the call asked for
+  };
+
   /// kq = kernel / step_j rounded to e4m3fn, step_j = amax of column j / 448 (1 for a zero column),
   /// in double: a tiny column keeps a tiny step instead of a float step that underflows.
   static std::vector<double> quantise_columns(std::span<const float> kernel, nn::dot_shape s,
@@ -399,6 +433,51 @@ class float8_weight_dot final : public nn::dot_product {
     }
     return steps;
   }
+
+  static std::shared_ptr<const kept_kernel> prepare(std::span<const float> kernel, nn::dot_shape s) {
+    auto k = std::make_shared<kept_kernel>();
+    std::vector<float8_e4m3fn> kq;
+    k->steps = quantise_columns(kernel, s, kq);
+    k->forward = kernels::pack_b<bfloat16>(kq, s.in, s.out, kernels::b_layout::k_n);
+    k->owner = s.owner;
+    k->in = s.in;
+    k->out = s.out;
+    return k;
+  }
+
+  /// The kept kernel for this call (prepared now when none is kept for this layer and shape), and the
+  /// transposed packing when `transposed`.
+  prepared_view prepared(std::span<const float> kernel, nn::dot_shape s, bool transposed) {
+    std::shared_ptr<const kept_kernel> k;
+    std::shared_ptr<const kernels::packed_b> back;
+    if (s.owner == nullptr) {  // nothing is kept (weight cache off): prepare for this call only
+      k = prepare(kernel, s);
+    } else {
+      const std::lock_guard lock(mutex_);
+      if (!kept_ || kept_->owner != s.owner || kept_->in != s.in || kept_->out != s.out) {
+        kept_ = prepare(kernel, s);
+        backward_.reset();
+      }
+      k = kept_;
+      back = backward_;
+    }
+    if (!transposed) return {k, nullptr, &k->forward};
+    if (!back) {
+      std::vector<float8_e4m3fn> kq;
+      (void)quantise_columns(kernel, s, kq);  // the same bits as the kept forward packing
+      back =
+          std::make_shared<const kernels::packed_b>(kernels::pack_b<bfloat16>(kq, s.out, s.in, kernels::b_layout::n_k));
+      if (s.owner != nullptr) {
+        const std::lock_guard lock(mutex_);
+        if (kept_ == k) backward_ = back;
+      }
+    }
+    return {k, back, back.get()};
+  }
+
+  mutable std::mutex mutex_;  ///< guards kept_ and backward_
+  std::shared_ptr<const kept_kernel> kept_;
+  std::shared_ptr<const kernels::packed_b> backward_;
 };
 
 }  // namespace mixprec::scaled

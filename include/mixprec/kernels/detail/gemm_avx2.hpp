@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 #include "mixprec/arch/detail/target.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
@@ -27,10 +28,25 @@
 MIXPREC_BEGIN_ISA_NAMESPACE
 namespace gemm_avx2 {
 
+using kernels::detail::e4m3_panel_scale;
 using kernels::detail::gemm_mr;
 using kernels::detail::gemm_nr;
 using kernels::detail::panel_element_t;
 using kernels::detail::panel_format;
+
+/// Row p of an e4m3 panel (16 float8_e4m3fn patterns) as floats divided by 2^8, exactly: columns 0-7
+/// and 8-15. float8_e4m3fn s.eeee.mmm is the float16 pattern s.0eeee.mmm0000000 of the value times
+/// 2^-8 (e4m3fn's exponent bias is 7, float16's 15; the subnormals agree too, both being the mantissa
+/// times the smallest normal's ulp): sign-extended to 16 bits, the 7 magnitude bits shifted into
+/// place, the sign's copy in the exponent's top bit cleared, then VCVTPH2PS, which widens exactly and
+/// ignores MXCSR.DAZ (the results, at least 2^-17, are normal floats). 2^-8 · 2^8 = 2^0 makes the
+/// scaling free for a caller that multiplies the other factor by 2^8 (decode, below).
+MIXPREC_TARGET_AVX2 inline void load_e4m3_panel_scaled(const std::uint8_t* b, __m256& lo, __m256& hi) noexcept {
+  const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
+  lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+  hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+}
 
 /// Row p of a b panel (16 columns) widened exactly to two vectors of 8 floats: columns 0-7 and 8-15.
 template <panel_format F>
@@ -45,6 +61,11 @@ MIXPREC_TARGET_AVX2 inline void load_b_row(const panel_element_t<F>* b, __m256& 
     const __m256i zero = _mm256_setzero_si256();
     lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
     hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
+  } else if constexpr (F == panel_format::e4m3) {
+    load_e4m3_panel_scaled(b, lo, hi);
+    const __m256 scale = _mm256_set1_ps(e4m3_panel_scale);
+    lo = _mm256_mul_ps(lo, scale);  // exact: a power of two, on normal floats
+    hi = _mm256_mul_ps(hi, scale);
   } else {
     lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
     hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 8)));
@@ -100,9 +121,13 @@ MIXPREC_TARGET_AVX2 inline void micro_tile(std::size_t kc, const float* a, const
 
 /// One row against four consecutive b panels (64 columns): c[0, 64) = (accumulate ? c : 0) + a · b.
 /// `panel_stride` is the distance between panels (nr · k floats). Same per-element order as micro_tile.
-template <panel_format F>
+/// With `Scaled` (e4m3 panels only) the b rows are read as `load_e4m3_panel_scaled` gives them (the
+/// weights / 2^8) and a must hold its values times 2^8: the same products, one multiplication fewer
+/// per 8 weights.
+template <panel_format F, bool Scaled = false>
 MIXPREC_TARGET_AVX2 inline void micro_row4(std::size_t kc, const float* a, const panel_element_t<F>* b,
                                            std::size_t panel_stride, float* c, bool accumulate) noexcept {
+  static_assert(!Scaled || F == panel_format::e4m3, "only e4m3 panels have a scaled load");
   __m256 acc[8];
 #pragma GCC unroll 8
   for (std::size_t v = 0; v < 8; ++v) acc[v] = _mm256_setzero_ps();
@@ -112,7 +137,11 @@ MIXPREC_TARGET_AVX2 inline void micro_row4(std::size_t kc, const float* a, const
     for (std::size_t q = 0; q < 4; ++q) {
       __m256 lo;
       __m256 hi;
-      load_b_row<F>(b + q * panel_stride, lo, hi);
+      if constexpr (Scaled) {
+        load_e4m3_panel_scaled(b + q * panel_stride, lo, hi);
+      } else {
+        load_b_row<F>(b + q * panel_stride, lo, hi);
+      }
       acc[2 * q] = _mm256_fmadd_ps(ar, lo, acc[2 * q]);
       acc[2 * q + 1] = _mm256_fmadd_ps(ar, hi, acc[2 * q + 1]);
     }
@@ -178,14 +207,21 @@ MIXPREC_TARGET_AVX2 inline void block_rows(std::size_t rows, std::size_t panels,
 /// with the per-element order of `block` (a fresh accumulator per slice, added to the running sum),
 /// but with the panel loop outside the slice loop, so that each group of four panels is streamed
 /// from start to end: the decode product reads the weights once, sequentially.
-template <panel_format F>
-MIXPREC_TARGET_AVX2 inline void row_block(std::size_t panels, std::size_t k, std::size_t kc, const float* a,
+/// With `Scaled` (e4m3 panels, a times 2^8: see micro_row4) the groups of four panels skip the
+/// weights' scaling; the last panels (fewer than four) read unscaled rows, so a is divided back first.
+template <panel_format F, bool Scaled = false>
+MIXPREC_TARGET_AVX2 inline void row_block(std::size_t panels, std::size_t k, std::size_t kc, float* a,
                                           const panel_element_t<F>* b, std::size_t panel_stride, float* c) noexcept {
   std::size_t q = 0;
   for (; q + 4 <= panels; q += 4) {
     for (std::size_t p0 = 0; p0 < k; p0 += kc) {
-      micro_row4<F>(std::min(kc, k - p0), a + p0 * gemm_mr, b + q * panel_stride + p0 * gemm_nr, panel_stride,
-                    c + q * gemm_nr, p0 != 0);
+      micro_row4<F, Scaled>(std::min(kc, k - p0), a + p0 * gemm_mr, b + q * panel_stride + p0 * gemm_nr, panel_stride,
+                            c + q * gemm_nr, p0 != 0);
+    }
+  }
+  if constexpr (Scaled) {
+    if (q < panels) {
+      for (std::size_t p = 0; p < k; ++p) a[p * gemm_mr] /= e4m3_panel_scale;  // exact: a power of two
     }
   }
   for (; q < panels; ++q) {

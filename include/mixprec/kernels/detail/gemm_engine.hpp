@@ -19,13 +19,16 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <vector>
 
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/gemm_avx2.hpp"
+#include "mixprec/kernels/detail/gemm_avx512.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
 #include "mixprec/kernels/threads.hpp"
 
@@ -68,6 +71,22 @@ void portable_block(std::size_t rows, std::size_t panels, std::size_t kc, const 
       }
     }
   }
+}
+
+/// Multiplies the packed row a[p · gemm_mr] (p < k) by e4m3_panel_scale (2^8) and returns true, or
+/// changes nothing and returns false unless every element is zero, Inf, NaN or a normal float no
+/// larger than max / 2^8: then the scaling and its undoing (gemm_avx2::row_block's tail) are exact
+/// and no result is subnormal, whatever MXCSR's FTZ and DAZ say.
+inline bool scale_row_up(float* a, std::size_t k) noexcept {
+  constexpr float limit = std::numeric_limits<float>::max() / e4m3_panel_scale;
+  constexpr float smallest = std::numeric_limits<float>::min();
+  for (std::size_t p = 0; p < k; ++p) {
+    const float v = std::fabs(a[p * gemm_mr]);
+    const bool safe = v == 0.0f || (v >= smallest && v <= limit) || std::isnan(v) || std::isinf(v);
+    if (!safe) return false;
+  }
+  for (std::size_t p = 0; p < k; ++p) a[p * gemm_mr] *= e4m3_panel_scale;
+  return true;
 }
 
 /// A fully packed b(k, n): gemm_panels(n) panels of k × gemm_nr elements of `format` (gemm_pack.hpp).
@@ -141,7 +160,20 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
     // (the same k-slices and order as below, so the same bits).
     float* a_row = gemm_scratch::sized(scratch.a_row, k * gemm_mr);
     pack_a<C>(a, m, k, a_k_major, i0, 1, 0, k, a_row, row);
-    ::mixprec::detail::gemm_avx2::row_block<F>(panels, k, gemm_kc, a_row, b_panels, gemm_nr * k, tile);
+    if constexpr (F == panel_format::e4m3) {
+      // float8 weights are decoded as weights / 2^8 and the row multiplied by 2^8 instead (one
+      // multiplication per k step instead of one per 8 weights; gemm_avx2::micro_row4), when that
+      // cannot overflow.
+      if (scale_row_up(a_row, k)) {
+        if (level >= isa::avx512) {
+          ::mixprec::detail::gemm_avx512::row_block_e4m3(panels, k, gemm_kc, a_row, b_panels, gemm_nr * k, tile);
+        } else {
+          ::mixprec::detail::gemm_avx2::row_block<F, true>(panels, k, gemm_kc, a_row, b_panels, gemm_nr * k, tile);
+        }
+        decoded = true;
+      }
+    }
+    if (!decoded) ::mixprec::detail::gemm_avx2::row_block<F>(panels, k, gemm_kc, a_row, b_panels, gemm_nr * k, tile);
     decoded = true;
   }
 #endif
@@ -182,7 +214,12 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
   const std::size_t nc = std::same_as<BSrc, packed_b_view> ? gemm_nc : gemm_block_columns(k);
   const std::size_t col_blocks = (n + nc - 1) / nc;
   const std::size_t row_blocks = (m + gemm_mc - 1) / gemm_mc;
-  const std::size_t threads = std::min(num_threads(), (2 * m * n * std::max<std::size_t>(k, 1)) >> 23);
+  // Threads from 4 Mi flops each; a decode product (one row against kept panels) is bound by the
+  // stream of weights instead, and takes a second thread from 2 Mi weights (a thread start costs
+  // about what streaming 1 Mi weights does).
+  const std::size_t work =
+      m == 1 && std::same_as<BSrc, packed_b_view> ? (n * k) >> 20 : (2 * m * n * std::max<std::size_t>(k, 1)) >> 23;
+  const std::size_t threads = std::min(num_threads(), work);
   // One column block [j0, j0 + nc) and all its row blocks, on the calling thread's scratch.
   auto column_block = [&](std::size_t j0) {
     gemm_scratch& scratch = gemm_scratch::local();
@@ -239,6 +276,9 @@ void blocked_gemm(const A* a, bool a_k_major, const BSrc& b, const float* bias, 
         return;
       case panel_format::f16:
         blocked_gemm_panels<C, panel_format::f16>(a, a_k_major, b, bias, y, m, k, n, accumulate);
+        return;
+      case panel_format::e4m3:
+        blocked_gemm_panels<C, panel_format::e4m3>(a, a_k_major, b, bias, y, m, k, n, accumulate);
         return;
       case panel_format::f32: break;
     }

@@ -14,7 +14,9 @@
 /// floats, or — for b kept across calls (a layer's weights: `kernels::packed_b`) — the compute type's
 /// own 16-bit patterns (`panel_format`), half the memory and half the bytes a decode step streams;
 /// the micro-kernel widens them exactly as it loads them (bfloat16: a 16-bit shift, done by
-/// interleaving with zeros; float16: F16C's VCVTPH2PS).
+/// interleaving with zeros; float16: F16C's VCVTPH2PS). Weights stored as float8 (float8_e4m3fn, no
+/// NaN among them) keep their 1-byte patterns, a quarter of the float bytes (`panel_format::e4m3`):
+/// the micro-kernel decodes them exactly (integer shifts, VCVTPH2PS, a multiplication by 2^8).
 ///
 /// bfloat16 panel rows are stored in the order columns 0-3, 8-11, 4-7, 12-15, so that the two
 /// in-lane interleaves of one 256-bit load (VPUNPCKLWD / VPUNPCKHWD with zero) give columns 0-7 and
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "mixprec/formats/float16.hpp"
+#include "mixprec/formats/float8.hpp"
 #include "mixprec/formats/numeric_limits.hpp"  // std::numeric_limits of the small floats, before any use
 #include "mixprec/kernels/detail/convert.hpp"
 
@@ -55,6 +58,7 @@ enum class panel_format : std::uint8_t {
   f32,   ///< float
   bf16,  ///< bfloat16 bit patterns (std::uint16_t), rows in the interleave order above
   f16,   ///< IEEE binary16 bit patterns (std::uint16_t)
+  e4m3,  ///< float8_e4m3fn bit patterns (std::uint8_t), never NaN (OCP FP8 spec: 0x7F and 0xFF)
 };
 
 /// The 16-bit panel format that holds every value of compute type C exactly, or f32.
@@ -70,9 +74,22 @@ template <class C>
   }
 }
 
+/// 2^8: float8_e4m3fn's patterns, read as float16 patterns (sign and magnitude bits moved into place),
+/// are its values divided by this (the two formats' exponent biases differ by 8; the micro-kernel's
+/// decoding of e4m3 panels, gemm_avx2.hpp). Derived from the formats' smallest normal exponents.
+inline constexpr float e4m3_panel_scale = [] {
+  float scale = 1.0f;
+  for (int e = std::numeric_limits<float8_e4m3fn>::min_exponent; e > std::numeric_limits<float16>::min_exponent; --e) {
+    scale *= 2.0f;
+  }
+  return scale;
+}();
+static_assert(e4m3_panel_scale == 256.0f);
+
 /// Element type of a panel format.
 template <panel_format F>
-using panel_element_t = std::conditional_t<F == panel_format::f32, float, std::uint16_t>;
+using panel_element_t = std::conditional_t<F == panel_format::f32, float,
+                                           std::conditional_t<F == panel_format::e4m3, std::uint8_t, std::uint16_t>>;
 
 /// Storage position of column jj (0..15) in a panel row.
 template <panel_format F>
@@ -92,6 +109,8 @@ template <panel_format F>
     return x;
   } else if constexpr (F == panel_format::bf16) {
     return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(x) >> 16);  // exact: low half is zero
+  } else if constexpr (F == panel_format::e4m3) {
+    return float8_e4m3fn(x).bits();  // exact: x is a float8_e4m3fn value
   } else {
     return std::bit_cast<std::uint16_t>(float16(x));  // exact: x is a float16 value
   }
@@ -104,6 +123,8 @@ template <panel_format F>
     return e;
   } else if constexpr (F == panel_format::bf16) {
     return std::bit_cast<float>(static_cast<std::uint32_t>(e) << 16);
+  } else if constexpr (F == panel_format::e4m3) {
+    return static_cast<float>(float8_e4m3fn::from_bits(e));
   } else {
     return static_cast<float>(std::bit_cast<float16>(e));
   }
