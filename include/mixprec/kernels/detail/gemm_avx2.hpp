@@ -43,7 +43,8 @@ using kernels::detail::panel_format;
 /// scaling free for a caller that multiplies the other factor by 2^8 (decode, below).
 MIXPREC_TARGET_AVX2 inline void load_e4m3_panel_scaled(const std::uint8_t* b, __m256& lo, __m256& hi) noexcept {
   const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
-  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(w, kernels::detail::e4m3_half_shift),
+                                     _mm256_set1_epi16(static_cast<short>(kernels::detail::e4m3_half_mask)));
   lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
   hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }

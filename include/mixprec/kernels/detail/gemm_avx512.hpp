@@ -32,7 +32,8 @@ using kernels::detail::gemm_nr;
 /// (kernels::detail::e4m3_panel_scale), exactly: the float16 reading of gemm_avx2::load_e4m3_panel_scaled.
 MIXPREC_TARGET_AVX512 inline __m512 load_e4m3_panel_scaled(const std::uint8_t* b) noexcept {
   const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
-  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(w, kernels::detail::e4m3_half_shift),
+                                     _mm256_set1_epi16(static_cast<short>(kernels::detail::e4m3_half_mask)));
   // The zero-masking form with every lane selected: the same instruction, and no undefined source
   // register (GCC 12's plain _mm512_cvtph_ps passes one and -Wmaybe-uninitialized fires at -O2).
   return _mm512_maskz_cvtph_ps(static_cast<__mmask16>(~__mmask16{0}), h);

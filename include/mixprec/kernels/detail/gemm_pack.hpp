@@ -86,6 +86,16 @@ inline constexpr float e4m3_panel_scale = [] {
 }();
 static_assert(e4m3_panel_scale == 256.0f);
 
+/// Left shift that moves a sign-extended e4m3fn pattern's magnitude bits onto float16's (the
+/// mantissa widths differ by 7), and the mask that keeps float16's sign and those bits (clearing the
+/// sign's copy that lands in the exponent's top bit): the micro-kernels' decoding of e4m3 panels.
+inline constexpr int e4m3_half_shift =
+    std::numeric_limits<float16>::digits - std::numeric_limits<float8_e4m3fn>::digits;
+inline constexpr std::uint16_t e4m3_half_mask =
+    static_cast<std::uint16_t>((1U << (8 * sizeof(float16) - 1)) |  // float16's sign
+                               (((1U << (8 * sizeof(float8_e4m3fn) - 1)) - 1U) << e4m3_half_shift));
+static_assert(e4m3_half_shift == 7 && e4m3_half_mask == 0xBF80U);
+
 /// Element type of a panel format.
 template <panel_format F>
 using panel_element_t = std::conditional_t<F == panel_format::f32, float,
