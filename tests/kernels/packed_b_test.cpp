@@ -35,10 +35,12 @@ using mixprec::kernels::b_layout;
 
 namespace {
 
-/// The levels this CPU supports whose kernels differ: portable and (when present) avx2.
+/// The levels this CPU supports; their kernels differ (portable, AVX2, AVX-512, VDPBF16PS).
 std::vector<isa> kernel_levels() {
-  std::vector<isa> levels{isa::portable};
-  if (mixprec::detected_isa() >= isa::avx2) levels.push_back(isa::avx2);
+  std::vector<isa> levels;
+  for (const isa level : mixprec::all_isas) {
+    if (level <= mixprec::detected_isa()) levels.push_back(level);
+  }
   return levels;
 }
 
@@ -184,6 +186,81 @@ TEMPLATE_TEST_CASE("a packed b gives the unpacked product bit for bit, with and 
         mixprec::kernels::matmul_accumulate<C>(a, packed, acc_packed, m);
         mixprec::kernels::matmul_accumulate<C>(a, a_layout::m_k, b, lb, acc_plain, {m, k, n});
         CHECK(std::memcmp(acc_packed.data(), acc_plain.data(), m * n * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("the SIMD levels' micro-kernels give the same bits, for every panel format and edge tile",
+                   "[kernels][packed_b]", float, bfloat16, float16, mixprec::float8_e4m3fn) {
+  // One summation order for every level from avx2 up (gemm_avx2.hpp): the AVX-512 kernel's 12 × 32
+  // tiles, its 6-row and 16-column edge tiles and the AVX2 kernel's 6 × 16 tiles give the same bits.
+  // float8_e4m3fn weights are kept as 1-byte panels (computed in bfloat16, which holds them exactly);
+  // the others as the compute type's panels, and packed per call as floats.
+  using W = TestType;
+  using C = std::conditional_t<std::is_same_v<W, mixprec::float8_e4m3fn>, bfloat16, W>;
+  std::vector<isa> simd_levels;
+  for (const isa level : kernel_levels()) {
+    if (level >= isa::avx2) simd_levels.push_back(level);
+  }
+  for (const auto& s : std::vector<shape3>{{2, 5, 16},
+                                           {6, 256, 33},
+                                           {7, 300, 70},
+                                           {12, 17, 32},
+                                           {13, 257, 16},
+                                           {95, 40, 47},
+                                           {97, 513, 80},
+                                           {130, 9, 140}}) {
+    const auto a = normals(s.m * s.k, 20);
+    const auto bf = normals(s.k * s.n, 21);
+    const std::vector<W> b(bf.begin(), bf.end());
+    const std::vector<float> b_values(b.begin(), b.end());
+    const auto bias = normals(s.n, 22);
+    const auto packed = mixprec::kernels::pack_b<C>(b, s.k, s.n, b_layout::k_n);
+    std::vector<std::vector<float>> results;
+    for (const isa level : simd_levels) {
+      const mixprec::isa_limit_scope limit(level);
+      CAPTURE(mixprec::name(level), s.m, s.k, s.n);
+      std::vector<float> kept(s.m * s.n), per_call(s.m * s.n), accumulated = normals(s.m * s.n, 23);
+      const std::vector<double> y0(accumulated.begin(), accumulated.end());
+      mixprec::kernels::matmul<C>(a, packed, bias, kept, s.m);
+      mixprec::kernels::matmul<C>(a, b, bias, per_call, {s.m, s.k, s.n}, b_layout::k_n);
+      mixprec::kernels::matmul_accumulate<C>(a, packed, accumulated, s.m);
+      CHECK(std::memcmp(kept.data(), per_call.data(), kept.size() * sizeof(float)) == 0);
+      check_against_reference<C>(a, false, b_values, false, accumulated, y0, s.m, s.k, s.n);
+      results.push_back(kept);
+      results.push_back(accumulated);
+    }
+    for (std::size_t r = 2; r < results.size(); ++r) {
+      CAPTURE(s.m, s.k, s.n, r);
+      CHECK(std::memcmp(results[r].data(), results[r % 2].data(), results[r].size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("bfloat16 products at the avx512bf16 level read subnormals as zero, as VDPBF16PS does",
+          "[kernels][packed_b]") {
+  // VDPBF16PS (Intel SDM) treats subnormal inputs as zero and flushes subnormal results, whatever
+  // MXCSR says; the FMA levels keep both exactly (docs/kernels.md). 2^-130 is a bfloat16 subnormal;
+  // 2^-70 · 2^-60 is a product of normals whose value is subnormal.
+  const float tiny = std::ldexp(1.0f, -130);
+  const std::vector<float> a{tiny, std::ldexp(1.0f, -70), 1.0f, 3.0f};  // [m = 4, k = 1]
+  const std::vector<float> b{1.0f, std::ldexp(1.0f, -60)};              // [k = 1, n = 2]
+  const auto packed = mixprec::kernels::pack_b<bfloat16>(b, 1, 2, b_layout::k_n);
+  for (const isa level : kernel_levels()) {
+    const mixprec::isa_limit_scope limit(level);
+    CAPTURE(mixprec::name(level));
+    for (const std::size_t m : {std::size_t{1}, std::size_t{4}}) {  // the decode row and the batch tile
+      std::vector<float> kept(m * 2), per_call(m * 2);
+      const std::vector<float> am(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(m));
+      mixprec::kernels::matmul<bfloat16>(am, packed, kept, m);
+      mixprec::kernels::matmul<bfloat16>(am, b, per_call, {m, 1, 2}, b_layout::k_n);
+      CHECK(kept == per_call);
+      const bool flushes = level == isa::avx512bf16;
+      CHECK(kept[0] == (flushes ? 0.0f : tiny));  // tiny · 1
+      if (m == 4) {
+        CHECK(kept[3] == (flushes ? 0.0f : std::ldexp(1.0f, -130)));  // 2^-70 · 2^-60
+        CHECK(kept[7] == 3.0f * std::ldexp(1.0f, -60));               // normal: exact
       }
     }
   }

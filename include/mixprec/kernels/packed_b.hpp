@@ -107,7 +107,8 @@ template <class Compute, class RB>
   out.compute_ = dtype_of_v<Compute>;
   constexpr detail::panel_format format = detail::kept_panel_format<Compute>();
   out.format_ = format;
-  const std::size_t count = detail::gemm_panels(n) * detail::gemm_nr * k;
+  // Elements of the kept panels (detail::panel_stride: paired bfloat16 rows pad an odd k).
+  const std::size_t count = detail::gemm_panels(n) * detail::panel_stride<format>(k);
   std::vector<float> row(std::max(k, n));
   if constexpr (std::same_as<B, float8_e4m3fn> &&
                 (std::same_as<Compute, float> || detail::values_exact_in<float8_e4m3fn, Compute>)) {
@@ -118,7 +119,7 @@ template <class Compute, class RB>
         std::none_of(data, data + k * n, [](float8_e4m3fn v) { return std::isnan(static_cast<float>(v)); });
     if (finite) {
       out.format_ = detail::panel_format::e4m3;
-      out.bytes_.resize(count);
+      out.bytes_.resize(detail::gemm_panels(n) * detail::panel_stride<detail::panel_format::e4m3>(k));
       detail::pack_b<Compute, detail::panel_format::e4m3>(data, k, n, layout == b_layout::n_k, 0, n, out.bytes_.data(),
                                                           row.data());
       return out;

@@ -49,19 +49,33 @@ MIXPREC_TARGET_AVX2 inline void load_e4m3_panel_scaled(const std::uint8_t* b, __
   hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
 
-/// Row p of a b panel (16 columns) widened exactly to two vectors of 8 floats: columns 0-7 and 8-15.
+/// Row p (`Odd` false) or p + 1 (`Odd` true) of a bfloat16 pair row (gemm_pack.hpp: 16 lanes, lane j
+/// holding b(p, j) in its high half and b(p + 1, j) in its low half) widened exactly: columns 0-7 and
+/// 8-15. Row p is the high halves with the low bits cleared (their floats), row p + 1 the low halves
+/// shifted up. Each row loads the pair row again (from L1): the 6-row tile's 12 accumulators leave
+/// no register to keep it in.
+template <bool Odd>
+MIXPREC_TARGET_AVX2_INLINE inline void load_bf16_pair_row(const std::uint16_t* b, __m256& lo, __m256& hi) noexcept {
+  const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+  const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + gemm_nr));
+  if constexpr (Odd) {
+    lo = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
+    hi = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+  } else {
+    // Two shifts rather than an AND with a mask, which would hold a register the 6 × 16 tile needs.
+    lo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(v0, 16), 16));
+    hi = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(v1, 16), 16));
+  }
+}
+
+/// Row p of a b panel (16 columns) widened exactly to two vectors of 8 floats: columns 0-7 and 8-15
+/// (bfloat16 panels are read a pair of rows at a time: load_bf16_pair).
 template <panel_format F>
 MIXPREC_TARGET_AVX2 inline void load_b_row(const panel_element_t<F>* b, __m256& lo, __m256& hi) noexcept {
+  static_assert(F != panel_format::bf16, "bfloat16 panels hold rows in pairs: load_bf16_pair");
   if constexpr (F == panel_format::f32) {
     lo = _mm256_loadu_ps(b);
     hi = _mm256_loadu_ps(b + 8);
-  } else if constexpr (F == panel_format::bf16) {
-    // Stored order 0-3, 8-11 | 4-7, 12-15 (gemm_pack.hpp): the in-lane interleaves with zero put each
-    // pattern in the high half of a 32-bit lane, which is its float value.
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
-    const __m256i zero = _mm256_setzero_si256();
-    lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
-    hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
   } else if constexpr (F == panel_format::e4m3) {
     load_e4m3_panel_scaled(b, lo, hi);
     const __m256 scale = _mm256_set1_ps(e4m3_panel_scale);
@@ -70,6 +84,19 @@ MIXPREC_TARGET_AVX2 inline void load_b_row(const panel_element_t<F>* b, __m256& 
   } else {
     lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
     hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 8)));
+  }
+}
+
+/// One k step of a micro-tile: acc[r] += a(r) · b for R rows, a(r) at a[r] (packed) or a[r · lda]
+/// (in place), b the step's panel row as two vectors (columns 0-7, 8-15).
+template <int R, bool InPlace>
+MIXPREC_TARGET_AVX2_INLINE inline void fma_step(const float* a, std::size_t lda, __m256 b0, __m256 b1,
+                                                __m256 (&acc0)[R], __m256 (&acc1)[R]) noexcept {
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    const __m256 ar = _mm256_broadcast_ss(a + static_cast<std::size_t>(r) * (InPlace ? lda : 1));
+    acc0[r] = _mm256_fmadd_ps(ar, b0, acc0[r]);
+    acc1[r] = _mm256_fmadd_ps(ar, b1, acc1[r]);
   }
 }
 
@@ -88,18 +115,31 @@ MIXPREC_TARGET_AVX2 inline void micro_tile_impl(std::size_t kc, const float* a, 
     acc0[r] = _mm256_setzero_ps();
     acc1[r] = _mm256_setzero_ps();
   }
-  for (std::size_t p = 0; p < kc; ++p) {
-    __m256 b0;
-    __m256 b1;
-    load_b_row<F>(b, b0, b1);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m256 ar = _mm256_broadcast_ss(InPlace ? a + static_cast<std::size_t>(r) * lda + p : a + r);
-      acc0[r] = _mm256_fmadd_ps(ar, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(ar, b1, acc1[r]);
+  constexpr std::size_t a_step = InPlace ? 1 : gemm_mr;  // from a(r, p) to a(r, p + 1)
+  if constexpr (F == panel_format::bf16) {
+    std::size_t p = 0;
+    for (; p + 2 <= kc; p += 2) {
+      __m256 b0, b1;
+      load_bf16_pair_row<false>(b, b0, b1);
+      fma_step<R, InPlace>(a, lda, b0, b1, acc0, acc1);
+      load_bf16_pair_row<true>(b, b0, b1);
+      fma_step<R, InPlace>(a + a_step, lda, b0, b1, acc0, acc1);
+      a += 2 * a_step;
+      b += 2 * gemm_nr;
     }
-    if constexpr (!InPlace) a += gemm_mr;
-    b += gemm_nr;
+    if (p < kc) {  // the last row of an odd slice: the even half of its pair row
+      __m256 b0, b1;
+      load_bf16_pair_row<false>(b, b0, b1);
+      fma_step<R, InPlace>(a, lda, b0, b1, acc0, acc1);
+    }
+  } else {
+    for (std::size_t p = 0; p < kc; ++p) {
+      __m256 b0, b1;
+      load_b_row<F>(b, b0, b1);
+      fma_step<R, InPlace>(a, lda, b0, b1, acc0, acc1);
+      a += a_step;
+      b += gemm_nr;
+    }
   }
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
@@ -121,7 +161,8 @@ MIXPREC_TARGET_AVX2 inline void micro_tile(std::size_t kc, const float* a, const
 }
 
 /// One row against four consecutive b panels (64 columns): c[0, 64) = (accumulate ? c : 0) + a · b.
-/// `panel_stride` is the distance between panels (nr · k floats). Same per-element order as micro_tile.
+/// `panel_stride` is the distance between panels (panel_stride<F>(k) elements). Same per-element order
+/// as micro_tile.
 /// With `Scaled` (e4m3 panels only) the b rows are read as `load_e4m3_panel_scaled` gives them (the
 /// weights / 2^8) and a must hold its values times 2^8: the same products, one multiplication fewer
 /// per 8 weights.
@@ -132,22 +173,43 @@ MIXPREC_TARGET_AVX2 inline void micro_row4(std::size_t kc, const float* a, const
   __m256 acc[8];
 #pragma GCC unroll 8
   for (std::size_t v = 0; v < 8; ++v) acc[v] = _mm256_setzero_ps();
-  for (std::size_t p = 0; p < kc; ++p) {
-    const __m256 ar = _mm256_broadcast_ss(a);
+  if constexpr (F == panel_format::bf16) {
+    for (std::size_t p = 0; p < kc; p += 2) {
+      const __m256 a_even = _mm256_broadcast_ss(a);
+      const __m256 a_odd = _mm256_broadcast_ss(p + 1 < kc ? a + gemm_mr : a);  // unused past an odd kc
 #pragma GCC unroll 4
-    for (std::size_t q = 0; q < 4; ++q) {
-      __m256 lo;
-      __m256 hi;
-      if constexpr (Scaled) {
-        load_e4m3_panel_scaled(b + q * panel_stride, lo, hi);
-      } else {
-        load_b_row<F>(b + q * panel_stride, lo, hi);
+      for (std::size_t q = 0; q < 4; ++q) {
+        __m256 lo, hi;
+        load_bf16_pair_row<false>(b + q * panel_stride, lo, hi);
+        acc[2 * q] = _mm256_fmadd_ps(a_even, lo, acc[2 * q]);
+        acc[2 * q + 1] = _mm256_fmadd_ps(a_even, hi, acc[2 * q + 1]);
+        if (p + 1 < kc) {
+          load_bf16_pair_row<true>(b + q * panel_stride, lo, hi);
+          acc[2 * q] = _mm256_fmadd_ps(a_odd, lo, acc[2 * q]);
+          acc[2 * q + 1] = _mm256_fmadd_ps(a_odd, hi, acc[2 * q + 1]);
+        }
       }
-      acc[2 * q] = _mm256_fmadd_ps(ar, lo, acc[2 * q]);
-      acc[2 * q + 1] = _mm256_fmadd_ps(ar, hi, acc[2 * q + 1]);
+      a += 2 * gemm_mr;
+      b += 2 * gemm_nr;
     }
-    a += gemm_mr;
-    b += gemm_nr;
+  } else {
+    for (std::size_t p = 0; p < kc; ++p) {
+      const __m256 ar = _mm256_broadcast_ss(a);
+#pragma GCC unroll 4
+      for (std::size_t q = 0; q < 4; ++q) {
+        __m256 lo;
+        __m256 hi;
+        if constexpr (Scaled) {
+          load_e4m3_panel_scaled(b + q * panel_stride, lo, hi);
+        } else {
+          load_b_row<F>(b + q * panel_stride, lo, hi);
+        }
+        acc[2 * q] = _mm256_fmadd_ps(ar, lo, acc[2 * q]);
+        acc[2 * q + 1] = _mm256_fmadd_ps(ar, hi, acc[2 * q + 1]);
+      }
+      a += gemm_mr;
+      b += gemm_nr;
+    }
   }
 #pragma GCC unroll 8
   for (std::size_t v = 0; v < 8; ++v) {

@@ -1,16 +1,22 @@
 /// \file
-/// \brief Private: the AVX-512 decode kernel for float8_e4m3fn weight panels (one row of a against
-/// packed 1-byte b panels: the batch-1 product of weight-only float8 inference), compiled through a
-/// `target` attribute and called only when `mixprec::active_isa()` is at least `isa::avx512`
-/// (arch/detail/target.hpp explains the rules).
+/// \brief Private: the AVX-512 micro-kernels of the blocked GEMM, compiled through a `target` attribute
+/// and called only when `mixprec::active_isa()` is at least `isa::avx512` (arch/detail/target.hpp
+/// explains the rules):
+///  - `block`: the macro-kernel for packed a and b panels of any format. Its micro-tile is 12 rows ×
+///    32 columns (two 6-row a panels against two 16-column b panels, the packings of gemm_pack.hpp
+///    unchanged) in 24 zmm accumulators: per k step, two b loads (widened exactly as they load), 12
+///    broadcasts of a and 24 FMAs — the shape of BLIS's and oneDNN's AVX-512 SGEMM kernels, with
+///    2 + 1 + 24 of the 32 registers in use. The AVX2 kernel's 6 × 16 tile feeds its FMAs with one
+///    load per 2.4 FMAs; this one with one per 1.7, at twice the width.
+///  - `row_block_e4m3`: the decode kernel for float8_e4m3fn weight panels (one row of a against packed
+///    1-byte b panels: the batch-1 product of weight-only float8 inference). Decoding float8 is what
+///    bounds the AVX2 decode of 1-byte panels (about five vector instructions per 8 weights: a core
+///    streams ~14 G weights/s, below the memory's rate); with 512-bit vectors one panel row of 16
+///    weights takes a sign-extension, a shift, a mask, one VCVTPH2PS and one FMA.
 ///
-/// Decoding float8 is what bounds the AVX2 decode of 1-byte panels (about five vector instructions
-/// per 8 weights: a core streams ~14 G weights/s, below the memory's rate); with 512-bit vectors one
-/// panel row of 16 weights takes a sign-extension, a shift, a mask, one VCVTPH2PS and one FMA.
-///
-/// Summation order: that of gemm_avx2::micro_row4 (every output element is `c += Σ_p a·b` over each
-/// k-slice in ascending p, one FMA per term into an accumulator that starts at 0), so the results
-/// are bit-identical to the AVX2 level's.
+/// Summation order: that of gemm_avx2.hpp (every output element is `c += Σ_p a·b` over each k-slice
+/// in ascending p, one FMA per term into an accumulator that starts at 0), so the results are
+/// bit-identical to the AVX2 level's, for every panel format.
 #pragma once
 
 #include <cstddef>
@@ -25,8 +31,11 @@
 MIXPREC_BEGIN_ISA_NAMESPACE
 namespace gemm_avx512 {
 
+using kernels::detail::e4m3_panel_scale;
 using kernels::detail::gemm_mr;
 using kernels::detail::gemm_nr;
+using kernels::detail::panel_element_t;
+using kernels::detail::panel_format;
 
 /// Row p of an e4m3 panel (16 float8_e4m3fn patterns, none NaN) as 16 floats divided by 2^8
 /// (kernels::detail::e4m3_panel_scale), exactly: the float16 reading of gemm_avx2::load_e4m3_panel_scaled.
@@ -88,6 +97,122 @@ MIXPREC_TARGET_AVX512 inline void row_block_e4m3(std::size_t panels, std::size_t
         case 6: micro_row_e4m3<6>(depth, ap, bp, panel_stride, cq, accumulate); break;
         case 7: micro_row_e4m3<7>(depth, ap, bp, panel_stride, cq, accumulate); break;
         default: micro_row_e4m3<8>(depth, ap, bp, panel_stride, cq, accumulate); break;
+      }
+    }
+  }
+}
+
+/// Row p of a b panel (16 columns) widened exactly to 16 floats (bfloat16 panels are read a pair of
+/// rows at a time, see micro_tile).
+template <panel_format F>
+MIXPREC_TARGET_AVX512 inline __m512 load_b_row(const panel_element_t<F>* b) noexcept {
+  static_assert(F != panel_format::bf16, "bfloat16 panels hold rows in pairs");
+  if constexpr (F == panel_format::f32) {
+    return _mm512_loadu_ps(b);
+  } else if constexpr (F == panel_format::e4m3) {
+    return _mm512_mul_ps(load_e4m3_panel_scaled(b), _mm512_set1_ps(e4m3_panel_scale));  // exact: 2^8
+  } else {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    return _mm512_maskz_cvtph_ps(static_cast<__mmask16>(~__mmask16{0}), v);  // see load_e4m3_panel_scaled
+  }
+}
+
+/// One k step of a micro-tile: acc[r][w] += a(r) · b[w] for the 6·A rows, a(r) at
+/// a[(r / 6) · a_stride + r % 6].
+template <int A, int W>
+MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void fma_step(const float* a, std::size_t a_stride,
+                                                                          const __m512 (&b)[W],
+                                                                          __m512 (&acc)[A * gemm_mr][W]) noexcept {
+#pragma GCC unroll 12
+  for (int r = 0; r < A * static_cast<int>(gemm_mr); ++r) {
+    const __m512 ar = _mm512_set1_ps(a[static_cast<std::size_t>(r / 6) * a_stride + static_cast<std::size_t>(r % 6)]);
+#pragma GCC unroll 2
+    for (int w = 0; w < W; ++w) acc[r][w] = _mm512_fmadd_ps(ar, b[w], acc[r][w]);
+  }
+}
+
+/// c[height, W·16] (row stride ldc, height ≤ 6·A) = (accumulate ? c : 0) + a · b over kc steps, for
+/// A a panels (6 rows each, `a_stride` floats apart; rows past `height` are the packing's zeros and
+/// are computed but not stored) against W b panels (`panel_stride` elements apart).
+template <int A, int W, panel_format F>
+MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std::size_t a_stride,
+                                             const panel_element_t<F>* b, std::size_t panel_stride, float* c,
+                                             std::size_t ldc, std::size_t height, bool accumulate) noexcept {
+  constexpr int rows = A * static_cast<int>(gemm_mr);
+  __m512 acc[rows][W];
+#pragma GCC unroll 12
+  for (int r = 0; r < rows; ++r) {
+#pragma GCC unroll 2
+    for (int w = 0; w < W; ++w) acc[r][w] = _mm512_setzero_ps();
+  }
+  if constexpr (F == panel_format::bf16) {
+    // A pair row (gemm_pack.hpp): row p in the lanes' high halves (their floats once the low bits are
+    // cleared), row p + 1 in the low halves (shifted up).
+    const __m512i high_halves = _mm512_set1_epi32(static_cast<int>(0xFFFF0000U));
+    for (std::size_t p = 0; p < kc; p += 2) {
+      __m512 even[W];
+      __m512 odd[W];
+#pragma GCC unroll 2
+      for (int w = 0; w < W; ++w) {
+        const __m512i v = _mm512_loadu_si512(b + static_cast<std::size_t>(w) * panel_stride);
+        even[w] = _mm512_castsi512_ps(_mm512_and_si512(v, high_halves));
+        odd[w] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+      }
+      fma_step<A, W>(a, a_stride, even, acc);
+      if (p + 1 < kc) fma_step<A, W>(a + gemm_mr, a_stride, odd, acc);
+      a += 2 * gemm_mr;
+      b += 2 * gemm_nr;
+    }
+  } else {
+    for (std::size_t p = 0; p < kc; ++p) {
+      __m512 bw[W];
+#pragma GCC unroll 2
+      for (int w = 0; w < W; ++w) bw[w] = load_b_row<F>(b + static_cast<std::size_t>(w) * panel_stride);
+      fma_step<A, W>(a, a_stride, bw, acc);
+      a += gemm_mr;
+      b += gemm_nr;
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < rows; ++r) {
+    if (static_cast<std::size_t>(r) >= height) break;
+    float* row = c + static_cast<std::size_t>(r) * ldc;
+#pragma GCC unroll 2
+    for (int w = 0; w < W; ++w) {
+      float* cw = row + static_cast<std::size_t>(w) * gemm_nr;
+      if (accumulate) acc[r][w] = _mm512_add_ps(_mm512_loadu_ps(cw), acc[r][w]);
+      _mm512_storeu_ps(cw, acc[r][w]);
+    }
+  }
+}
+
+/// The macro-kernel: c[rows, panels·16] (row stride ldc) (+)= a_block · b over one k-slice of kc, with
+/// the contract and per-element order of gemm_avx2::block. `a` holds ceil(rows / 6) a panels of
+/// kc × 6; `b` points at the slice's first row in the first panel, panels `panel_stride` elements
+/// apart. Each pair of b panels (a slice of 2 · kc · 16 elements, in L1) meets every row of the a
+/// block in tiles of 12 rows.
+template <panel_format F>
+MIXPREC_TARGET_AVX512 inline void block(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
+                                        const panel_element_t<F>* b, std::size_t panel_stride, float* c,
+                                        std::size_t ldc, bool accumulate) noexcept {
+  const std::size_t a_stride = gemm_mr * kc;
+  for (std::size_t q = 0; q < panels; q += 2) {
+    const panel_element_t<F>* bq = b + q * panel_stride;
+    const bool pair = panels - q >= 2;
+    for (std::size_t i = 0; i < rows; i += 2 * gemm_mr) {
+      const float* ai = a + (i / gemm_mr) * a_stride;
+      float* ci = c + i * ldc + q * gemm_nr;
+      const std::size_t height = rows - i < 2 * gemm_mr ? rows - i : 2 * gemm_mr;
+      if (height > gemm_mr) {
+        if (pair) {
+          micro_tile<2, 2, F>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+        } else {
+          micro_tile<2, 1, F>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+        }
+      } else if (pair) {
+        micro_tile<1, 2, F>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+      } else {
+        micro_tile<1, 1, F>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
       }
     }
   }

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/gemm_avx2.hpp"
 #include "mixprec/kernels/detail/gemm_avx512.hpp"
+#include "mixprec/kernels/detail/gemm_avx512bf16.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
 #include "mixprec/kernels/threads.hpp"
 
@@ -63,8 +65,7 @@ void portable_block(std::size_t rows, std::size_t panels, std::size_t kc, const 
         float acc[gemm_nr] = {};  // one row at a time: 16 accumulators stay in registers
         for (std::size_t p = 0; p < kc; ++p) {
           const float ar = ai[p * gemm_mr + r];
-          const panel_element_t<F>* bp = bq + p * gemm_nr;
-          for (std::size_t j = 0; j < gemm_nr; ++j) acc[j] += ar * from_panel<F>(bp[panel_position<F>(j)]);
+          for (std::size_t j = 0; j < gemm_nr; ++j) acc[j] += ar * from_panel<F>(bq[panel_index<F>(p, j)]);
         }
         float* row = c + (i + r) * ldc + q * gemm_nr;
         for (std::size_t j = 0; j < gemm_nr; ++j) row[j] = accumulate ? row[j] + acc[j] : acc[j];
@@ -109,13 +110,28 @@ struct gemm_scratch {
   std::vector<float> a_pack, a_row, b_pack, c_tile, row;
   /// The b block that the calling thread packs once for every thread working on its row blocks.
   std::vector<float> shared_b;
+  /// b blocks packed per call as bfloat16 pair panels (the avx512bf16 level), and a as pairs.
+  std::vector<std::uint16_t> b_pack16, shared_b16;
+  std::vector<std::uint32_t> a_pairs;
   static gemm_scratch& local() {
     static thread_local gemm_scratch scratch;
     return scratch;
   }
-  static float* sized(std::vector<float>& v, std::size_t count) {
+  template <class T>
+  static T* sized(std::vector<T>& v, std::size_t count) {
     if (v.size() < count) v.resize(count);
     return v.data();
+  }
+  /// Room for `count` panel elements of format F (f32 or bf16) in `floats` or `halves`.
+  template <panel_format F>
+  static panel_element_t<F>* sized_panels(std::vector<float>& floats, std::vector<std::uint16_t>& halves,
+                                          std::size_t count) {
+    static_assert(F == panel_format::f32 || F == panel_format::bf16, "b is packed per call as f32 or bf16 panels");
+    if constexpr (F == panel_format::f32) {
+      return sized(floats, count);
+    } else {
+      return sized(halves, count);
+    }
   }
 };
 
@@ -126,20 +142,32 @@ struct gemm_scratch {
 }
 
 /// The packed b panels for columns [j0, j0 + cols) (j0 a multiple of the block width): packed now
-/// (as floats) from the caller's b, or found in a kept packing.
+/// (as floats, or as bfloat16 pairs for the avx512bf16 level) from the caller's b, or found in a kept
+/// packing.
 template <class C, panel_format F, class S>
 const panel_element_t<F>* b_block(const b_source<C, S>& src, std::size_t k, std::size_t n, std::size_t j0,
                                   std::size_t cols, gemm_scratch& scratch) {
-  static_assert(F == panel_format::f32, "b packed per call is packed as floats");
-  float* dst = gemm_scratch::sized(scratch.b_pack, gemm_panels(cols) * gemm_nr * k);
+  panel_element_t<F>* dst =
+      gemm_scratch::sized_panels<F>(scratch.b_pack, scratch.b_pack16, gemm_panels(cols) * panel_stride<F>(k));
   float* row = gemm_scratch::sized(scratch.row, std::max({k, cols, gemm_kc, gemm_mc}));
-  pack_b<C>(src.b, k, n, src.n_major, j0, cols, dst, row);
+  pack_b<C, F>(src.b, k, n, src.n_major, j0, cols, dst, row);
   return dst;
 }
 template <class C, panel_format F>
 const panel_element_t<F>* b_block(const packed_b_view& src, std::size_t k, std::size_t, std::size_t j0, std::size_t,
                                   gemm_scratch&) {
-  return static_cast<const panel_element_t<F>*>(src.data) + (j0 / gemm_nr) * gemm_nr * k;
+  return static_cast<const panel_element_t<F>*>(src.data) + (j0 / gemm_nr) * panel_stride<F>(k);
+}
+
+/// Whether products of compute type C with b panels of format F run VDPBF16PS at this level: bfloat16
+/// pair panels, and a whose values (rounded to C) are all bfloat16 values.
+template <class C, panel_format F>
+[[nodiscard]] bool use_dpbf16(isa level) noexcept {
+  if constexpr (F == panel_format::bf16 && kept_panel_format<C>() == panel_format::bf16) {
+    return level >= isa::avx512bf16;
+  } else {
+    return false;
+  }
 }
 
 /// One (jc, ic) block: rows [i0, i0 + rows) × columns [j0, j0 + cols) of y, all of k.
@@ -149,6 +177,7 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
                 bool accumulate, isa level, gemm_scratch& scratch) {
   const std::size_t panels = gemm_panels(cols);
   const std::size_t ldc = panels * gemm_nr;
+  const std::size_t stride = panel_stride<F>(k);
   float* tile = gemm_scratch::sized(scratch.c_tile, rows * ldc);
   float* a_pack = gemm_scratch::sized(scratch.a_pack, gemm_mc * gemm_kc);
   float* row = gemm_scratch::sized(scratch.row, std::max({k, cols, gemm_kc, gemm_mc}));
@@ -160,20 +189,30 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
     // (the same k-slices and order as below, so the same bits).
     float* a_row = gemm_scratch::sized(scratch.a_row, k * gemm_mr);
     pack_a<C>(a, m, k, a_k_major, i0, 1, 0, k, a_row, row);
+    if (use_dpbf16<C, F>(level)) {
+      if constexpr (F == panel_format::bf16) {
+        // The row's pairs: the one-row a panel's first column, paired (pack_a_pairs pairs all six).
+        std::uint32_t* pairs = gemm_scratch::sized(scratch.a_pairs, ((k + 1) / 2) * gemm_mr);
+        pack_a_pairs(a_row, 1, k, pairs);
+        for (std::size_t t = 0; t < (k + 1) / 2; ++t) pairs[t] = pairs[t * gemm_mr];
+        ::mixprec::detail::gemm_avx512bf16::row_block(panels, k, gemm_kc, pairs, b_panels, stride, tile);
+        decoded = true;
+      }
+    }
     if constexpr (F == panel_format::e4m3) {
       // float8 weights are decoded as weights / 2^8 and the row multiplied by 2^8 instead (one
       // multiplication per k step instead of one per 8 weights; gemm_avx2::micro_row4), when that
       // cannot overflow.
       if (scale_row_up(a_row, k)) {
         if (level >= isa::avx512) {
-          ::mixprec::detail::gemm_avx512::row_block_e4m3(panels, k, gemm_kc, a_row, b_panels, gemm_nr * k, tile);
+          ::mixprec::detail::gemm_avx512::row_block_e4m3(panels, k, gemm_kc, a_row, b_panels, stride, tile);
         } else {
-          ::mixprec::detail::gemm_avx2::row_block<F, true>(panels, k, gemm_kc, a_row, b_panels, gemm_nr * k, tile);
+          ::mixprec::detail::gemm_avx2::row_block<F, true>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
         }
         decoded = true;
       }
     }
-    if (!decoded) ::mixprec::detail::gemm_avx2::row_block<F>(panels, k, gemm_kc, a_row, b_panels, gemm_nr * k, tile);
+    if (!decoded) ::mixprec::detail::gemm_avx2::row_block<F>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
     decoded = true;
   }
 #endif
@@ -181,13 +220,28 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
     const std::size_t kc = std::min(gemm_kc, k - p0);
     pack_a<C>(a, m, k, a_k_major, i0, rows, p0, kc, a_pack, row);
 #if MIXPREC_X86_DISPATCH
+    if (use_dpbf16<C, F>(level)) {
+      if constexpr (F == panel_format::bf16) {
+        const std::size_t a_panels = (rows + gemm_mr - 1) / gemm_mr;
+        std::uint32_t* pairs = gemm_scratch::sized(scratch.a_pairs, a_panels * gemm_mr * ((kc + 1) / 2));
+        pack_a_pairs(a_pack, a_panels, kc, pairs);
+        ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
+                                                  p0 != 0);
+        continue;
+      }
+    }
+    if (level >= isa::avx512) {
+      ::mixprec::detail::gemm_avx512::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc,
+                                               p0 != 0);
+      continue;
+    }
     if (level >= isa::avx2) {
-      ::mixprec::detail::gemm_avx2::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, gemm_nr * k, tile, ldc,
+      ::mixprec::detail::gemm_avx2::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc,
                                              p0 != 0);
       continue;
     }
 #endif
-    portable_block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, gemm_nr * k, tile, ldc, p0 != 0);
+    portable_block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc, p0 != 0);
   }
   for (std::size_t ii = 0; ii < rows; ++ii) {
     float* src = tile + ii * ldc;
@@ -244,14 +298,15 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
     const std::size_t cols = std::min(nc, n - j0);
     const panel_element_t<F>* panels = nullptr;
     if constexpr (std::same_as<BSrc, packed_b_view>) {
-      panels = static_cast<const panel_element_t<F>*>(b.data) + (j0 / gemm_nr) * gemm_nr * k;
+      panels = static_cast<const panel_element_t<F>*>(b.data) + (j0 / gemm_nr) * panel_stride<F>(k);
     } else {
       // The b block, packed once for every thread, in the calling thread's scratch (read by the
       // workers until parallel_for returns; the calling thread's gemm_block uses its other buffers).
       gemm_scratch& own = gemm_scratch::local();
-      float* shared = gemm_scratch::sized(own.shared_b, gemm_panels(cols) * gemm_nr * k);
+      panel_element_t<F>* shared =
+          gemm_scratch::sized_panels<F>(own.shared_b, own.shared_b16, gemm_panels(cols) * panel_stride<F>(k));
       float* row = gemm_scratch::sized(own.row, std::max({k, cols, gemm_kc, gemm_mc}));
-      pack_b<C>(b.b, k, n, b.n_major, j0, cols, shared, row);
+      pack_b<C, F>(b.b, k, n, b.n_major, j0, cols, shared, row);
       panels = shared;
     }
     parallel_for(row_blocks, threads, [&](std::size_t task) {
@@ -281,6 +336,12 @@ void blocked_gemm(const A* a, bool a_k_major, const BSrc& b, const float* bias, 
         blocked_gemm_panels<C, panel_format::e4m3>(a, a_k_major, b, bias, y, m, k, n, accumulate);
         return;
       case panel_format::f32: break;
+    }
+  } else if constexpr (kept_panel_format<C>() == panel_format::bf16) {
+    // b packed per call: as bfloat16 pairs where VDPBF16PS multiplies them, else as floats.
+    if (use_dpbf16<C, panel_format::bf16>(active_isa())) {
+      blocked_gemm_panels<C, panel_format::bf16>(a, a_k_major, b, bias, y, m, k, n, accumulate);
+      return;
     }
   }
   blocked_gemm_panels<C, panel_format::f32>(a, a_k_major, b, bias, y, m, k, n, accumulate);

@@ -10,17 +10,22 @@
 ///    rows; each panel holds kc columns of `mr` consecutive floats (zero past the last row).
 ///
 /// Every value is rounded once to the compute type C while it is packed, so a packed operand holds
-/// exactly what a float32-accumulating C kernel multiplies. a panels hold floats. b panels hold
-/// floats, or — for b kept across calls (a layer's weights: `kernels::packed_b`) — the compute type's
-/// own 16-bit patterns (`panel_format`), half the memory and half the bytes a decode step streams;
-/// the micro-kernel widens them exactly as it loads them (bfloat16: a 16-bit shift, done by
-/// interleaving with zeros; float16: F16C's VCVTPH2PS). Weights stored as float8 (float8_e4m3fn, no
+/// exactly what a float32-accumulating C kernel multiplies. a panels hold floats (the VDPBF16PS
+/// kernel pairs them, pack_a_pairs). b panels hold floats, or — for b kept across calls (a layer's
+/// weights: `kernels::packed_b`), and for bfloat16 products at the avx512bf16 level — the compute
+/// type's own 16-bit patterns (`panel_format`), half the memory and half the bytes a decode step
+/// streams; the FMA micro-kernels widen them exactly as they load them (bfloat16: 16-bit shifts of
+/// a pair row, below; float16: F16C's VCVTPH2PS). Weights stored as float8 (float8_e4m3fn, no
 /// NaN among them) keep their 1-byte patterns, a quarter of the float bytes (`panel_format::e4m3`):
 /// the micro-kernel decodes them exactly (integer shifts, VCVTPH2PS, a multiplication by 2^8).
 ///
-/// bfloat16 panel rows are stored in the order columns 0-3, 8-11, 4-7, 12-15, so that the two
-/// in-lane interleaves of one 256-bit load (VPUNPCKLWD / VPUNPCKHWD with zero) give columns 0-7 and
-/// 8-15 as floats.
+/// bfloat16 panels hold their rows in pairs, as VDPBF16PS reads them (AVX512_BF16; Intel SDM): rows
+/// 2t and 2t + 1 of a panel are one *pair row* of 16 32-bit lanes, lane j holding b(2t, j) in its high
+/// half and b(2t + 1, j) in its low half (a zero row pads an odd k). VDPBF16PS adds a lane's high
+/// product first, then its low one, each rounded once (products of bfloat16 values are exact in
+/// float32), so one instruction is two steps of the ascending-k order that the FMA kernels follow. The
+/// FMA kernels widen a pair row with one AND (row 2t: the high halves are its floats) and one 16-bit
+/// left shift (row 2t + 1).
 #pragma once
 
 #include <algorithm>
@@ -56,7 +61,7 @@ static_assert(gemm_mc % gemm_mr == 0 && gemm_nc % gemm_nr == 0, "the blocks must
 /// The element format of b panels.
 enum class panel_format : std::uint8_t {
   f32,   ///< float
-  bf16,  ///< bfloat16 bit patterns (std::uint16_t), rows in the interleave order above
+  bf16,  ///< bfloat16 bit patterns (std::uint16_t), rows in pairs (above)
   f16,   ///< IEEE binary16 bit patterns (std::uint16_t)
   e4m3,  ///< float8_e4m3fn bit patterns (std::uint8_t), never NaN (OCP FP8 spec: 0x7F and 0xFF)
 };
@@ -101,14 +106,28 @@ template <panel_format F>
 using panel_element_t = std::conditional_t<F == panel_format::f32, float,
                                            std::conditional_t<F == panel_format::e4m3, std::uint8_t, std::uint16_t>>;
 
-/// Storage position of column jj (0..15) in a panel row.
+/// Rows a panel of format F holds for depth k: k, or k rounded up to even for the paired bfloat16 rows.
 template <panel_format F>
-[[nodiscard]] constexpr std::size_t panel_position(std::size_t jj) noexcept {
+[[nodiscard]] constexpr std::size_t panel_rows(std::size_t k) noexcept {
+  return F == panel_format::bf16 ? k + (k & 1U) : k;
+}
+
+/// Elements from one b panel to the next (panels of gemm_nr columns, depth k).
+template <panel_format F>
+[[nodiscard]] constexpr std::size_t panel_stride(std::size_t k) noexcept {
+  return gemm_nr * panel_rows<F>(k);
+}
+
+/// Position of element (p, jj) (row p, column jj < gemm_nr) from the start of its panel. Row p starts
+/// at p · gemm_nr for every format (a pair row of bfloat16 takes the room of two rows), so a k-slice
+/// from an even p0 starts at p0 · gemm_nr.
+template <panel_format F>
+[[nodiscard]] constexpr std::size_t panel_index(std::size_t p, std::size_t jj) noexcept {
   if constexpr (F == panel_format::bf16) {
-    // 0-3 -> 0-3, 4-7 -> 8-11, 8-11 -> 4-7, 12-15 -> 12-15
-    return (jj & ~std::size_t{12}) | ((jj & 4) << 1) | ((jj & 8) >> 1);
+    // Lane jj of pair row p / 2: the high 16-bit half (index 2 jj + 1, little-endian) for even p.
+    return (p & ~std::size_t{1}) * gemm_nr + 2 * jj + ((p & 1U) ^ 1U);
   } else {
-    return jj;
+    return p * gemm_nr + jj;
   }
 }
 
@@ -144,19 +163,25 @@ template <panel_format F>
 [[nodiscard]] constexpr std::size_t gemm_panels(std::size_t n) noexcept { return (n + gemm_nr - 1) / gemm_nr; }
 
 /// Packs columns [j0, j0 + cols) of b(k, n) — stored [k, n] when `n_major` is false, [n, k] when it
-/// is true — into `cols`-worth of b panels at `dst` (j0 a multiple of gemm_nr; the last panel is zero
-/// padded). `row` is scratch of at least max(k, cols) floats.
+/// is true — into `cols`-worth of b panels at `dst`, panel_stride<F>(k) elements each (j0 a multiple
+/// of gemm_nr; the last panel is zero padded, and so is the pad row of paired bfloat16 rows). `row` is
+/// scratch of at least max(k, cols) floats.
 template <class C, panel_format F = panel_format::f32, class S>
 void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t j0, std::size_t cols,
             panel_element_t<F>* dst, float* row) {
   const std::size_t panels = gemm_panels(cols);
+  if (panel_rows<F>(k) != k) {
+    for (std::size_t q = 0; q < panels; ++q) {
+      for (std::size_t jj = 0; jj < gemm_nr; ++jj) dst[q * panel_stride<F>(k) + panel_index<F>(k, jj)] = 0;
+    }
+  }
   if (n_major) {
     // Column j of b(k, n) is row j of the [n, k] array. Per panel, a chunk of 64 k-steps of its 16
     // columns is converted into `tile` (16 × 64 floats, in L1), then written out as 64 panel rows.
     constexpr std::size_t chunk = 64;
     float tile[gemm_nr * chunk];
     for (std::size_t q = 0; q < panels; ++q) {
-      panel_element_t<F>* panel = dst + q * gemm_nr * k;
+      panel_element_t<F>* panel = dst + q * panel_stride<F>(k);
       const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
       for (std::size_t p0 = 0; p0 < k; p0 += chunk) {
         const std::size_t depth = std::min(chunk, k - p0);
@@ -170,8 +195,9 @@ void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t 
         }
         for (std::size_t jj = width; jj < gemm_nr; ++jj) std::fill(tile + jj * chunk, tile + jj * chunk + depth, 0.0f);
         for (std::size_t p = 0; p < depth; ++p) {
-          panel_element_t<F>* out = panel + (p0 + p) * gemm_nr;
-          for (std::size_t jj = 0; jj < gemm_nr; ++jj) out[panel_position<F>(jj)] = to_panel<F>(tile[jj * chunk + p]);
+          for (std::size_t jj = 0; jj < gemm_nr; ++jj) {
+            panel[panel_index<F>(p0 + p, jj)] = to_panel<F>(tile[jj * chunk + p]);
+          }
         }
       }
     }
@@ -185,14 +211,15 @@ void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t 
         round_widen_n<C>(b + p * n + j0, cols, row);
       }
       for (std::size_t q = 0; q < panels; ++q) {
-        panel_element_t<F>* out = dst + q * gemm_nr * k + p * gemm_nr;
+        panel_element_t<F>* panel = dst + q * panel_stride<F>(k);
         const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
         if constexpr (F == panel_format::f32) {
+          float* out = panel + p * gemm_nr;
           std::memcpy(out, src + q * gemm_nr, width * sizeof(float));
           std::fill(out + width, out + gemm_nr, 0.0f);
         } else {
           for (std::size_t jj = 0; jj < gemm_nr; ++jj) {
-            out[panel_position<F>(jj)] = jj < width ? to_panel<F>(src[q * gemm_nr + jj]) : panel_element_t<F>{0};
+            panel[panel_index<F>(p, jj)] = jj < width ? to_panel<F>(src[q * gemm_nr + jj]) : panel_element_t<F>{0};
           }
         }
       }
@@ -240,6 +267,27 @@ void pack_a(const S* a, std::size_t m, std::size_t k, bool k_major, std::size_t 
         const std::size_t height = std::min(gemm_mr, rows - r * gemm_mr);
         std::memcpy(out, src + r * gemm_mr, height * sizeof(float));
         std::fill(out + height, out + gemm_mr, 0.0f);
+      }
+    }
+  }
+}
+
+/// The a panels of one k-slice (`panels` panels of kc × gemm_mr floats, as pack_a writes them, every
+/// value a bfloat16 value) as VDPBF16PS pairs: panel r's 32-bit element (t, ii), at
+/// dst[r · gemm_mr · ceil(kc / 2) + t · gemm_mr + ii], holds a(ii, 2t) in its high half and
+/// a(ii, 2t + 1) (zero past kc) in its low half, the order of the b panels' pair rows. Exact: the
+/// low halves of the floats are zero.
+inline void pack_a_pairs(const float* a, std::size_t panels, std::size_t kc, std::uint32_t* dst) noexcept {
+  const std::size_t pairs = (kc + 1) / 2;
+  for (std::size_t r = 0; r < panels; ++r) {
+    const float* panel = a + r * gemm_mr * kc;
+    std::uint32_t* out = dst + r * gemm_mr * pairs;
+    for (std::size_t t = 0; t < pairs; ++t) {
+      for (std::size_t ii = 0; ii < gemm_mr; ++ii) {
+        const std::uint32_t high = std::bit_cast<std::uint32_t>(panel[2 * t * gemm_mr + ii]) & 0xFFFF0000U;
+        const std::uint32_t low =
+            2 * t + 1 < kc ? std::bit_cast<std::uint32_t>(panel[(2 * t + 1) * gemm_mr + ii]) >> 16 : 0U;
+        out[t * gemm_mr + ii] = high | low;
       }
     }
   }

@@ -1,0 +1,169 @@
+/// \file
+/// \brief Private: the VDPBF16PS micro-kernels of the blocked GEMM for bfloat16 operands (AVX512_BF16,
+/// compiled through a `target` attribute and called only when `mixprec::active_isa()` is
+/// `isa::avx512bf16`; arch/detail/target.hpp explains the rules).
+///
+/// VDPBF16PS multiplies 16 pairs of bfloat16 values by 16 pairs and adds both products to 16 float
+/// accumulators: twice the multiply-adds of a float32 FMA per instruction, from operands half the
+/// size. b panels hold their rows in pairs (gemm_pack.hpp); a is packed in pairs too
+/// (pack_a_pairs), so that one 32-bit broadcast gives a row's two factors.
+///
+/// What VDPBF16PS computes (Intel SDM, "VDPBF16PS"; the same on AMD Zen 4 and Zen 5): per lane,
+/// `acc += a_high · b_high`, then `acc += a_low · b_low`, each addition rounded to nearest-even; the
+/// products of bfloat16 values are exact in float32. With the pairs ordered (high = row p, low = row
+/// p + 1) that is two steps of the FMA kernels' ascending-k order: for normal operands and sums the
+/// bits equal the avx2 and avx512 levels' (tested). It differs in three ways, all stated in
+/// docs/kernels.md: subnormal inputs are read as zero and subnormal results flushed to zero
+/// (DAZ and FTZ, whatever MXCSR says), the rounding is to nearest-even whatever the rounding mode,
+/// and no floating-point exception flag is raised.
+///
+/// Shapes: `block`'s micro-tile is 12 rows × 32 columns (two 6-row a panels, two 16-column b panels)
+/// in 24 zmm accumulators, two pair rows of b loaded and 12 pairs of a broadcast per two k steps;
+/// `row_block` (decode: one row) takes four panels at once, one pair row each per two k steps.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "mixprec/arch/detail/target.hpp"
+#include "mixprec/kernels/detail/gemm_pack.hpp"
+
+#if MIXPREC_X86_DISPATCH
+#include <immintrin.h>
+
+MIXPREC_BEGIN_ISA_NAMESPACE
+namespace gemm_avx512bf16 {
+
+using kernels::detail::gemm_mr;
+using kernels::detail::gemm_nr;
+
+/// 16 lanes of a bfloat16 pair row (32 patterns) as VDPBF16PS's operand.
+MIXPREC_TARGET_AVX512BF16 inline __m512bh load_pairs(const std::uint16_t* b) noexcept {
+  return reinterpret_cast<__m512bh>(_mm512_loadu_si512(b));
+}
+
+/// c[height, W·16] (row stride ldc, height ≤ 6·A) = (accumulate ? c : 0) + a · b over kc steps, for A
+/// a pair panels (pack_a_pairs: 6 rows each, `a_stride` 32-bit elements apart; rows past `height` are
+/// zeros, computed but not stored) against W bfloat16 pair panels (`panel_stride` patterns apart).
+template <int A, int W>
+MIXPREC_TARGET_AVX512BF16 inline void micro_tile(std::size_t kc, const std::uint32_t* a, std::size_t a_stride,
+                                                 const std::uint16_t* b, std::size_t panel_stride, float* c,
+                                                 std::size_t ldc, std::size_t height, bool accumulate) noexcept {
+  constexpr int rows = A * static_cast<int>(gemm_mr);
+  __m512 acc[rows][W];
+#pragma GCC unroll 12
+  for (int r = 0; r < rows; ++r) {
+#pragma GCC unroll 2
+    for (int w = 0; w < W; ++w) acc[r][w] = _mm512_setzero_ps();
+  }
+  const std::size_t pairs = (kc + 1) / 2;
+  for (std::size_t t = 0; t < pairs; ++t) {
+    __m512bh bw[W];
+#pragma GCC unroll 2
+    for (int w = 0; w < W; ++w) bw[w] = load_pairs(b + static_cast<std::size_t>(w) * panel_stride);
+#pragma GCC unroll 12
+    for (int r = 0; r < rows; ++r) {
+      const auto ar = reinterpret_cast<__m512bh>(_mm512_set1_epi32(
+          static_cast<int>(a[static_cast<std::size_t>(r / 6) * a_stride + static_cast<std::size_t>(r % 6)])));
+#pragma GCC unroll 2
+      for (int w = 0; w < W; ++w) acc[r][w] = _mm512_dpbf16_ps(acc[r][w], ar, bw[w]);
+    }
+    a += gemm_mr;
+    b += 2 * gemm_nr;
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < rows; ++r) {
+    if (static_cast<std::size_t>(r) >= height) break;
+    float* row = c + static_cast<std::size_t>(r) * ldc;
+#pragma GCC unroll 2
+    for (int w = 0; w < W; ++w) {
+      float* cw = row + static_cast<std::size_t>(w) * gemm_nr;
+      if (accumulate) acc[r][w] = _mm512_add_ps(_mm512_loadu_ps(cw), acc[r][w]);
+      _mm512_storeu_ps(cw, acc[r][w]);
+    }
+  }
+}
+
+/// The macro-kernel: c[rows, panels·16] (row stride ldc) (+)= a_block · b over one k-slice of kc
+/// (the contract of gemm_avx2::block). `a` holds ceil(rows / 6) pair panels (pack_a_pairs) of
+/// 6 × ceil(kc / 2); `b` points at the slice's first pair row in the first panel, panels
+/// `panel_stride` patterns apart.
+MIXPREC_TARGET_AVX512BF16 inline void block(std::size_t rows, std::size_t panels, std::size_t kc,
+                                            const std::uint32_t* a, const std::uint16_t* b, std::size_t panel_stride,
+                                            float* c, std::size_t ldc, bool accumulate) noexcept {
+  const std::size_t a_stride = gemm_mr * ((kc + 1) / 2);
+  for (std::size_t q = 0; q < panels; q += 2) {
+    const std::uint16_t* bq = b + q * panel_stride;
+    const bool pair = panels - q >= 2;
+    for (std::size_t i = 0; i < rows; i += 2 * gemm_mr) {
+      const std::uint32_t* ai = a + (i / gemm_mr) * a_stride;
+      float* ci = c + i * ldc + q * gemm_nr;
+      const std::size_t height = rows - i < 2 * gemm_mr ? rows - i : 2 * gemm_mr;
+      if (height > gemm_mr) {
+        if (pair) {
+          micro_tile<2, 2>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+        } else {
+          micro_tile<2, 1>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+        }
+      } else if (pair) {
+        micro_tile<1, 2>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+      } else {
+        micro_tile<1, 1>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+      }
+    }
+  }
+}
+
+/// One row against P consecutive pair panels over `pairs` pair rows: c[0, P·16) = (accumulate ? c :
+/// 0) + a · b, with a's pairs consecutive (a[t]: a(2t) high, a(2t + 1) low).
+template <int P>
+MIXPREC_TARGET_AVX512BF16 inline void micro_row(std::size_t pairs, const std::uint32_t* a, const std::uint16_t* b,
+                                                std::size_t panel_stride, float* c, bool accumulate) noexcept {
+  __m512 acc[P];
+#pragma GCC unroll 8
+  for (int q = 0; q < P; ++q) acc[q] = _mm512_setzero_ps();
+  for (std::size_t t = 0; t < pairs; ++t) {
+    const auto ar = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[t])));
+#pragma GCC unroll 8
+    for (int q = 0; q < P; ++q) {
+      acc[q] = _mm512_dpbf16_ps(acc[q], ar, load_pairs(b + static_cast<std::size_t>(q) * panel_stride));
+    }
+    b += 2 * gemm_nr;
+  }
+#pragma GCC unroll 8
+  for (int q = 0; q < P; ++q) {
+    float* cq = c + static_cast<std::size_t>(q) * gemm_nr;
+    if (accumulate) acc[q] = _mm512_add_ps(_mm512_loadu_ps(cq), acc[q]);
+    _mm512_storeu_ps(cq, acc[q]);
+  }
+}
+
+/// One row against `panels` pair panels over all of k: c[0, panels·16) = a · b in k-slices of `kc`
+/// (even), each group of four panels streamed from start to end (the per-element order of `block`,
+/// so a row's bits do not depend on the rows computed with it). `a` holds the row's ceil(k / 2) pairs.
+MIXPREC_TARGET_AVX512BF16 inline void row_block(std::size_t panels, std::size_t k, std::size_t kc,
+                                                const std::uint32_t* a, const std::uint16_t* b,
+                                                std::size_t panel_stride, float* c) noexcept {
+  constexpr std::size_t group = 4;  // four weight streams: measured faster than eight
+  for (std::size_t q = 0; q < panels; q += group) {
+    const std::size_t width = panels - q < group ? panels - q : group;
+    for (std::size_t p0 = 0; p0 < k; p0 += kc) {
+      const std::size_t pairs = ((k - p0 < kc ? k - p0 : kc) + 1) / 2;
+      const std::uint32_t* ap = a + p0 / 2;
+      const std::uint16_t* bp = b + q * panel_stride + p0 * gemm_nr;
+      float* cq = c + q * gemm_nr;
+      const bool accumulate = p0 != 0;
+      switch (width) {
+        case 1: micro_row<1>(pairs, ap, bp, panel_stride, cq, accumulate); break;
+        case 2: micro_row<2>(pairs, ap, bp, panel_stride, cq, accumulate); break;
+        case 3: micro_row<3>(pairs, ap, bp, panel_stride, cq, accumulate); break;
+        default: micro_row<4>(pairs, ap, bp, panel_stride, cq, accumulate); break;
+      }
+    }
+  }
+}
+
+}  // namespace gemm_avx512bf16
+MIXPREC_END_ISA_NAMESPACE
+
+#endif  // MIXPREC_X86_DISPATCH
