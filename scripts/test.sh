@@ -8,7 +8,8 @@
 #                                      each configure preset of CMakePresets.json in turn
 #                                      (asan: Clang with AddressSanitizer + UndefinedBehaviorSanitizer;
 #                                      tsan: GCC with ThreadSanitizer, the areas with shared state;
-#                                      release: GCC -O2, tests and examples, warnings as errors;
+#                                      release: GCC -O2, everything gcc builds and runs, warnings as
+#                                      errors (CI's GCC build);
 #                                      fuzz: Clang libFuzzer targets, a bounded number of inputs each)
 #
 # With CI=true, a test that ctest reports as skipped fails its preset.
