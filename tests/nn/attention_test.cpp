@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "attention_reference.hpp"
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/core.hpp"
 #include "mixprec/diagnostics/recording_probe.hpp"
 #include "mixprec/nn/attention.hpp"
@@ -766,8 +767,8 @@ TEMPLATE_TEST_CASE("tiled online-softmax attention equals the direct formula for
   }
 }
 
-TEMPLATE_TEST_CASE("attention's packed path gives the same bits on 1, 2 and 3 threads", "[nn][attention]", float,
-                   bfloat16) {
+TEMPLATE_TEST_CASE("attention's packed path gives the same bits on 1, 2 and 3 threads and every SIMD level",
+                   "[nn][attention]", float, bfloat16) {
   // 256 queries and keys, head_dim 16: large enough that (batch row, kv head) tasks are spread over the
   // threads (4·H·S²·D >= 4 Mi flops per thread) on the packed path; every output element is computed by
   // one task in one order, so no bit may change. Compared with a float64 direct formula too.
@@ -791,9 +792,21 @@ TEMPLATE_TEST_CASE("attention's packed path gives the same bits on 1, 2 and 3 th
       mixprec::set_num_threads(previous);
       outs.push_back(std::move(out));
     }
-    INFO("causal " << causal);
+    // The AVX-512 micro-kernel (12 × 32 tiles, a read in place) and the AVX2 one (6 × 16) sum in the
+    // same order: the same bits (on a CPU with AVX2 only, both runs take the AVX2 kernel).
+    {
+      const mixprec::isa_limit_scope avx2(mixprec::isa::avx2);
+      std::vector<C> out(q.size());
+      nn::workspace ws;
+      nn::scaled_dot_product_attention<C>(std::span<const C>(q), cache, seq, cfg, std::span<C>(out), ws);
+      outs.push_back(std::move(out));
+    }
+    INFO("causal " << causal << ", level " << mixprec::name(mixprec::active_isa()));
     CHECK(std::memcmp(outs[0].data(), outs[1].data(), q.size() * sizeof(C)) == 0);
     CHECK(std::memcmp(outs[0].data(), outs[2].data(), q.size() * sizeof(C)) == 0);
+    if (mixprec::active_isa() >= mixprec::isa::avx2) {
+      CHECK(std::memcmp(outs[0].data(), outs[3].data(), q.size() * sizeof(C)) == 0);
+    }
     const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
     const auto [ref, mag] = direct_attention(q, cache, seq, heads, causal, scale, nullptr);
     const double u_c = std::is_same_v<C, A> ? 0.0 : unit_roundoff<C>();

@@ -203,7 +203,8 @@ struct attention_scratch_sizes {
 /// key_block multiples of 16, at least 8 queries): per batch row and kv head, the keys and values are
 /// converted once and packed as the blocked GEMM's b panels (kernels/detail/gemm_pack.hpp; values of
 /// padding keys zeroed), shared by every query head of the group, and S = Q·Kᵀ and O += P·V run on the
-/// GEMM micro-kernel with the query block and the weight tile read in place (gemm_avx2::block_rows). Tiles on the
+/// GEMM micro-kernel with the query block and the weight tile read in place (gemm_avx512::block_rows on the avx512
+/// level and above, else gemm_avx2::block_rows: the same bits). Tiles on the
 /// causal diagonal (where queries see different numbers of keys) do their P·V as below, so that a masked key never
 /// meets a weight. Otherwise (decode, float64, the portable level) Eigen's products on the tile, its
 /// keys and values widened per tile. Memory: the packed copies are O(S) (2 × S × head_dim floats per
@@ -269,6 +270,8 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
   if constexpr (std::same_as<A, float>) {
     packed = kd::use_blocked_gemm<C>() && hd % kd::gemm_nr == 0 && c.key_block % kd::gemm_nr == 0 && qb >= 8;
   }
+  // The packed path's micro-kernel: the AVX-512 one where the level allows (the same bits as AVX2's).
+  const bool wide = packed && active_isa() >= isa::avx512;
   const std::size_t padded_keys = kd::gemm_panels(cache.capacity()) * kd::gemm_nr;  // keys packed, rounded up
   const std::size_t tile_width = kd::gemm_panels(key_tile) * kd::gemm_nr;           // a score row
   const std::size_t packed_keys_size = padded_keys * hd;
@@ -373,8 +376,13 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
 #if MIXPREC_X86_DISPATCH
               if constexpr (std::same_as<A, float>) {
                 ld = kd::gemm_panels(cols) * kd::gemm_nr;
-                ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32>(
-                    rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld, false);
+                if (wide) {
+                  ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32>(
+                      rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld, false);
+                } else {
+                  ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32>(
+                      rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld, false);
+                }
               }
 #endif
             } else {
@@ -423,9 +431,15 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
               if constexpr (std::same_as<A, float>) {
                 // acc += P · V on the micro-kernel: the weights read in place, the values' k-slice
                 // [j0, j0 + cols) of the packed panels.
-                ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32>(rows, hd / kd::gemm_nr, cols, s, ld,
-                                                                                packed_values + j0 * kd::gemm_nr,
-                                                                                kd::gemm_nr * total, acc, hd, true);
+                if (wide) {
+                  ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32>(rows, hd / kd::gemm_nr, cols, s, ld,
+                                                                                    packed_values + j0 * kd::gemm_nr,
+                                                                                    kd::gemm_nr * total, acc, hd, true);
+                } else {
+                  ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32>(rows, hd / kd::gemm_nr, cols, s, ld,
+                                                                                  packed_values + j0 * kd::gemm_nr,
+                                                                                  kd::gemm_nr * total, acc, hd, true);
+                }
               }
 #endif
               continue;

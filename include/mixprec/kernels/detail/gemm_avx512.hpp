@@ -117,15 +117,37 @@ MIXPREC_TARGET_AVX512 inline __m512 load_b_row(const panel_element_t<F>* b) noex
   }
 }
 
+/// c[height, W·16] (row stride ldc) = (accumulate ? c : 0) + acc for the first `height` of the R rows of
+/// accumulators: the end of every AVX-512 micro-tile.
+template <int R, int W>
+MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void store_tile(__m512 (&acc)[R][W], float* c,
+                                                                            std::size_t ldc, std::size_t height,
+                                                                            bool accumulate) noexcept {
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    if (static_cast<std::size_t>(r) >= height) break;
+    float* row = c + static_cast<std::size_t>(r) * ldc;
+#pragma GCC unroll 2
+    for (int w = 0; w < W; ++w) {
+      float* cw = row + static_cast<std::size_t>(w) * gemm_nr;
+      if (accumulate) acc[r][w] = _mm512_add_ps(_mm512_loadu_ps(cw), acc[r][w]);
+      _mm512_storeu_ps(cw, acc[r][w]);
+    }
+  }
+}
+
 /// One k step of a micro-tile: acc[r][w] += a(r) · b[w] for the 6·A rows, a(r) at
-/// a[(r / 6) · a_stride + r % 6].
-template <int A, int W>
+/// a[(r / 6) · a_stride + r % 6] (packed a panels) or, when `InPlace`, at a[row_offset[r]].
+template <int A, int W, bool InPlace>
 MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void fma_step(const float* a, std::size_t a_stride,
+                                                                          const std::size_t* row_offset,
                                                                           const __m512 (&b)[W],
                                                                           __m512 (&acc)[A * gemm_mr][W]) noexcept {
 #pragma GCC unroll 12
   for (int r = 0; r < A * static_cast<int>(gemm_mr); ++r) {
-    const __m512 ar = _mm512_set1_ps(a[static_cast<std::size_t>(r / 6) * a_stride + static_cast<std::size_t>(r % 6)]);
+    const std::size_t at =
+        InPlace ? row_offset[r] : static_cast<std::size_t>(r / 6) * a_stride + static_cast<std::size_t>(r % 6);
+    const __m512 ar = _mm512_set1_ps(a[at]);
 #pragma GCC unroll 2
     for (int w = 0; w < W; ++w) acc[r][w] = _mm512_fmadd_ps(ar, b[w], acc[r][w]);
   }
@@ -133,12 +155,21 @@ MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void fma_step(const 
 
 /// c[height, W·16] (row stride ldc, height ≤ 6·A) = (accumulate ? c : 0) + a · b over kc steps, for
 /// A a panels (6 rows each, `a_stride` floats apart; rows past `height` are the packing's zeros and
-/// are computed but not stored) against W b panels (`panel_stride` elements apart).
-template <int A, int W, panel_format F>
+/// are computed but not stored) against W b panels (`panel_stride` elements apart). When `InPlace`, a
+/// is read in place instead (row r at a + r · a_stride, contiguous in k: gemm_avx2::micro_tile_impl's
+/// in-place reading), rows past `height` reading row height − 1 again (computed, not stored).
+template <int A, int W, panel_format F, bool InPlace = false>
 MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std::size_t a_stride,
                                              const panel_element_t<F>* b, std::size_t panel_stride, float* c,
                                              std::size_t ldc, std::size_t height, bool accumulate) noexcept {
   constexpr int rows = A * static_cast<int>(gemm_mr);
+  constexpr std::size_t a_step = InPlace ? 1 : gemm_mr;  // from a(r, p) to a(r, p + 1)
+  std::size_t row_offset[InPlace ? rows : 1] = {};
+  if constexpr (InPlace) {
+    for (int r = 0; r < rows; ++r) {
+      row_offset[r] = (static_cast<std::size_t>(r) < height ? static_cast<std::size_t>(r) : height - 1) * a_stride;
+    }
+  }
   __m512 acc[rows][W];
 #pragma GCC unroll 12
   for (int r = 0; r < rows; ++r) {
@@ -158,9 +189,9 @@ MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std
         even[w] = _mm512_castsi512_ps(_mm512_and_si512(v, high_halves));
         odd[w] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
       }
-      fma_step<A, W>(a, a_stride, even, acc);
-      if (p + 1 < kc) fma_step<A, W>(a + gemm_mr, a_stride, odd, acc);
-      a += 2 * gemm_mr;
+      fma_step<A, W, InPlace>(a, a_stride, row_offset, even, acc);
+      if (p + 1 < kc) fma_step<A, W, InPlace>(a + a_step, a_stride, row_offset, odd, acc);
+      a += 2 * a_step;
       b += 2 * gemm_nr;
     }
   } else {
@@ -168,20 +199,41 @@ MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std
       __m512 bw[W];
 #pragma GCC unroll 2
       for (int w = 0; w < W; ++w) bw[w] = load_b_row<F>(b + static_cast<std::size_t>(w) * panel_stride);
-      fma_step<A, W>(a, a_stride, bw, acc);
-      a += gemm_mr;
+      fma_step<A, W, InPlace>(a, a_stride, row_offset, bw, acc);
+      a += a_step;
       b += gemm_nr;
     }
   }
-#pragma GCC unroll 12
-  for (int r = 0; r < rows; ++r) {
-    if (static_cast<std::size_t>(r) >= height) break;
-    float* row = c + static_cast<std::size_t>(r) * ldc;
-#pragma GCC unroll 2
-    for (int w = 0; w < W; ++w) {
-      float* cw = row + static_cast<std::size_t>(w) * gemm_nr;
-      if (accumulate) acc[r][w] = _mm512_add_ps(_mm512_loadu_ps(cw), acc[r][w]);
-      _mm512_storeu_ps(cw, acc[r][w]);
+  store_tile<rows, W>(acc, c, ldc, height, accumulate);
+}
+
+/// The macro-kernel body: c[rows, panels·16] (row stride ldc) (+)= a · b over one k-slice of kc, with
+/// a packed (ceil(rows / 6) a panels of kc × 6) or, when `InPlace`, read in place (row stride lda).
+/// Each pair of b panels (a slice of 2 · kc · 16 elements, in L1) meets every row of a in tiles of
+/// 12 rows.
+template <panel_format F, bool InPlace>
+MIXPREC_TARGET_AVX512 inline void block_impl(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
+                                             std::size_t lda, const panel_element_t<F>* b, std::size_t panel_stride,
+                                             float* c, std::size_t ldc, bool accumulate) noexcept {
+  const std::size_t a_stride = InPlace ? lda : gemm_mr * kc;  // from one a panel (or row) to the next
+  for (std::size_t q = 0; q < panels; q += 2) {
+    const panel_element_t<F>* bq = b + q * panel_stride;
+    const bool pair = panels - q >= 2;
+    for (std::size_t i = 0; i < rows; i += 2 * gemm_mr) {
+      const float* ai = InPlace ? a + i * lda : a + (i / gemm_mr) * a_stride;
+      float* ci = c + i * ldc + q * gemm_nr;
+      const std::size_t height = rows - i < 2 * gemm_mr ? rows - i : 2 * gemm_mr;
+      if (height > gemm_mr) {
+        if (pair) {
+          micro_tile<2, 2, F, InPlace>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+        } else {
+          micro_tile<2, 1, F, InPlace>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+        }
+      } else if (pair) {
+        micro_tile<1, 2, F, InPlace>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+      } else {
+        micro_tile<1, 1, F, InPlace>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+      }
     }
   }
 }
@@ -189,33 +241,21 @@ MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std
 /// The macro-kernel: c[rows, panels·16] (row stride ldc) (+)= a_block · b over one k-slice of kc, with
 /// the contract and per-element order of gemm_avx2::block. `a` holds ceil(rows / 6) a panels of
 /// kc × 6; `b` points at the slice's first row in the first panel, panels `panel_stride` elements
-/// apart. Each pair of b panels (a slice of 2 · kc · 16 elements, in L1) meets every row of the a
-/// block in tiles of 12 rows.
+/// apart.
 template <panel_format F>
 MIXPREC_TARGET_AVX512 inline void block(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
                                         const panel_element_t<F>* b, std::size_t panel_stride, float* c,
                                         std::size_t ldc, bool accumulate) noexcept {
-  const std::size_t a_stride = gemm_mr * kc;
-  for (std::size_t q = 0; q < panels; q += 2) {
-    const panel_element_t<F>* bq = b + q * panel_stride;
-    const bool pair = panels - q >= 2;
-    for (std::size_t i = 0; i < rows; i += 2 * gemm_mr) {
-      const float* ai = a + (i / gemm_mr) * a_stride;
-      float* ci = c + i * ldc + q * gemm_nr;
-      const std::size_t height = rows - i < 2 * gemm_mr ? rows - i : 2 * gemm_mr;
-      if (height > gemm_mr) {
-        if (pair) {
-          micro_tile<2, 2, F>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
-        } else {
-          micro_tile<2, 1, F>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
-        }
-      } else if (pair) {
-        micro_tile<1, 2, F>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
-      } else {
-        micro_tile<1, 1, F>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
-      }
-    }
-  }
+  block_impl<F, false>(rows, panels, kc, a, 0, b, panel_stride, c, ldc, accumulate);
+}
+
+/// `block` for an a read in place: a[rows, kc] with row stride lda, no packing (gemm_avx2::block_rows's
+/// contract: attention's query blocks and weight tiles), the same bits.
+template <panel_format F>
+MIXPREC_TARGET_AVX512 inline void block_rows(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
+                                             std::size_t lda, const panel_element_t<F>* b, std::size_t panel_stride,
+                                             float* c, std::size_t ldc, bool accumulate) noexcept {
+  block_impl<F, true>(rows, panels, kc, a, lda, b, panel_stride, c, ldc, accumulate);
 }
 
 }  // namespace gemm_avx512

@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "mixprec/arch/detail/target.hpp"
+#include "mixprec/kernels/detail/gemm_avx512.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
 
 #if MIXPREC_X86_DISPATCH
@@ -71,17 +72,7 @@ MIXPREC_TARGET_AVX512BF16 inline void micro_tile(std::size_t kc, const std::uint
     a += gemm_mr;
     b += 2 * gemm_nr;
   }
-#pragma GCC unroll 12
-  for (int r = 0; r < rows; ++r) {
-    if (static_cast<std::size_t>(r) >= height) break;
-    float* row = c + static_cast<std::size_t>(r) * ldc;
-#pragma GCC unroll 2
-    for (int w = 0; w < W; ++w) {
-      float* cw = row + static_cast<std::size_t>(w) * gemm_nr;
-      if (accumulate) acc[r][w] = _mm512_add_ps(_mm512_loadu_ps(cw), acc[r][w]);
-      _mm512_storeu_ps(cw, acc[r][w]);
-    }
-  }
+  gemm_avx512::store_tile<rows, W>(acc, c, ldc, height, accumulate);
 }
 
 /// The macro-kernel: c[rows, panels·16] (row stride ldc) (+)= a_block · b over one k-slice of kc

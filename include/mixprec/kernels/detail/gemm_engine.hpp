@@ -190,7 +190,7 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
     float* a_row = gemm_scratch::sized(scratch.a_row, k * gemm_mr);
     pack_a<C>(a, m, k, a_k_major, i0, 1, 0, k, a_row, row);
     if (use_dpbf16<C, F>(level)) {
-      if constexpr (F == panel_format::bf16) {
+      if constexpr (F == panel_format::bf16 && kept_panel_format<C>() == panel_format::bf16) {
         // The row's pairs: the one-row a panel's first column, paired (pack_a_pairs pairs all six).
         std::uint32_t* pairs = gemm_scratch::sized(scratch.a_pairs, ((k + 1) / 2) * gemm_mr);
         pack_a_pairs(a_row, 1, k, pairs);
@@ -218,18 +218,20 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
 #endif
   for (std::size_t p0 = 0; !decoded && p0 < k; p0 += gemm_kc) {
     const std::size_t kc = std::min(gemm_kc, k - p0);
-    pack_a<C>(a, m, k, a_k_major, i0, rows, p0, kc, a_pack, row);
 #if MIXPREC_X86_DISPATCH
     if (use_dpbf16<C, F>(level)) {
-      if constexpr (F == panel_format::bf16) {
+      if constexpr (F == panel_format::bf16 && kept_panel_format<C>() == panel_format::bf16) {
         const std::size_t a_panels = (rows + gemm_mr - 1) / gemm_mr;
         std::uint32_t* pairs = gemm_scratch::sized(scratch.a_pairs, a_panels * gemm_mr * ((kc + 1) / 2));
-        pack_a_pairs(a_pack, a_panels, kc, pairs);
+        pack_a_pairs_from<C>(a, m, k, a_k_major, i0, rows, p0, kc, pairs, row, a_pack);
         ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
                                                   p0 != 0);
         continue;
       }
     }
+#endif
+    pack_a<C>(a, m, k, a_k_major, i0, rows, p0, kc, a_pack, row);
+#if MIXPREC_X86_DISPATCH
     if (level >= isa::avx512) {
       ::mixprec::detail::gemm_avx512::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc,
                                                p0 != 0);

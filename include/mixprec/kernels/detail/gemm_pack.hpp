@@ -272,6 +272,15 @@ void pack_a(const S* a, std::size_t m, std::size_t k, bool k_major, std::size_t 
   }
 }
 
+/// pack_a straight into VDPBF16PS pairs (the layout of pack_a_pairs below), for a compute type C whose
+/// values are all bfloat16 values: rows [i0, i0 + rows) and columns [p0, p0 + kc) of a(m, k), stored
+/// [m, k] (`k_major` false) or [k, m]. One pass per row of a [m, k] instead of pack_a's float panels
+/// and a second pass over them. `row` is scratch of at least max(kc, rows) floats; `floats` of
+/// gemm_mr · max(kc + 1, ceil(rows / gemm_mr) · kc) floats.
+template <class C, class S>
+void pack_a_pairs_from(const S* a, std::size_t m, std::size_t k, bool k_major, std::size_t i0, std::size_t rows,
+                       std::size_t p0, std::size_t kc, std::uint32_t* dst, float* row, float* floats);
+
 /// The a panels of one k-slice (`panels` panels of kc × gemm_mr floats, as pack_a writes them, every
 /// value a bfloat16 value) as VDPBF16PS pairs: panel r's 32-bit element (t, ii), at
 /// dst[r · gemm_mr · ceil(kc / 2) + t · gemm_mr + ii], holds a(ii, 2t) in its high half and
@@ -288,6 +297,42 @@ inline void pack_a_pairs(const float* a, std::size_t panels, std::size_t kc, std
         const std::uint32_t low =
             2 * t + 1 < kc ? std::bit_cast<std::uint32_t>(panel[(2 * t + 1) * gemm_mr + ii]) >> 16 : 0U;
         out[t * gemm_mr + ii] = high | low;
+      }
+    }
+  }
+}
+
+template <class C, class S>
+void pack_a_pairs_from(const S* a, std::size_t m, std::size_t k, bool k_major, std::size_t i0, std::size_t rows,
+                       std::size_t p0, std::size_t kc, std::uint32_t* dst, float* row, float* floats) {
+  static_assert(values_exact_in<C, bfloat16>, "VDPBF16PS pairs hold bfloat16 values");
+  const std::size_t panels = (rows + gemm_mr - 1) / gemm_mr;
+  if (k_major) {
+    pack_a<C>(a, m, k, k_major, i0, rows, p0, kc, floats, row);
+    pack_a_pairs(floats, panels, kc, dst);
+    return;
+  }
+  // Per panel: its rows rounded to C (as floats, one vectorised pass each) into gemm_mr row buffers
+  // of kc + 1 floats (a zero past kc pads the last pair), then the pairs written in panel order.
+  const std::size_t pairs = (kc + 1) / 2;
+  const std::size_t width = 2 * pairs;
+  for (std::size_t r = 0; r < panels; ++r) {
+    const std::size_t height = std::min(gemm_mr, rows - r * gemm_mr);
+    for (std::size_t ii = 0; ii < gemm_mr; ++ii) {
+      float* buffer = floats + ii * width;
+      if (ii < height) {
+        round_widen_n<C>(a + (i0 + r * gemm_mr + ii) * k + p0, kc, buffer);
+        if (kc < width) buffer[kc] = 0.0f;
+      } else {
+        std::fill(buffer, buffer + width, 0.0f);
+      }
+    }
+    std::uint32_t* out = dst + r * gemm_mr * pairs;
+    for (std::size_t t = 0; t < pairs; ++t) {
+      for (std::size_t ii = 0; ii < gemm_mr; ++ii) {
+        const float* buffer = floats + ii * width;
+        out[t * gemm_mr + ii] = (std::bit_cast<std::uint32_t>(buffer[2 * t]) & 0xFFFF0000U) |
+                                (std::bit_cast<std::uint32_t>(buffer[2 * t + 1]) >> 16);
       }
     }
   }
