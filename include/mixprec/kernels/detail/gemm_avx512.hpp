@@ -187,7 +187,9 @@ MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std
       for (int w = 0; w < W; ++w) {
         const __m512i v = _mm512_loadu_si512(b + static_cast<std::size_t>(w) * panel_stride);
         even[w] = _mm512_castsi512_ps(_mm512_and_si512(v, high_halves));
-        odd[w] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+        // The zero-masking form, every lane selected (see load_e4m3_panel_scaled: GCC 12's plain
+        // _mm512_slli_epi32 passes an undefined register and -Wmaybe-uninitialized fires at -O2).
+        odd[w] = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(static_cast<__mmask16>(~__mmask16{0}), v, 16));
       }
       fma_step<A, W, InPlace>(a, a_stride, row_offset, even, acc);
       if (p + 1 < kc) fma_step<A, W, InPlace>(a + a_step, a_stride, row_offset, odd, acc);
