@@ -58,13 +58,14 @@ template <bool Odd>
 MIXPREC_TARGET_AVX2_INLINE inline void load_bf16_pair_row(const std::uint16_t* b, __m256& lo, __m256& hi) noexcept {
   const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
   const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + gemm_nr));
+  constexpr int bf16_shift = kernels::detail::bf16_pattern_bits;
   if constexpr (Odd) {
-    lo = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
-    hi = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+    lo = _mm256_castsi256_ps(_mm256_slli_epi32(v0, bf16_shift));
+    hi = _mm256_castsi256_ps(_mm256_slli_epi32(v1, bf16_shift));
   } else {
     // Two shifts rather than an AND with a mask, which would hold a register the 6 × 16 tile needs.
-    lo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(v0, 16), 16));
-    hi = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(v1, 16), 16));
+    lo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(v0, bf16_shift), bf16_shift));
+    hi = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(v1, bf16_shift), bf16_shift));
   }
 }
 
@@ -174,23 +175,24 @@ MIXPREC_TARGET_AVX2 inline void micro_row4(std::size_t kc, const float* a, const
 #pragma GCC unroll 8
   for (std::size_t v = 0; v < 8; ++v) acc[v] = _mm256_setzero_ps();
   if constexpr (F == panel_format::bf16) {
+    // Indexed from a and b rather than advanced past them: after an odd kc's last step a pointer
+    // advanced by two steps would point beyond the operand.
     for (std::size_t p = 0; p < kc; p += 2) {
-      const __m256 a_even = _mm256_broadcast_ss(a);
-      const __m256 a_odd = _mm256_broadcast_ss(p + 1 < kc ? a + gemm_mr : a);  // unused past an odd kc
+      const __m256 a_even = _mm256_broadcast_ss(a + p * gemm_mr);
+      const __m256 a_odd = _mm256_broadcast_ss(a + (p + 1 < kc ? p + 1 : p) * gemm_mr);  // unused past an odd kc
+      const std::uint16_t* bp = b + p * gemm_nr;
 #pragma GCC unroll 4
       for (std::size_t q = 0; q < 4; ++q) {
         __m256 lo, hi;
-        load_bf16_pair_row<false>(b + q * panel_stride, lo, hi);
+        load_bf16_pair_row<false>(bp + q * panel_stride, lo, hi);
         acc[2 * q] = _mm256_fmadd_ps(a_even, lo, acc[2 * q]);
         acc[2 * q + 1] = _mm256_fmadd_ps(a_even, hi, acc[2 * q + 1]);
         if (p + 1 < kc) {
-          load_bf16_pair_row<true>(b + q * panel_stride, lo, hi);
+          load_bf16_pair_row<true>(bp + q * panel_stride, lo, hi);
           acc[2 * q] = _mm256_fmadd_ps(a_odd, lo, acc[2 * q]);
           acc[2 * q + 1] = _mm256_fmadd_ps(a_odd, hi, acc[2 * q + 1]);
         }
       }
-      a += 2 * gemm_mr;
-      b += 2 * gemm_nr;
     }
   } else {
     for (std::size_t p = 0; p < kc; ++p) {

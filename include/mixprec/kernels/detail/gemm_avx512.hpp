@@ -179,22 +179,23 @@ MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std
   if constexpr (F == panel_format::bf16) {
     // A pair row (gemm_pack.hpp): row p in the lanes' high halves (their floats once the low bits are
     // cleared), row p + 1 in the low halves (shifted up).
-    const __m512i high_halves = _mm512_set1_epi32(static_cast<int>(0xFFFF0000U));
+    const __m512i high_halves = _mm512_set1_epi32(static_cast<int>(kernels::detail::bf16_high_half));
     for (std::size_t p = 0; p < kc; p += 2) {
       __m512 even[W];
       __m512 odd[W];
 #pragma GCC unroll 2
       for (int w = 0; w < W; ++w) {
-        const __m512i v = _mm512_loadu_si512(b + static_cast<std::size_t>(w) * panel_stride);
+        const __m512i v = _mm512_loadu_si512(b + p * gemm_nr + static_cast<std::size_t>(w) * panel_stride);
         even[w] = _mm512_castsi512_ps(_mm512_and_si512(v, high_halves));
         // The zero-masking form, every lane selected (see load_e4m3_panel_scaled: GCC 12's plain
         // _mm512_slli_epi32 passes an undefined register and -Wmaybe-uninitialized fires at -O2).
-        odd[w] = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(static_cast<__mmask16>(~__mmask16{0}), v, 16));
+        odd[w] = _mm512_castsi512_ps(
+            _mm512_maskz_slli_epi32(static_cast<__mmask16>(~__mmask16{0}), v, kernels::detail::bf16_pattern_bits));
       }
-      fma_step<A, W, InPlace>(a, a_stride, row_offset, even, acc);
-      if (p + 1 < kc) fma_step<A, W, InPlace>(a + a_step, a_stride, row_offset, odd, acc);
-      a += 2 * a_step;
-      b += 2 * gemm_nr;
+      // Indexed from a and b rather than advanced past them: after an odd kc's last step a pointer
+      // advanced by two steps would point beyond the operand.
+      fma_step<A, W, InPlace>(a + p * a_step, a_stride, row_offset, even, acc);
+      if (p + 1 < kc) fma_step<A, W, InPlace>(a + (p + 1) * a_step, a_stride, row_offset, odd, acc);
     }
   } else {
     for (std::size_t p = 0; p < kc; ++p) {
@@ -209,36 +210,53 @@ MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std
   store_tile<rows, W>(acc, c, ldc, height, accumulate);
 }
 
-/// The macro-kernel body: c[rows, panels·16] (row stride ldc) (+)= a · b over one k-slice of kc, with
-/// a packed (ceil(rows / 6) a panels of kc × 6) or, when `InPlace`, read in place (row stride lda).
-/// Each pair of b panels (a slice of 2 · kc · 16 elements, in L1) meets every row of a in tiles of
-/// 12 rows.
-template <panel_format F, bool InPlace>
-MIXPREC_TARGET_AVX512 inline void block_impl(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
-                                             std::size_t lda, const panel_element_t<F>* b, std::size_t panel_stride,
-                                             float* c, std::size_t ldc, bool accumulate) noexcept {
-  const std::size_t a_stride = InPlace ? lda : gemm_mr * kc;  // from one a panel (or row) to the next
+/// The 12 × 32 tile walk of the AVX-512 macro-kernels (block and block_rows below, and
+/// gemm_avx512bf16::block): each pair of b panels (a slice of 2 · kc · 16 elements, in L1) meets every
+/// row of a in tiles of 12 rows. For the tile of rows [i, i + height) and panels [q, q + W) it calls
+/// `tile.template run<A, W>(i, q, height)`, A the a panels (6 rows each) the tile spans.
+template <class Tile>
+MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void walk_tiles(std::size_t rows, std::size_t panels,
+                                                                            const Tile& tile) noexcept {
   for (std::size_t q = 0; q < panels; q += 2) {
-    const panel_element_t<F>* bq = b + q * panel_stride;
     const bool pair = panels - q >= 2;
     for (std::size_t i = 0; i < rows; i += 2 * gemm_mr) {
-      const float* ai = InPlace ? a + i * lda : a + (i / gemm_mr) * a_stride;
-      float* ci = c + i * ldc + q * gemm_nr;
       const std::size_t height = rows - i < 2 * gemm_mr ? rows - i : 2 * gemm_mr;
       if (height > gemm_mr) {
         if (pair) {
-          micro_tile<2, 2, F, InPlace>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+          tile.template run<2, 2>(i, q, height);
         } else {
-          micro_tile<2, 1, F, InPlace>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+          tile.template run<2, 1>(i, q, height);
         }
       } else if (pair) {
-        micro_tile<1, 2, F, InPlace>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+        tile.template run<1, 2>(i, q, height);
       } else {
-        micro_tile<1, 1, F, InPlace>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
+        tile.template run<1, 1>(i, q, height);
       }
     }
   }
 }
+
+/// The FMA tiles of one k-slice, for walk_tiles: a packed (ceil(rows / 6) a panels of kc × 6) or,
+/// when `InPlace`, read in place (row stride lda).
+template <panel_format F, bool InPlace>
+struct fma_tiles {
+  std::size_t kc;
+  const float* a;
+  std::size_t lda;
+  const panel_element_t<F>* b;
+  std::size_t panel_stride;
+  float* c;
+  std::size_t ldc;
+  bool accumulate;
+
+  template <int A, int W>
+  MIXPREC_TARGET_AVX512 void run(std::size_t i, std::size_t q, std::size_t height) const noexcept {
+    const std::size_t a_stride = InPlace ? lda : gemm_mr * kc;  // from one a panel (or row) to the next
+    const float* ai = InPlace ? a + i * lda : a + (i / gemm_mr) * a_stride;
+    micro_tile<A, W, F, InPlace>(kc, ai, a_stride, b + q * panel_stride, panel_stride, c + i * ldc + q * gemm_nr, ldc,
+                                 height, accumulate);
+  }
+};
 
 /// The macro-kernel: c[rows, panels·16] (row stride ldc) (+)= a_block · b over one k-slice of kc, with
 /// the contract and per-element order of gemm_avx2::block. `a` holds ceil(rows / 6) a panels of
@@ -248,7 +266,7 @@ template <panel_format F>
 MIXPREC_TARGET_AVX512 inline void block(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
                                         const panel_element_t<F>* b, std::size_t panel_stride, float* c,
                                         std::size_t ldc, bool accumulate) noexcept {
-  block_impl<F, false>(rows, panels, kc, a, 0, b, panel_stride, c, ldc, accumulate);
+  walk_tiles(rows, panels, fma_tiles<F, false>{kc, a, 0, b, panel_stride, c, ldc, accumulate});
 }
 
 /// `block` for an a read in place: a[rows, kc] with row stride lda, no packing (gemm_avx2::block_rows's
@@ -257,7 +275,7 @@ template <panel_format F>
 MIXPREC_TARGET_AVX512 inline void block_rows(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
                                              std::size_t lda, const panel_element_t<F>* b, std::size_t panel_stride,
                                              float* c, std::size_t ldc, bool accumulate) noexcept {
-  block_impl<F, true>(rows, panels, kc, a, lda, b, panel_stride, c, ldc, accumulate);
+  walk_tiles(rows, panels, fma_tiles<F, true>{kc, a, lda, b, panel_stride, c, ldc, accumulate});
 }
 
 }  // namespace gemm_avx512

@@ -75,6 +75,24 @@ MIXPREC_TARGET_AVX512BF16 inline void micro_tile(std::size_t kc, const std::uint
   gemm_avx512::store_tile<rows, W>(acc, c, ldc, height, accumulate);
 }
 
+/// The VDPBF16PS tiles of one k-slice, for gemm_avx512::walk_tiles: a in pair panels (pack_a_pairs).
+struct dpbf16_tiles {
+  std::size_t kc;
+  const std::uint32_t* a;
+  const std::uint16_t* b;
+  std::size_t panel_stride;
+  float* c;
+  std::size_t ldc;
+  bool accumulate;
+
+  template <int A, int W>
+  MIXPREC_TARGET_AVX512BF16 void run(std::size_t i, std::size_t q, std::size_t height) const noexcept {
+    const std::size_t a_stride = gemm_mr * ((kc + 1) / 2);  // from one pair panel to the next
+    micro_tile<A, W>(kc, a + (i / gemm_mr) * a_stride, a_stride, b + q * panel_stride, panel_stride,
+                     c + i * ldc + q * gemm_nr, ldc, height, accumulate);
+  }
+};
+
 /// The macro-kernel: c[rows, panels·16] (row stride ldc) (+)= a_block · b over one k-slice of kc
 /// (the contract of gemm_avx2::block). `a` holds ceil(rows / 6) pair panels (pack_a_pairs) of
 /// 6 × ceil(kc / 2); `b` points at the slice's first pair row in the first panel, panels
@@ -82,27 +100,7 @@ MIXPREC_TARGET_AVX512BF16 inline void micro_tile(std::size_t kc, const std::uint
 MIXPREC_TARGET_AVX512BF16 inline void block(std::size_t rows, std::size_t panels, std::size_t kc,
                                             const std::uint32_t* a, const std::uint16_t* b, std::size_t panel_stride,
                                             float* c, std::size_t ldc, bool accumulate) noexcept {
-  const std::size_t a_stride = gemm_mr * ((kc + 1) / 2);
-  for (std::size_t q = 0; q < panels; q += 2) {
-    const std::uint16_t* bq = b + q * panel_stride;
-    const bool pair = panels - q >= 2;
-    for (std::size_t i = 0; i < rows; i += 2 * gemm_mr) {
-      const std::uint32_t* ai = a + (i / gemm_mr) * a_stride;
-      float* ci = c + i * ldc + q * gemm_nr;
-      const std::size_t height = rows - i < 2 * gemm_mr ? rows - i : 2 * gemm_mr;
-      if (height > gemm_mr) {
-        if (pair) {
-          micro_tile<2, 2>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
-        } else {
-          micro_tile<2, 1>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
-        }
-      } else if (pair) {
-        micro_tile<1, 2>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
-      } else {
-        micro_tile<1, 1>(kc, ai, a_stride, bq, panel_stride, ci, ldc, height, accumulate);
-      }
-    }
-  }
+  gemm_avx512::walk_tiles(rows, panels, dpbf16_tiles{kc, a, b, panel_stride, c, ldc, accumulate});
 }
 
 /// One row against P consecutive pair panels over `pairs` pair rows: c[0, P·16) = (accumulate ? c :

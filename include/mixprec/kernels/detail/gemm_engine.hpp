@@ -191,10 +191,12 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
     pack_a<C>(a, m, k, a_k_major, i0, 1, 0, k, a_row, row);
     if (use_dpbf16<C, F>(level)) {
       if constexpr (F == panel_format::bf16 && kept_panel_format<C>() == panel_format::bf16) {
-        // The row's pairs: the one-row a panel's first column, paired (pack_a_pairs pairs all six).
-        std::uint32_t* pairs = gemm_scratch::sized(scratch.a_pairs, ((k + 1) / 2) * gemm_mr);
-        pack_a_pairs(a_row, 1, k, pairs);
-        for (std::size_t t = 0; t < (k + 1) / 2; ++t) pairs[t] = pairs[t * gemm_mr];
+        // The row's pairs, consecutive: lane 0 of the one-row a panel (element p at a_row[p · gemm_mr]).
+        const std::size_t row_pairs = (k + 1) / 2;
+        std::uint32_t* pairs = gemm_scratch::sized(scratch.a_pairs, row_pairs);
+        for (std::size_t t = 0; t < row_pairs; ++t) {
+          pairs[t] = bf16_pair(a_row[2 * t * gemm_mr], 2 * t + 1 < k ? a_row[(2 * t + 1) * gemm_mr] : 0.0f);
+        }
         ::mixprec::detail::gemm_avx512bf16::row_block(panels, k, gemm_kc, pairs, b_panels, stride, tile);
         decoded = true;
       }

@@ -24,8 +24,8 @@
 /// half and b(2t + 1, j) in its low half (a zero row pads an odd k). VDPBF16PS adds a lane's high
 /// product first, then its low one, each rounded once (products of bfloat16 values are exact in
 /// float32), so one instruction is two steps of the ascending-k order that the FMA kernels follow. The
-/// FMA kernels widen a pair row with one AND (row 2t: the high halves are its floats) and one 16-bit
-/// left shift (row 2t + 1).
+/// FMA kernels widen a pair row exactly: row 2t is the high halves with the low bits cleared (their
+/// floats), row 2t + 1 the low halves shifted up (`bf16_high_half`, `bf16_pattern_bits`).
 #pragma once
 
 #include <algorithm>
@@ -131,13 +131,25 @@ template <panel_format F>
   }
 }
 
+/// Bits of a bfloat16 pattern: the low half of a VDPBF16PS pair lane, or a float's high half.
+inline constexpr unsigned bf16_pattern_bits = 8 * sizeof(bfloat16);
+/// A float's bfloat16 half (its high bits): the float itself when the value is a bfloat16 value.
+inline constexpr std::uint32_t bf16_high_half = ~std::uint32_t{0} << bf16_pattern_bits;
+
+/// One VDPBF16PS pair lane (the layout above) from two floats that hold bfloat16 values: `even` in the
+/// high half, `odd` in the low half. Exact: the low halves of the floats are zero.
+[[nodiscard]] inline std::uint32_t bf16_pair(float even, float odd) noexcept {
+  return (std::bit_cast<std::uint32_t>(even) & bf16_high_half) |
+         (std::bit_cast<std::uint32_t>(odd) >> bf16_pattern_bits);
+}
+
 /// A float that is exactly a value of the panel format, as a panel element.
 template <panel_format F>
 [[nodiscard]] inline panel_element_t<F> to_panel(float x) noexcept {
   if constexpr (F == panel_format::f32) {
     return x;
   } else if constexpr (F == panel_format::bf16) {
-    return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(x) >> 16);  // exact: low half is zero
+    return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(x) >> bf16_pattern_bits);  // exact: low half 0
   } else if constexpr (F == panel_format::e4m3) {
     return float8_e4m3fn(x).bits();  // exact: x is a float8_e4m3fn value
   } else {
@@ -151,7 +163,7 @@ template <panel_format F>
   if constexpr (F == panel_format::f32) {
     return e;
   } else if constexpr (F == panel_format::bf16) {
-    return std::bit_cast<float>(static_cast<std::uint32_t>(e) << 16);
+    return std::bit_cast<float>(static_cast<std::uint32_t>(e) << bf16_pattern_bits);
   } else if constexpr (F == panel_format::e4m3) {
     return static_cast<float>(float8_e4m3fn::from_bits(e));
   } else {
@@ -293,10 +305,8 @@ inline void pack_a_pairs(const float* a, std::size_t panels, std::size_t kc, std
     std::uint32_t* out = dst + r * gemm_mr * pairs;
     for (std::size_t t = 0; t < pairs; ++t) {
       for (std::size_t ii = 0; ii < gemm_mr; ++ii) {
-        const std::uint32_t high = std::bit_cast<std::uint32_t>(panel[2 * t * gemm_mr + ii]) & 0xFFFF0000U;
-        const std::uint32_t low =
-            2 * t + 1 < kc ? std::bit_cast<std::uint32_t>(panel[(2 * t + 1) * gemm_mr + ii]) >> 16 : 0U;
-        out[t * gemm_mr + ii] = high | low;
+        out[t * gemm_mr + ii] =
+            bf16_pair(panel[2 * t * gemm_mr + ii], 2 * t + 1 < kc ? panel[(2 * t + 1) * gemm_mr + ii] : 0.0f);
       }
     }
   }
@@ -331,8 +341,7 @@ void pack_a_pairs_from(const S* a, std::size_t m, std::size_t k, bool k_major, s
     for (std::size_t t = 0; t < pairs; ++t) {
       for (std::size_t ii = 0; ii < gemm_mr; ++ii) {
         const float* buffer = floats + ii * width;
-        out[t * gemm_mr + ii] = (std::bit_cast<std::uint32_t>(buffer[2 * t]) & 0xFFFF0000U) |
-                                (std::bit_cast<std::uint32_t>(buffer[2 * t + 1]) >> 16);
+        out[t * gemm_mr + ii] = bf16_pair(buffer[2 * t], buffer[2 * t + 1]);
       }
     }
   }
