@@ -2,8 +2,10 @@
 // here from the definition softmax(x)_j = e^(x_j) / sum_t e^(x_t), evaluated with the maximum subtracted.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <span>
@@ -237,5 +239,79 @@ TEST_CASE("online softmax over blocks equals the direct softmax of all scores at
     for (double xv : xd) l += std::exp(static_cast<ld>(xv) - static_cast<ld>(m));
     CHECK(std::abs(static_cast<double>(s.sum()) - static_cast<double>(l)) <=
           (spread + 3.0 + blocks + static_cast<double>(n)) * unit_roundoff<float>() * static_cast<double>(l));
+  }
+}
+
+namespace {
+
+/// Bit patterns of a range of floats or small floats (NaN payloads included), for bit-for-bit checks.
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+/// softmax of `x` (converted to In) into Out at the SIMD level `level`.
+template <class In, class Out>
+std::vector<Out> softmax_at(mixprec::isa level, const std::vector<float>& x) {
+  const mixprec::isa_limit_scope limit(level);
+  std::vector<In> in(x.size());
+  for (std::size_t j = 0; j < x.size(); ++j) in[j] = static_cast<In>(x[j]);
+  std::vector<Out> out(x.size());
+  kernels::softmax(in, out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("softmax rows and the online softmax give the same bits at the AVX2 and AVX-512 levels",
+          "[kernels][softmax]") {
+  // softmax_avx512.hpp keeps the AVX2 rows' partial sums and order, so the level a row runs at changes
+  // no bit: rows of every length around the 8-, 16- and 32-value steps, masked and NaN entries, and
+  // the element types the SIMD rows convert.
+  using mixprec::isa;
+  if (mixprec::detected_isa() < isa::avx512) {
+    WARN("this CPU has no AVX-512: its softmax rows are never called here and were not compared");
+    return;
+  }
+  const isa wide = mixprec::detected_isa();
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  std::vector<std::size_t> lengths;
+  for (std::size_t n = 0; n <= 67; ++n) lengths.push_back(n);
+  for (const std::size_t n : {127u, 128u, 129u, 1000u, 1031u}) lengths.push_back(n);
+  for (const std::size_t n : lengths) {
+    std::vector<float> x = random_scores<float>(n, 3.0, static_cast<unsigned>(n) + 100U);
+    if (n > 5) x[n / 3] = -inf;  // a masked score
+    CAPTURE(n);
+    CHECK(same_bits(softmax_at<float, float>(isa::avx2, x), softmax_at<float, float>(wide, x)));
+    CHECK(same_bits(softmax_at<bfloat16, bfloat16>(isa::avx2, x), softmax_at<bfloat16, bfloat16>(wide, x)));
+    CHECK(same_bits(softmax_at<float16, float>(isa::avx2, x), softmax_at<float16, float>(wide, x)));
+    CHECK(same_bits(softmax_at<float, bfloat16>(isa::avx2, x), softmax_at<float, bfloat16>(wide, x)));
+    if (n > 0) {
+      std::vector<float> nan_row = x;
+      nan_row[n - 1] = std::numeric_limits<float>::quiet_NaN();
+      CHECK(same_bits(softmax_at<float, float16>(isa::avx2, nan_row), softmax_at<float, float16>(wide, nan_row)));
+      const std::vector<float> masked(n, -inf);
+      CHECK(same_bits(softmax_at<float, float>(isa::avx2, masked), softmax_at<float, float>(wide, masked)));
+    }
+    // The online softmax over the row in blocks of `block` scores, at each level.
+    for (const std::size_t block : {std::size_t{7}, std::size_t{16}, std::size_t{40}, n == 0 ? 1 : n}) {
+      std::vector<float> weights[2];
+      std::vector<float> state[2];
+      const isa levels[2] = {isa::avx2, wide};
+      for (int l = 0; l < 2; ++l) {
+        const mixprec::isa_limit_scope limit(levels[l]);
+        kernels::online_softmax<float> s;
+        weights[l] = x;
+        for (std::size_t j0 = 0; j0 < n; j0 += block) {
+          const std::size_t cols = std::min(block, n - j0);
+          state[l].push_back(s.update(std::span<float>(weights[l].data() + j0, cols)));
+          state[l].push_back(s.sum());
+          state[l].push_back(s.max());
+        }
+      }
+      CAPTURE(block);
+      CHECK(same_bits(weights[0], weights[1]));
+      CHECK(same_bits(state[0], state[1]));
+    }
   }
 }

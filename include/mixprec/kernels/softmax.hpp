@@ -45,6 +45,7 @@
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/norm_rows.hpp"
 #include "mixprec/kernels/detail/softmax_avx2.hpp"
+#include "mixprec/kernels/detail/softmax_avx512.hpp"
 #include "mixprec/kernels/reductions.hpp"
 
 namespace mixprec::kernels {
@@ -99,10 +100,12 @@ class online_softmax {
     A block_max = neg_inf;
     bool has_nan = std::isnan(max_);
     [[maybe_unused]] const bool simd = std::is_same_v<A, float> && detail::simd_rows_active();
+    [[maybe_unused]] const bool wide = simd && detail::avx512_rows_active();  // the same bits, 16 lanes
 #if MIXPREC_X86_DISPATCH
     if constexpr (std::is_same_v<A, float>) {
       if (simd) {
-        const auto block = mixprec::detail::softmax_avx2::max_of<float>(scores.data(), scores.size());
+        const auto block = wide ? mixprec::detail::softmax_avx512::max_of<float>(scores.data(), scores.size())
+                                : mixprec::detail::softmax_avx2::max_of<float>(scores.data(), scores.size());
         block_max = block.max;
         has_nan = has_nan || block.nan;
       }
@@ -130,8 +133,9 @@ class online_softmax {
 #if MIXPREC_X86_DISPATCH
     if constexpr (std::is_same_v<A, float>) {
       if (simd) {
-        block_sum =
-            static_cast<A>(mixprec::detail::softmax_avx2::exp_shift_in_place(scores.data(), scores.size(), new_max));
+        block_sum = static_cast<A>(
+            wide ? mixprec::detail::softmax_avx512::exp_shift_in_place(scores.data(), scores.size(), new_max)
+                 : mixprec::detail::softmax_avx2::exp_shift_in_place(scores.data(), scores.size(), new_max));
       }
     }
 #endif
@@ -176,7 +180,8 @@ concept softmax_output =
 /// The direct softmax of n values at `src` into `dst`, in opmath `A` (two passes over the input, the
 /// sum compensated). Float opmath with float/bfloat16/float16 ends takes the AVX2 row of
 /// detail/softmax_avx2.hpp when the CPU has it (exp within 1 ulp, the sum in float64, a product by
-/// 1/sum: within 2 ulp of float of this path).
+/// 1/sum: within 2 ulp of float of this path), or its AVX-512 form (detail/softmax_avx512.hpp: the
+/// same bits).
 template <class A, class I, class O>
 void softmax_row(const I* src, O* dst, std::size_t n) {
 #if MIXPREC_X86_DISPATCH
@@ -188,7 +193,11 @@ void softmax_row(const I* src, O* dst, std::size_t n) {
         if (row.size() < n) row.resize(n);
         scratch = row.data();
       }
-      mixprec::detail::softmax_avx2::softmax_row<I, O>(src, dst, n, scratch);
+      if (avx512_rows_active()) {
+        mixprec::detail::softmax_avx512::softmax_row<I, O>(src, dst, n, scratch);
+      } else {
+        mixprec::detail::softmax_avx2::softmax_row<I, O>(src, dst, n, scratch);
+      }
       return;
     }
   }

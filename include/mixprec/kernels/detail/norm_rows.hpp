@@ -39,6 +39,16 @@ inline constexpr bool simd_norm_types =
 #endif
 }
 
+/// Whether this CPU (under `MIXPREC_ISA` / `isa_limit_scope`) runs the AVX-512 rows (the softmax's:
+/// softmax_avx512.hpp, the AVX2 rows' bits). Read once per call.
+[[nodiscard]] inline bool avx512_rows_active() noexcept {
+#if MIXPREC_X86_DISPATCH
+  return active_isa() >= isa::avx512;
+#else
+  return false;
+#endif
+}
+
 /// The last-level cache one core can fill, in bytes: `sysconf(_SC_LEVEL3_CACHE_SIZE)` where the C
 /// library reports it, capped at 32 MiB (a Zen 4 CCD's L3; virtual machines often report the host's
 /// total, 320 MiB on the Zen 4 VM this was measured on); 32 MiB when unknown. Read once.

@@ -5,9 +5,11 @@
 ///
 /// The same conventions as the portable rows of kernels/softmax.hpp (NaN anywhere: all NaN; every
 /// value -Inf: all zeros); exp is `exp_avx2::exp8` (< 1 ulp), the sum of the exponentials accumulates
-/// in float64 (float32 in the online softmax's block pass), and each probability is e_j · (1 / l) rounded once to the
-/// output type: within 2 ulp of float of the portable path's e_j / l. Three passes over a row: max, exp (stored: in the
-/// output when it is float, else in a row of scratch), scale.
+/// in float64 in four chains (`exp_sums`; float32 in the online softmax's block pass), and each
+/// probability is e_j · (1 / l) rounded once to the output type: within 2 ulp of float of the portable
+/// path's e_j / l. Three passes over a row: max, exp (stored: in the output when it is float, else in
+/// a row of scratch), scale. softmax_avx512.hpp runs the same rows on 16 lanes with the same bits; the
+/// `_from` functions below finish its rows.
 #pragma once
 
 #include <algorithm>
@@ -61,28 +63,77 @@ MIXPREC_TARGET_AVX2 inline row_max max_of(const I* x, std::size_t n) noexcept {
   return {norm_avx2::horizontal_max(_mm256_max_ps(m0, m1)), _mm256_movemask_ps(nan) != 0};
 }
 
-/// e_j = exp(x_j - m) for x [n]; stored to `e` when it is non-null (may be x itself when I is float);
-/// returns Σ e_j in float64.
+/// The float64 partial sums of `exp_sum`: four chains of 4 lanes, so that the additions of
+/// consecutive values do not wait for one another. Of each 16 values, values 0-3 go to s[0], 4-7 to
+/// s[1], 8-11 to s[2] and 12-15 to s[3]; a last 8 and a tail of fewer go to s[0] and s[1].
+struct exp_sums {
+  __m256d s[4];
+};
+
+/// Adds 8 values to two of the chains, in float64.
+MIXPREC_TARGET_AVX2_INLINE inline void add_pd8(__m256d& lo, __m256d& hi, __m256 v) noexcept {
+  lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+/// e_j = exp(x_j - m) for x [j0, n); stored to `e` when it is non-null (may be x itself when I is
+/// float); returns Σ e_j in float64, continuing the chains `sums` that the values before j0 (a
+/// multiple of 16) left (softmax_avx512::exp_sum hands its remainder over here: the same order, so
+/// the same bits).
 template <class I>
-MIXPREC_TARGET_AVX2 inline double exp_sum(const I* x, std::size_t n, float m, float* e) noexcept {
+MIXPREC_TARGET_AVX2_INLINE inline double exp_sum_from(const I* x, std::size_t n, std::size_t j0, float m, float* e,
+                                                      exp_sums sums) noexcept {
   const __m256 mv = _mm256_set1_ps(m);
-  __m256d s0 = _mm256_setzero_pd();
-  __m256d s1 = _mm256_setzero_pd();
-  std::size_t j = 0;
-  for (; n - j >= 8; j += 8) {
+  std::size_t j = j0;
+  for (; n - j >= 16; j += 16) {
+    const __m256 v0 = exp_avx2::exp8(_mm256_sub_ps(load8<I>(x + j), mv));
+    const __m256 v1 = exp_avx2::exp8(_mm256_sub_ps(load8<I>(x + j + 8), mv));
+    if (e != nullptr) {
+      _mm256_storeu_ps(e + j, v0);
+      _mm256_storeu_ps(e + j + 8, v1);
+    }
+    add_pd8(sums.s[0], sums.s[1], v0);
+    add_pd8(sums.s[2], sums.s[3], v1);
+  }
+  if (n - j >= 8) {
     const __m256 v = exp_avx2::exp8(_mm256_sub_ps(load8<I>(x + j), mv));
     if (e != nullptr) _mm256_storeu_ps(e + j, v);
-    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    add_pd8(sums.s[0], sums.s[1], v);
+    j += 8;
   }
   if (j < n) {
     const std::size_t t = n - j;
     const __m256 v = _mm256_and_ps(exp_avx2::exp8(_mm256_sub_ps(load_tail<I>(x + j, t), mv)), tail_mask(t));
     if (e != nullptr) store_tail<float>(e + j, v, t);
-    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    add_pd8(sums.s[0], sums.s[1], v);
   }
-  return norm_avx2::horizontal_sum(s0, s1);
+  return norm_avx2::horizontal_sum(_mm256_add_pd(sums.s[0], sums.s[2]), _mm256_add_pd(sums.s[1], sums.s[3]));
+}
+
+/// e_j = exp(x_j - m) for x [n]; stored to `e` when it is non-null (may be x itself when I is float);
+/// returns Σ e_j in float64.
+template <class I>
+MIXPREC_TARGET_AVX2 inline double exp_sum(const I* x, std::size_t n, float m, float* e) noexcept {
+  return exp_sum_from<I>(x, n, 0, m, e,
+                         {{_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()}});
+}
+
+/// y_j = round_to<O>(f) for j in [j0, n): the row's fill value (NaN or 0).
+template <class O>
+MIXPREC_TARGET_AVX2 inline void fill_from(O* y, std::size_t n, std::size_t j0, float f) noexcept {
+  const __m256 fill = _mm256_set1_ps(f);
+  std::size_t j = j0;
+  for (; n - j >= 8; j += 8) store8<O>(y + j, fill);
+  if (j < n) store_tail<O>(y + j, fill, n - j);
+}
+
+/// y_j = round_to<O>(e_j · inv) for j in [j0, n): the softmax's normalisation.
+template <class O>
+MIXPREC_TARGET_AVX2 inline void scale_from(const float* e, O* y, std::size_t n, std::size_t j0, float inv) noexcept {
+  const __m256 iv = _mm256_set1_ps(inv);
+  std::size_t j = j0;
+  for (; n - j >= 8; j += 8) store8<O>(y + j, _mm256_mul_ps(_mm256_loadu_ps(e + j), iv));
+  if (j < n) store_tail<O>(y + j, _mm256_mul_ps(load_tail<float>(e + j, n - j), iv), n - j);
 }
 
 /// The softmax of x [n] into y [n] (may alias x when both are float): max, e = exp(x - max) with
@@ -91,30 +142,22 @@ template <class I, class O>
 MIXPREC_TARGET_AVX2 inline void softmax_row(const I* x, O* y, std::size_t n, float* scratch) noexcept {
   const row_max mx = max_of<I>(x, n);
   if (mx.nan || mx.max == -std::numeric_limits<float>::infinity()) {
-    const __m256 fill = _mm256_set1_ps(mx.nan ? std::numeric_limits<float>::quiet_NaN() : 0.0F);
-    std::size_t j = 0;
-    for (; n - j >= 8; j += 8) store8<O>(y + j, fill);
-    if (j < n) store_tail<O>(y + j, fill, n - j);
+    fill_from<O>(y, n, 0, mx.nan ? std::numeric_limits<float>::quiet_NaN() : 0.0F);
     return;
   }
   float* e = scratch;
   if constexpr (std::is_same_v<O, float>) e = y;
   const auto total = static_cast<float>(exp_sum<I>(x, n, mx.max, e));
-  const __m256 inv = _mm256_set1_ps(1.0F / total);
-  std::size_t j = 0;
-  for (; n - j >= 8; j += 8) store8<O>(y + j, _mm256_mul_ps(_mm256_loadu_ps(e + j), inv));
-  if (j < n) store_tail<O>(y + j, _mm256_mul_ps(load_tail<float>(e + j, n - j), inv), n - j);
+  scale_from<O>(e, y, n, 0, 1.0F / total);
 }
 
-/// `online_softmax<float>::update`'s block pass: s_j = exp(s_j - m) in place (`exp8_nonpositive`: s_j
-/// <= m, weights below 2^-126 flushed to +0); returns Σ s_j, summed in float32 (two vector partial sums:
-/// error at most n u of the sum, within the online softmax's bound, whose blocks are attention's key
-/// tiles of ~128 scores; the row softmax above sums in float64).
-MIXPREC_TARGET_AVX2 inline float exp_shift_in_place(float* s, std::size_t n, float m) noexcept {
+/// `exp_shift_in_place` from s[j0] on, with the partial sums s0 (each 16 values' first 8) and s1
+/// (their last 8) that the values before j0 left (softmax_avx512::exp_shift_in_place hands its
+/// remainder over here: the same order, so the same bits).
+MIXPREC_TARGET_AVX2_INLINE inline float exp_shift_from(float* s, std::size_t n, std::size_t j0, float m, __m256 s0,
+                                                       __m256 s1) noexcept {
   const __m256 mv = _mm256_set1_ps(m);
-  __m256 s0 = _mm256_setzero_ps();
-  __m256 s1 = _mm256_setzero_ps();
-  std::size_t j = 0;
+  std::size_t j = j0;
   for (; n - j >= 16; j += 16) {
     const __m256 a = exp_avx2::exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
     const __m256 b = exp_avx2::exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + j + 8), mv));
@@ -138,6 +181,14 @@ MIXPREC_TARGET_AVX2 inline float exp_shift_in_place(float* s, std::size_t n, flo
   const __m128 half = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
   const __m128 pair = _mm_add_ps(half, _mm_movehl_ps(half, half));
   return _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)));
+}
+
+/// `online_softmax<float>::update`'s block pass: s_j = exp(s_j - m) in place (`exp8_nonpositive`: s_j
+/// <= m, weights below 2^-126 flushed to +0); returns Σ s_j, summed in float32 (two vector partial sums:
+/// error at most n u of the sum, within the online softmax's bound, whose blocks are attention's key
+/// tiles of ~128 scores; the row softmax above sums in float64).
+MIXPREC_TARGET_AVX2 inline float exp_shift_in_place(float* s, std::size_t n, float m) noexcept {
+  return exp_shift_from(s, n, 0, m, _mm256_setzero_ps(), _mm256_setzero_ps());
 }
 
 }  // namespace softmax_avx2

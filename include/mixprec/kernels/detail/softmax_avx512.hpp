@@ -1,0 +1,151 @@
+/// \file
+/// \brief Private: AVX-512 softmax rows (float opmath) for `kernels::softmax`, `softmax_rows` and
+/// `online_softmax<float>`, through a `target` attribute, called only when `mixprec::active_isa()` is
+/// at least `isa::avx512`.
+///
+/// softmax_avx2.hpp's rows on 16 lanes, giving their bits: `exp16` is `exp8` lane for lane
+/// (exp_avx512.hpp), each vector partial sum of the AVX2 rows is one half of a 16-lane accumulator
+/// here (the float64 chains of `exp_sums`, the online softmax's first and last 8 of every 16), and the
+/// values after the last full 16 are handed to the AVX2 rows' `_from` functions with those partial
+/// sums. So a softmax does not depend on the level it runs at
+/// (tests/kernels/softmax_test.cpp compares the levels bit for bit). Elements other than float are
+/// converted 8 at a time by norm_avx2's exact conversions.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <type_traits>
+
+#include "mixprec/arch/detail/target.hpp"
+#include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/kernels/detail/exp_avx512.hpp"
+#include "mixprec/kernels/detail/norm_avx2.hpp"
+#include "mixprec/kernels/detail/softmax_avx2.hpp"
+
+#if MIXPREC_X86_DISPATCH
+#include <immintrin.h>
+
+MIXPREC_BEGIN_ISA_NAMESPACE
+namespace softmax_avx512 {
+
+using exp_avx512::all_lanes;
+using softmax_avx2::row_max;
+
+/// Lanes 0-7 and 8-15 of v, and of a float64 v lanes 0-3 and 4-7 (the zero-masking extractions:
+/// GCC 12's casts and plain extractions pass an undefined register, exp_avx512.hpp).
+MIXPREC_TARGET_AVX512_INLINE inline __m256 lower_half(__m512 v) noexcept {
+  return _mm512_maskz_extractf32x8_ps(static_cast<__mmask8>(0xFF), v, 0);
+}
+MIXPREC_TARGET_AVX512_INLINE inline __m256 upper_half(__m512 v) noexcept {
+  return _mm512_maskz_extractf32x8_ps(static_cast<__mmask8>(0xFF), v, 1);
+}
+MIXPREC_TARGET_AVX512_INLINE inline __m256d lower_half(__m512d v) noexcept {
+  return _mm512_maskz_extractf64x4_pd(static_cast<__mmask8>(0xF), v, 0);
+}
+MIXPREC_TARGET_AVX512_INLINE inline __m256d upper_half(__m512d v) noexcept {
+  return _mm512_maskz_extractf64x4_pd(static_cast<__mmask8>(0xF), v, 1);
+}
+
+/// 16 elements widened exactly to float (norm_avx2::load8's conversions).
+template <class I>
+MIXPREC_TARGET_AVX512_INLINE inline __m512 load16(const I* p) noexcept {
+  if constexpr (std::is_same_v<I, float>) {
+    return _mm512_loadu_ps(p);
+  } else if constexpr (std::is_same_v<I, bfloat16>) {
+    const __m512i wide =
+        _mm512_maskz_cvtepu16_epi32(all_lanes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all_lanes, wide, 8 * sizeof(bfloat16)));
+  } else {
+    return _mm512_maskz_cvtph_ps(all_lanes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+}
+
+/// 16 floats rounded to O (`round_to<O>`: norm_avx2::store8 on each half) and stored.
+template <class O>
+MIXPREC_TARGET_AVX512_INLINE inline void store16(O* p, __m512 v) noexcept {
+  if constexpr (std::is_same_v<O, float>) {
+    _mm512_storeu_ps(p, v);
+  } else {
+    norm_avx2::store8<O>(p, lower_half(v));
+    norm_avx2::store8<O>(p + 8, upper_half(v));
+  }
+}
+
+/// The largest of x [n] widened to float (-Inf for n = 0), and whether any is NaN.
+template <class I>
+MIXPREC_TARGET_AVX512 inline row_max max_of(const I* x, std::size_t n) noexcept {
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 m0 = neg_inf;
+  __m512 m1 = neg_inf;
+  __mmask16 nan = 0;
+  std::size_t j = 0;
+  for (; n - j >= 32; j += 32) {
+    const __m512 a = load16<I>(x + j);
+    const __m512 b = load16<I>(x + j + 16);
+    m0 = _mm512_maskz_max_ps(all_lanes, m0, a);
+    m1 = _mm512_maskz_max_ps(all_lanes, m1, b);
+    nan = static_cast<__mmask16>(nan | _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q));
+  }
+  const row_max rest = softmax_avx2::max_of<I>(x + j, n - j);
+  const __m512 m = _mm512_maskz_max_ps(all_lanes, m0, m1);
+  const float wide = norm_avx2::horizontal_max(_mm256_max_ps(lower_half(m), upper_half(m)));
+  return {wide > rest.max ? wide : rest.max, nan != 0 || rest.nan};
+}
+
+/// e_j = exp(x_j - m) for x [n]; stored to `e` when it is non-null (may be x itself when I is float);
+/// returns Σ e_j in float64 (softmax_avx2::exp_sum's chains, order and bits).
+template <class I>
+MIXPREC_TARGET_AVX512 inline double exp_sum(const I* x, std::size_t n, float m, float* e) noexcept {
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512d low = _mm512_setzero_pd();   // softmax_avx2's chains s[0] (lanes 0-3) and s[1] (lanes 4-7)
+  __m512d high = _mm512_setzero_pd();  // its s[2] and s[3]
+  std::size_t j = 0;
+  for (; n - j >= 16; j += 16) {
+    const __m512 v = exp_avx512::exp16(_mm512_sub_ps(load16<I>(x + j), mv));
+    if (e != nullptr) _mm512_storeu_ps(e + j, v);
+    low = _mm512_add_pd(low, _mm512_maskz_cvtps_pd(static_cast<__mmask8>(0xFF), lower_half(v)));
+    high = _mm512_add_pd(high, _mm512_maskz_cvtps_pd(static_cast<__mmask8>(0xFF), upper_half(v)));
+  }
+  return softmax_avx2::exp_sum_from<I>(x, n, j, m, e,
+                                       {{lower_half(low), upper_half(low), lower_half(high), upper_half(high)}});
+}
+
+/// The softmax of x [n] into y [n] (may alias x when both are float): softmax_avx2::softmax_row's
+/// contract and bits. e is kept in y when O is float, else in `scratch` (n floats).
+template <class I, class O>
+MIXPREC_TARGET_AVX512 inline void softmax_row(const I* x, O* y, std::size_t n, float* scratch) noexcept {
+  const row_max mx = max_of<I>(x, n);
+  std::size_t j = 0;
+  if (mx.nan || mx.max == -std::numeric_limits<float>::infinity()) {
+    const float f = mx.nan ? std::numeric_limits<float>::quiet_NaN() : 0.0F;
+    for (; n - j >= 16; j += 16) store16<O>(y + j, _mm512_set1_ps(f));
+    softmax_avx2::fill_from<O>(y, n, j, f);
+    return;
+  }
+  float* e = scratch;
+  if constexpr (std::is_same_v<O, float>) e = y;
+  const auto total = static_cast<float>(exp_sum<I>(x, n, mx.max, e));
+  const float inv = 1.0F / total;
+  const __m512 iv = _mm512_set1_ps(inv);
+  for (; n - j >= 16; j += 16) store16<O>(y + j, _mm512_mul_ps(_mm512_loadu_ps(e + j), iv));
+  softmax_avx2::scale_from<O>(e, y, n, j, inv);
+}
+
+/// `online_softmax<float>::update`'s block pass: s_j = exp(s_j - m) in place (`exp16_nonpositive`);
+/// returns Σ s_j in float32 (softmax_avx2::exp_shift_in_place's order and bits).
+MIXPREC_TARGET_AVX512 inline float exp_shift_in_place(float* s, std::size_t n, float m) noexcept {
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512 total = _mm512_setzero_ps();  // lanes 0-7: softmax_avx2's s0, lanes 8-15: its s1
+  std::size_t j = 0;
+  for (; n - j >= 16; j += 16) {
+    const __m512 v = exp_avx512::exp16_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(s + j), mv));
+    _mm512_storeu_ps(s + j, v);
+    total = _mm512_add_ps(total, v);
+  }
+  return softmax_avx2::exp_shift_from(s, n, j, m, lower_half(total), upper_half(total));
+}
+
+}  // namespace softmax_avx512
+MIXPREC_END_ISA_NAMESPACE
+
+#endif  // MIXPREC_X86_DISPATCH

@@ -1,0 +1,121 @@
+// Tests that the AVX-512 exp of the softmax rows (kernels/detail/exp_avx512.hpp) gives the AVX2 exp's
+// bits (kernels/detail/exp_avx2.hpp, itself tested against std::exp in exp_avx2_test.cpp), lane for
+// lane, over a sweep of every float bit pattern class: normal, subnormal, zero, Inf, NaN.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "mixprec/arch/isa.hpp"
+#include "mixprec/kernels/detail/exp_avx512.hpp"
+
+#if MIXPREC_X86_DISPATCH
+namespace {
+
+MIXPREC_TARGET_AVX512 void exp16_of(const float* x, float* y) {
+  _mm512_storeu_ps(y, mixprec::detail::exp_avx512::exp16(_mm512_loadu_ps(x)));
+}
+
+MIXPREC_TARGET_AVX512 void exp16_nonpositive_of(const float* x, float* y) {
+  _mm512_storeu_ps(y, mixprec::detail::exp_avx512::exp16_nonpositive(_mm512_loadu_ps(x)));
+}
+
+MIXPREC_TARGET_AVX2 void exp8_twice(const float* x, float* y) {
+  _mm256_storeu_ps(y, mixprec::detail::exp_avx2::exp8(_mm256_loadu_ps(x)));
+  _mm256_storeu_ps(y + 8, mixprec::detail::exp_avx2::exp8(_mm256_loadu_ps(x + 8)));
+}
+
+MIXPREC_TARGET_AVX2 void exp8_nonpositive_twice(const float* x, float* y) {
+  _mm256_storeu_ps(y, mixprec::detail::exp_avx2::exp8_nonpositive(_mm256_loadu_ps(x)));
+  _mm256_storeu_ps(y + 8, mixprec::detail::exp_avx2::exp8_nonpositive(_mm256_loadu_ps(x + 8)));
+}
+
+/// Patterns in [first, last] every `stride`-th (and `last` itself) through both functions, 16 at a
+/// time; the number of lanes whose bits differ, and the first such x.
+std::uint64_t mismatches(std::uint64_t first, std::uint64_t last, std::uint64_t stride,
+                         void (*wide)(const float*, float*), void (*narrow)(const float*, float*), float& where) {
+  std::uint64_t count = 0;
+  float x[16];
+  float a[16];
+  float b[16];
+  for (std::uint64_t u = first; u <= last; u += 16 * stride) {
+    for (std::uint64_t i = 0; i < 16; ++i) {
+      x[i] = std::bit_cast<float>(static_cast<std::uint32_t>(u + i * stride <= last ? u + i * stride : last));
+    }
+    wide(x, a);
+    narrow(x, b);
+    for (int i = 0; i < 16; ++i) {
+      if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+        if (count == 0) where = x[i];
+        ++count;
+      }
+    }
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("exp16 gives exp8's bits for every class of float: both signs, subnormals, Inf and NaN", "[kernels][exp]") {
+  if (mixprec::detected_isa() < mixprec::isa::avx512) {
+    WARN("this CPU has no AVX-512: exp16 is never called here and was not compared");
+    return;
+  }
+  float where = 0.0F;
+  // Every 251st pattern of the 2^32 (about 17 million: each exponent and both signs many times over),
+  // then the special values and the bounds of the domain.
+  const std::uint64_t sweep = mismatches(0, 0xFFFFFFFFULL, 251, exp16_of, exp8_twice, where);
+  INFO("first mismatch at x = " << where);
+  CHECK(sweep == 0);
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  const float special[16] = {-inf,
+                             inf,
+                             std::numeric_limits<float>::quiet_NaN(),
+                             -std::numeric_limits<float>::quiet_NaN(),
+                             0.0F,
+                             -0.0F,
+                             std::numeric_limits<float>::denorm_min(),
+                             mixprec::detail::exp_avx2::underflow_below,
+                             std::nextafter(mixprec::detail::exp_avx2::underflow_below, -inf),
+                             mixprec::detail::exp_avx2::overflow_above,
+                             std::nextafter(mixprec::detail::exp_avx2::overflow_above, inf),
+                             88.0F,
+                             -87.4F,
+                             -103.9F,
+                             std::numeric_limits<float>::max(),
+                             std::numeric_limits<float>::lowest()};
+  float a[16];
+  float b[16];
+  exp16_of(special, a);
+  exp8_twice(special, b);
+  CHECK(std::memcmp(a, b, sizeof a) == 0);
+  CHECK(a[0] == 0.0F);
+  CHECK(a[1] == inf);
+  CHECK(a[4] == 1.0F);
+}
+
+TEST_CASE("exp16_nonpositive gives exp8_nonpositive's bits for every x <= 0, -Inf and NaN", "[kernels][exp]") {
+  if (mixprec::detected_isa() < mixprec::isa::avx512) {
+    WARN("this CPU has no AVX-512: exp16_nonpositive is never called here and was not compared");
+    return;
+  }
+  float where = 0.0F;
+  // The negative patterns (every 127th: -0 to -Inf, then the negative NaNs), and +0 with the NaNs of
+  // positive sign (the online softmax's +Inf - +Inf).
+  const std::uint64_t sweep =
+      mismatches(0x80000000ULL, 0xFFFFFFFFULL, 127, exp16_nonpositive_of, exp8_nonpositive_twice, where) +
+      mismatches(0x7F800001ULL, 0x7FFFFFFFULL, 4099, exp16_nonpositive_of, exp8_nonpositive_twice, where);
+  INFO("first mismatch at x = " << where);
+  CHECK(sweep == 0);
+  float x[16] = {};  // +0
+  float a[16];
+  float b[16];
+  exp16_nonpositive_of(x, a);
+  exp8_nonpositive_twice(x, b);
+  CHECK(std::memcmp(a, b, sizeof a) == 0);
+  CHECK(a[0] == 1.0F);
+}
+#endif
