@@ -247,7 +247,8 @@ namespace {
 /// Bit patterns of a range of floats or small floats (NaN payloads included), for bit-for-bit checks.
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  // memcmp of an empty vector's data() (null) would be undefined, even for zero bytes.
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 /// softmax of `x` (converted to In) into Out at the SIMD level `level`.
