@@ -263,3 +263,8 @@ struct std::formatter<T, CharT> : std::formatter<float, CharT> {
   }
 };
 #endif
+
+// std::numeric_limits of every small float comes with the type: a file that names float16 can never
+// see the primary template (digits 0, max() 0) in its place. numeric_limits.hpp includes this header
+// first, so #pragma once makes the cycle harmless.
+#include "mixprec/formats/numeric_limits.hpp"  // IWYU pragma: export
