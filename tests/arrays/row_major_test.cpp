@@ -16,6 +16,8 @@
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 
+namespace row_major_test {
+
 using mixprec::as_row_major;
 using mixprec::dynamic_rank;
 using mixprec::row_major_view;
@@ -198,3 +200,5 @@ TEST_CASE("as_row_major reads Eigen matrices with row-major strides in place and
     CHECK(v.data() == h.data());
   }
 }
+
+}  // namespace row_major_test

@@ -20,6 +20,8 @@
 #include "mixprec/formats/bfloat16.hpp"
 #include "support/layer_params.hpp"
 
+namespace tree_map_many_test {
+
 using Catch::Matchers::Contains;
 using mixprec::bfloat16;
 
@@ -163,3 +165,5 @@ TEST_CASE("trees whose containers differ in size, shape or keys are rejected bef
 
   CHECK(calls == 0);
 }
+
+}  // namespace tree_map_many_test

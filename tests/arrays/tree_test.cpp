@@ -18,6 +18,8 @@
 #include "mixprec/formats/intn.hpp"
 #include "support/layer_params.hpp"
 
+namespace tree_test {
+
 namespace {
 
 using mixprec_test::layer_params;
@@ -172,3 +174,5 @@ TEST_CASE("tree_leaf_types_t lists leaf types in tree order from the type alone"
   STATIC_REQUIRE(std::is_same_v<mixprec::tree_leaf_types_t<std::tuple<>>, mixprec::type_list<>>);
   STATIC_REQUIRE(std::is_same_v<mixprec::tree_leaf_types_t<mixprec::int4>, mixprec::type_list<mixprec::int4>>);
 }
+
+}  // namespace tree_test

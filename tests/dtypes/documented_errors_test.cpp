@@ -16,6 +16,8 @@
 
 #include "mixprec/dtypes/dtype.hpp"
 
+namespace documented_errors_test {
+
 using mixprec::dtype;
 
 TEST_CASE("dtype.hpp: name of a value that is no enumerator does not read out of bounds", "[dtypes][errors][dtype]") {
@@ -35,3 +37,5 @@ TEST_CASE("dtype.hpp: parse_dtype of an unknown name gives std::nullopt", "[dtyp
   CHECK(mixprec::parse_dtype("(not a dtype)") == std::nullopt);
   CHECK(mixprec::parse_dtype("bf16") == dtype::bfloat16);
 }
+
+}  // namespace documented_errors_test

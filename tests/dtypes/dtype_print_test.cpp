@@ -17,6 +17,8 @@
 
 #include "mixprec/dtypes/dtype.hpp"
 
+namespace dtype_print_test {
+
 using mixprec::dtype;
 
 namespace {
@@ -115,3 +117,5 @@ TEST_CASE("std::format writes a small float's value with float's format spec", "
   CHECK(std::format("{:>6}", mixprec::float4_e2m1fn(-3.0f)) == "    -3");
 }
 #endif
+
+}  // namespace dtype_print_test

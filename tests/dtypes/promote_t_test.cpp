@@ -15,6 +15,8 @@
 
 #include "mixprec/dtypes/promotion.hpp"
 
+namespace promote_t_test {
+
 using mixprec::bfloat16;
 using mixprec::dtype;
 using mixprec::float16;
@@ -122,3 +124,5 @@ TEST_CASE("promotable tells whether promote_t compiles", "[promotion][promote_t]
   STATIC_REQUIRE_FALSE(mixprec::promotable_with<strict, bool, weak<int>>);
   STATIC_REQUIRE(mixprec::promotable_with<strict, float, weak<int>>);
 }
+
+}  // namespace promote_t_test

@@ -24,17 +24,12 @@
 
 #include "mixprec/dtypes/promotion.hpp"
 
+namespace promotion_test {
+
 using Catch::Matchers::Contains;
 using mixprec::dtype;
 using mixprec::promotion_mode;
 using mixprec::promotion_options;
-
-namespace Catch {
-template <>
-struct StringMaker<mixprec::dtype> {
-  static std::string convert(mixprec::dtype d) { return std::string(mixprec::name(d)); }
-};
-}  // namespace Catch
 
 namespace {
 
@@ -636,3 +631,5 @@ TEST_CASE("a dtype value outside the enumeration is rejected with std::invalid_a
   CHECK_FALSE(mixprec::can_promote(dtype::float32, one_past));
 #undef MIXPREC_TEST_BAD_DTYPE_MESSAGE
 }
+
+}  // namespace promotion_test

@@ -24,6 +24,8 @@
 #include "mixprec/core.hpp"
 #include "reference_format.hpp"
 
+namespace basic_float_test {
+
 namespace {
 
 using mixprec_test::all_small_floats;
@@ -791,3 +793,5 @@ TEST_CASE("bfloat16 subnormals encode, compare and add exactly under FTZ and DAZ
   CHECK(product == 0x0002);
 }
 #endif
+
+}  // namespace basic_float_test

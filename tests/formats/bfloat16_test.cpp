@@ -15,6 +15,8 @@
 #include "mixprec/core.hpp"
 #include "reference_format.hpp"
 
+namespace bfloat16_test {
+
 namespace {
 
 using mixprec::bfloat16;
@@ -183,3 +185,5 @@ TEST_CASE("bfloat16 + - * / of random pairs are correctly rounded", "[bfloat16][
   INFO("op0..3 = + - * /: " << bad.report());
   CHECK(bad.count() == 0);
 }
+
+}  // namespace bfloat16_test

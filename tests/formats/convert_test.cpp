@@ -34,6 +34,8 @@
 #define MIXPREC_TEST_X86 1
 #endif
 
+namespace convert_test {
+
 namespace {
 
 using namespace mixprec;
@@ -520,3 +522,5 @@ TEST_CASE("convert gives the same bits under flush-to-zero and denormals-are-zer
   check_under_mxcsr<float8_e8m0fnu>(csr);
 }
 #endif
+
+}  // namespace convert_test

@@ -19,6 +19,8 @@
 #include "mixprec/core.hpp"
 #include "reference_format.hpp"
 
+namespace finfo_test {
+
 namespace {
 
 struct finfo_row {
@@ -205,3 +207,5 @@ TEST_CASE("finfo<long double> matches the x87 80-bit format and std::numeric_lim
   // Sign, exponent and the 64-bit significand (explicit integer bit) make the 80 bits.
   CHECK(1 + F::nexp + F::nmant + 1 == 80);
 }
+
+}  // namespace finfo_test

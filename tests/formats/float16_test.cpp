@@ -14,6 +14,8 @@
 #include "mixprec/core.hpp"
 #include "reference_format.hpp"
 
+namespace float16_test {
+
 namespace {
 
 using mixprec::float16;
@@ -141,3 +143,5 @@ TEST_CASE("float16 + - * / of random pairs are correctly rounded", "[float16][ar
   INFO("op0..3 = + - * /: " << bad.report());
   CHECK(bad.count() == 0);
 }
+
+}  // namespace float16_test

@@ -10,6 +10,8 @@
 #include "mixprec/core.hpp"
 #include "reference_format.hpp"
 
+namespace float4_test {
+
 namespace {
 using mixprec::float4_e2m1fn;
 constexpr float inf = std::numeric_limits<float>::infinity();
@@ -81,3 +83,5 @@ TEST_CASE("float4_e2m1fn arithmetic on the 16 x 16 patterns rounds the exact res
   CHECK((x(1) / x(0)).bits() == 0x7);       // +Inf saturates to 6
   CHECK((x(-1) / x(0)).bits() == 0xF);
 }
+
+}  // namespace float4_test

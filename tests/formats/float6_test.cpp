@@ -14,6 +14,8 @@
 #include "mixprec/core.hpp"
 #include "reference_format.hpp"
 
+namespace float6_test {
+
 namespace {
 
 using mixprec::float6_e2m3fn;
@@ -129,3 +131,5 @@ TEMPLATE_TEST_CASE("random float and double inputs convert to float6 as the refe
   INFO(ref.spec().name << ": " << bad.report());
   CHECK(bad.count() == 0);
 }
+
+}  // namespace float6_test

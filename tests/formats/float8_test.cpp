@@ -18,6 +18,8 @@
 #include "mixprec/core.hpp"
 #include "reference_format.hpp"
 
+namespace float8_test {
+
 namespace {
 
 using mixprec::float8_e3m4;
@@ -365,3 +367,5 @@ TEMPLATE_LIST_TEST_CASE("random float and double inputs convert to float8 as the
   INFO(ref.spec().name << ": " << bad.report());
   CHECK(bad.count() == 0);
 }
+
+}  // namespace float8_test

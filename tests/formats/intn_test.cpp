@@ -12,6 +12,8 @@
 
 #include "mixprec/formats/intn.hpp"
 
+namespace intn_test {
+
 namespace {
 
 // v mod 2^bits, as the representative in [lo, lo + 2^bits): [-2^(bits-1), 2^(bits-1)) or [0, 2^bits).
@@ -163,3 +165,5 @@ TEST_CASE("numeric_limits of int4, uint4, int2, uint2", "[intn][numeric_limits]"
   CHECK(L4::traps == std::numeric_limits<std::int8_t>::traps);
   CHECK(U4::traps == std::numeric_limits<std::uint8_t>::traps);
 }
+
+}  // namespace intn_test

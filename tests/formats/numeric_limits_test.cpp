@@ -23,6 +23,8 @@
 #include "mixprec/core.hpp"
 #include "reference_format.hpp"
 
+namespace numeric_limits_test {
+
 namespace {
 
 struct limits_row {
@@ -301,3 +303,5 @@ TEST_CASE("numeric_limits of const and volatile small floats equal the unqualifi
   CHECK(std::numeric_limits<const mixprec::float8_e4m3fn>::max().bits() == 0x7E);
   CHECK(std::numeric_limits<volatile mixprec::float16>::max().bits() == 0x7BFF);
 }
+
+}  // namespace numeric_limits_test

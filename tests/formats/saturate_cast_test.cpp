@@ -15,6 +15,8 @@
 #include "mixprec/core.hpp"
 #include "reference_format.hpp"
 
+namespace saturate_cast_test {
+
 namespace {
 
 using mixprec::saturate_cast;
@@ -166,3 +168,5 @@ TEMPLATE_LIST_TEST_CASE("saturate_cast from every other small float matches the 
   INFO("into " << reference_of<TestType>().spec().name << ": " << bad.report());
   CHECK(bad.count() == 0);
 }
+
+}  // namespace saturate_cast_test

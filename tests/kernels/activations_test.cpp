@@ -13,6 +13,8 @@
 #include "mixprec/core.hpp"
 #include "mixprec/kernels/activations.hpp"
 
+namespace activations_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::kernels::gelu_approximation;
@@ -436,3 +438,5 @@ TEST_CASE("range derivatives compute in the input's opmath and round once to the
   CHECK_THROWS_WITH(kernels::relu_derivative(x, short_out), Contains("relu_derivative"));
   CHECK_THROWS_WITH(kernels::sigmoid_derivative(x, short_out), Contains("sigmoid_derivative"));
 }
+
+}  // namespace activations_test

@@ -14,6 +14,8 @@
 #include "mixprec/core.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 
+namespace convert_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::float8_e4m3fn;
@@ -142,3 +144,5 @@ TEST_CASE("round_widen_n rounds double sources once and widens small floats exac
   kd::round_widen_n<float>(ids.data(), 2, fi.data());
   CHECK(fi == std::vector<float>{3.0f, -7.0f});
 }
+
+}  // namespace convert_test

@@ -32,6 +32,8 @@
 #include "mixprec/kernels/softmax.hpp"
 #include "support/error_message.hpp"
 
+namespace documented_errors_test {
+
 namespace kernels = mixprec::kernels;
 using mixprec::bfloat16;
 
@@ -130,3 +132,5 @@ TEST_CASE("softmax.hpp: softmax_rows with row_length 0 or an output of another s
   CHECK_THROWS_MATCHES(kernels::softmax_rows(x, short_p, 3), std::invalid_argument,
                        says({"kernels::softmax_rows: the output has 5"}));
 }
+
+}  // namespace documented_errors_test

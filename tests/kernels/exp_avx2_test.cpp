@@ -11,6 +11,8 @@
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/kernels/detail/exp_avx2.hpp"
 
+namespace exp_avx2_test {
+
 #if MIXPREC_X86_DISPATCH
 namespace {
 
@@ -133,3 +135,5 @@ TEST_CASE("exp8_nonpositive, the online softmax's exp, is within 1 ulp of exp fo
   CHECK(y[7] == y8[7]);  // the same reduction and polynomial as exp8
 }
 #endif
+
+}  // namespace exp_avx2_test

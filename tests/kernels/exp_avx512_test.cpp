@@ -12,6 +12,8 @@
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/kernels/detail/exp_avx512.hpp"
 
+namespace exp_avx512_test {
+
 #if MIXPREC_X86_DISPATCH
 namespace {
 
@@ -119,3 +121,5 @@ TEST_CASE("exp16_nonpositive gives exp8_nonpositive's bits for every x <= 0, -In
   CHECK(a[0] == 1.0F);
 }
 #endif
+
+}  // namespace exp_avx512_test

@@ -27,6 +27,8 @@
 #include "mixprec/kernels/packed_b.hpp"
 #include "mixprec/kernels/threads.hpp"
 
+namespace float8_panels_test {
+
 using mixprec::bfloat16;
 using mixprec::float8_e4m3fn;
 using mixprec::isa;
@@ -276,3 +278,5 @@ TEST_CASE("the decode product with 1-byte panels gives the same bits on 1 and 2 
   mixprec::set_num_threads(previous);
   CHECK(std::memcmp(one.data(), two.data(), n * sizeof(float)) == 0);
 }
+
+}  // namespace float8_panels_test

@@ -15,6 +15,8 @@
 #include "mixprec/core.hpp"
 #include "mixprec/kernels/gemm.hpp"
 
+namespace gemm_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::float8_e4m3fn;
@@ -261,3 +263,5 @@ TEST_CASE("matmul rejects sizes that do not match the shape, naming the shapes",
                     Contains("y has 9 elements") && Contains("[2, 4]"));
   CHECK_THROWS_AS(matmul<float>(a, b, std::vector<float>(3), y, {2, 3, 4}, b_layout::k_n), std::invalid_argument);
 }
+
+}  // namespace gemm_test

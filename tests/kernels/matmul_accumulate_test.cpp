@@ -12,6 +12,8 @@
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
 
+namespace matmul_accumulate_test {
+
 namespace k = mixprec::kernels;
 
 namespace {
@@ -68,3 +70,5 @@ TEST_CASE("matmul_accumulate rejects sizes that do not match the shape", "[kerne
   CHECK_THROWS_WITH(k::matmul_accumulate<float>(a, k::a_layout::m_k, b, k::b_layout::k_n, y, {2, 3, 2}),
                     Catch::Contains("y has 3 elements"));
 }
+
+}  // namespace matmul_accumulate_test

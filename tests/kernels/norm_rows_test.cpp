@@ -1,4 +1,4 @@
-// Tests of the norm row kernels (kernels/detail/norm_rows.hpp, norm_avx2.hpp) through nn::layer_norm
+// Tests of the norm row kernels (kernels/detail/norm_rows.hpp, norm_avx2.hpp, norm_avx512.hpp) through nn::layer_norm
 // and nn::rms_norm: every row length (whole vectors and tails), every float/bfloat16/float16 mix,
 // against long double references written here; rows the SIMD kernels decline (Inf, NaN, extremes)
 // take the portable path bit for bit; threads and forward_into change no bit.
@@ -22,6 +22,8 @@
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/rms_norm.hpp"
 #include "mixprec/policies/policy.hpp"
+
+namespace norm_rows_test {
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -81,7 +83,18 @@ using norm_cases =
                std::tuple<bfloat16, mixprec::policy<bfloat16>>, std::tuple<float16, mixprec::policy<float16>>,
                std::tuple<bfloat16, mixprec::policy<float, float, float16>>>;
 
-constexpr std::size_t lengths[] = {1, 3, 8, 9, 15, 16, 17, 31, 64, 333, 1027};
+// Whole vectors and tails of the AVX2 rows (8 lanes, 16 per step) and of the AVX-512 rows (16 lanes,
+// 64 per step of the statistics pass).
+constexpr std::size_t lengths[] = {1, 3, 8, 9, 15, 16, 17, 31, 47, 64, 80, 95, 128, 129, 333, 1027};
+
+/// The levels this CPU runs, each with its own norm rows (avx512bf16 runs the avx512 ones).
+std::vector<mixprec::isa> levels() {
+  std::vector<mixprec::isa> out;
+  for (const mixprec::isa level : mixprec::all_isas) {
+    if (level <= mixprec::detected_isa() && level != mixprec::isa::avx512bf16) out.push_back(level);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -91,7 +104,7 @@ TEMPLATE_LIST_TEST_CASE("layer_norm rows of every length match a long double ref
   using P = std::tuple_element_t<1, TestType>;
   using C = nn::compute_t<P, T>;
   using O = nn::output_t<P, T>;
-  for (const mixprec::isa level : {mixprec::isa::portable, mixprec::active_isa()}) {
+  for (const mixprec::isa level : levels()) {
     const mixprec::isa_limit_scope limit(level);
     for (const std::size_t f : lengths) {
       // An offset of 40 spreads (values ~ 40 +- 1): the mean's rounding must be corrected.
@@ -134,7 +147,7 @@ TEMPLATE_LIST_TEST_CASE("rms_norm rows of every length, plain and fused, match a
   using P = std::tuple_element_t<1, TestType>;
   using C = nn::compute_t<P, T>;
   using O = nn::output_t<P, T>;
-  for (const mixprec::isa level : {mixprec::isa::portable, mixprec::active_isa()}) {
+  for (const mixprec::isa level : levels()) {
     const mixprec::isa_limit_scope limit(level);
     for (const std::size_t f : lengths) {
       const auto x = random_rows<T>(3, f, 0.5, 2.0, static_cast<unsigned>(f) + 1);
@@ -245,29 +258,34 @@ TEST_CASE("rows the SIMD kernels decline (Inf, NaN, rescaled extremes) give the 
   REQUIRE(std::bit_cast<std::uint32_t>(started.residual(0, 2)) == 0x7FC10000U);
 }
 
-TEST_CASE("outputs larger than the last-level cache (non-temporal stores) have the bits of small calls",
+TEST_CASE("outputs larger than the last-level cache (non-temporal stores) have the bits of small calls, on every level",
           "[kernels][norm_rows]") {
-  // 2100 rows of 4099 floats: 34 MB of output, above the 32 MiB at which the rows stream their
-  // stores; odd rows start unaligned, so the aligned-store head is taken too.
-  using P = mixprec::policy<float>;
-  const std::size_t rows = 2100;
+  // Rows of 4099 elements and 34 MB of output, above the 32 MiB at which the rows stream their stores
+  // (float: 2100 rows; bfloat16: 4200); odd rows start unaligned, so the aligned-store head is taken too.
   const std::size_t f = 4099;
-  const auto x = random_rows<float>(rows, f, 0.5, 1.5, 17);
-  const auto ln = nn::layer_norm<P>::from_params(random_vector(f, 1.0, 0.2, 18), random_vector(f, 0.0, 0.2, 19));
-  const nn::rms_norm<P> rms = nn::rms_norm<P>::from_scale(random_vector(f, 1.0, 0.2, 20));
-  const auto big_ln = ln(x);
-  const auto big_rms = rms(x);
-  for (const std::size_t r : {std::size_t{0}, std::size_t{1}, std::size_t{777}, rows - 1}) {
-    auto row = xt::xtensor<float, 2>::from_shape({1, f});
-    std::copy_n(x.data() + r * f, f, row.data());
-    const auto small_ln = ln(row);
-    const auto small_rms = rms(row);
-    for (std::size_t j = 0; j < f; ++j) {
-      INFO("row " << r << ", feature " << j);
-      REQUIRE(bits_of(big_ln(r, j)) == bits_of(small_ln(0, j)));
-      REQUIRE(bits_of(big_rms(r, j)) == bits_of(small_rms(0, j)));
+  const auto check = [&]<class T, class P>(std::size_t rows) {
+    const auto x = random_rows<T>(rows, f, 0.5, 1.5, 17);
+    const auto ln = nn::layer_norm<P>::from_params(random_vector(f, 1.0, 0.2, 18), random_vector(f, 0.0, 0.2, 19));
+    const nn::rms_norm<P> rms = nn::rms_norm<P>::from_scale(random_vector(f, 1.0, 0.2, 20));
+    for (const mixprec::isa level : levels()) {
+      const mixprec::isa_limit_scope limit(level);
+      const auto big_ln = ln(x);
+      const auto big_rms = rms(x);
+      for (const std::size_t r : {std::size_t{0}, std::size_t{1}, std::size_t{777}, rows - 1}) {
+        auto row = xt::xtensor<T, 2>::from_shape({1, f});
+        std::copy_n(x.data() + r * f, f, row.data());
+        const auto small_ln = ln(row);
+        const auto small_rms = rms(row);
+        for (std::size_t j = 0; j < f; ++j) {
+          INFO("level " << level << ", row " << r << ", feature " << j);
+          REQUIRE(bits_of(big_ln(r, j)) == bits_of(small_ln(0, j)));
+          REQUIRE(bits_of(big_rms(r, j)) == bits_of(small_rms(0, j)));
+        }
+      }
     }
-  }
+  };
+  check.template operator()<float, mixprec::policy<float>>(2100);
+  check.template operator()<bfloat16, mixprec::policy<bfloat16>>(4200);
 }
 
 TEST_CASE("threads and forward_into change no bit of a norm, and the fused stream may be updated in place",
@@ -315,3 +333,5 @@ TEST_CASE("threads and forward_into change no bit of a norm, and the fused strea
   REQUIRE_THROWS_WITH(rms.forward_into(out, stream, x, nn::no_residual),
                       Catch::Contains("new_residual has shape [159, 1000] but x has shape [160, 1000]"));
 }
+
+}  // namespace norm_rows_test

@@ -27,6 +27,8 @@
 #include "mixprec/kernels/packed_b.hpp"
 #include "mixprec/kernels/threads.hpp"
 
+namespace packed_b_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::isa;
@@ -404,3 +406,5 @@ TEST_CASE("the engine keeps Inf and NaN where IEEE arithmetic puts them", "[kern
     }
   }
 }
+
+}  // namespace packed_b_test

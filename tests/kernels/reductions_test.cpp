@@ -15,6 +15,8 @@
 #include "mixprec/core.hpp"
 #include "mixprec/kernels/reductions.hpp"
 
+namespace reductions_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 namespace kernels = mixprec::kernels;
@@ -297,3 +299,5 @@ TEST_CASE("scaled_mean_square cannot overflow or underflow and equals mean_squar
   CHECK(std::abs(std::ldexp(static_cast<double>(c.value), 2 * c.exponent) / 1.25e39 - 1) <= 8 * pow2(-24));
   CHECK_THROWS_AS(kernels::scaled_mean_square(std::vector<float>{}), std::invalid_argument);
 }
+
+}  // namespace reductions_test

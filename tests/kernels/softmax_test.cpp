@@ -16,6 +16,8 @@
 #include "mixprec/core.hpp"
 #include "mixprec/kernels/softmax.hpp"
 
+namespace softmax_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 namespace kernels = mixprec::kernels;
@@ -316,3 +318,5 @@ TEST_CASE("softmax rows and the online softmax give the same bits at the AVX2 an
     }
   }
 }
+
+}  // namespace softmax_test

@@ -17,6 +17,8 @@
 
 #include "mixprec/kernels/threads.hpp"
 
+namespace threads_test {
+
 using mixprec::kernels::detail::parallel_for;
 
 namespace {
@@ -134,3 +136,5 @@ TEST_CASE("a fork's tasks run under the forking thread's floating-point modes", 
     CHECK(wrong.load() == 0);
   }
 }
+
+}  // namespace threads_test

@@ -11,7 +11,6 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <new>
 #include <optional>
 #include <random>
 #include <span>
@@ -29,6 +28,9 @@
 #include "mixprec/nn/error_bound.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
+#include "support/allocation_counter.hpp"
+
+namespace attention_test {
 
 using mixprec::bfloat16;
 using mixprec::float16;
@@ -38,121 +40,9 @@ namespace nn = mixprec::nn;
 namespace kernels = mixprec::kernels;
 using Catch::Matchers::Contains;
 
-// ---------------------------------------------------------------------------------------------
-// Allocation tracking (replaced global operator new/delete): how much memory a call allocates.
-// ---------------------------------------------------------------------------------------------
-namespace alloc_tracking {
-bool active = false;
-std::size_t live = 0;     // bytes allocated while active and not yet freed
-std::size_t peak = 0;     // maximum of `live`
-std::size_t largest = 0;  // largest single allocation while active
-std::size_t count = 0;    // number of allocations while active
-void start() {
-  live = peak = largest = count = 0;
-  active = true;
-}
-void stop() { active = false; }
-}  // namespace alloc_tracking
-
 namespace {
-using namespace layer_tests;        // NOLINT(google-build-using-namespace): test support
-constexpr std::size_t header = 16;  // keeps the default new alignment (16 on x86-64)
-}  // namespace
 
-// GCC 12 at -O2 inlines these replacements into their callers and then misreads the size header in
-// front of each block as an out-of-bounds access (-Warray-bounds) and std::free of a `new`ed pointer
-// as a mismatch (-Wmismatched-new-delete). Both are false positives for a replaced global operator
-// new/delete pair; the warnings are silenced for these definitions only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Warray-bounds"
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
-namespace alloc_tracking {
-/// Writes the size header at `base` and counts the allocation; returns the block after the header.
-void* record(void* base, std::size_t n, std::size_t header_bytes) {
-  if (base == nullptr) throw std::bad_alloc();
-  auto* words = static_cast<std::size_t*>(base);
-  words[0] = n;
-  words[1] = active ? 1 : 0;
-  if (active) {
-    live += n;
-    peak = std::max(peak, live);
-    largest = std::max(largest, n);
-    ++count;
-  }
-  return static_cast<char*>(base) + header_bytes;
-}
-/// Uncounts the block `p` (header_bytes after its base) and frees it.
-void release(void* p, std::size_t header_bytes) noexcept {
-  if (p == nullptr) return;
-  void* base = static_cast<char*>(p) - header_bytes;
-  const auto* words = static_cast<const std::size_t*>(base);
-  if (words[1] != 0 && live >= words[0]) live -= words[0];
-  std::free(base);
-}
-}  // namespace alloc_tracking
-
-void* operator new(std::size_t n) { return alloc_tracking::record(std::malloc(n + header), n, header); }
-void operator delete(void* p) noexcept { alloc_tracking::release(p, header); }
-void* operator new[](std::size_t n) { return ::operator new(n); }
-void operator delete[](void* p) noexcept { ::operator delete(p); }
-void operator delete(void* p, std::size_t) noexcept { ::operator delete(p); }
-void operator delete[](void* p, std::size_t) noexcept { ::operator delete(p); }
-// The nothrow forms too (Catch2 uses them): a sanitizer runtime would otherwise supply its own, whose
-// blocks our delete cannot free.
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return ::operator new(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return ::operator new(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void operator delete(void* p, const std::nothrow_t&) noexcept { ::operator delete(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { ::operator delete(p); }
-// The over-aligned forms (nn::workspace's blocks) are tracked as well: the same header, `align` bytes
-// long so that the block stays aligned.
-void* operator new(std::size_t n, std::align_val_t align) {
-  const auto a = static_cast<std::size_t>(align);
-  if (n > std::size_t(-1) - 2 * a) throw std::bad_alloc();
-  return alloc_tracking::record(std::aligned_alloc(a, (n + 2 * a - 1) / a * a), n, a);
-}
-void operator delete(void* p, std::align_val_t align) noexcept {
-  alloc_tracking::release(p, static_cast<std::size_t>(align));
-}
-void* operator new[](std::size_t n, std::align_val_t align) { return ::operator new(n, align); }
-void operator delete[](void* p, std::align_val_t align) noexcept { ::operator delete(p, align); }
-void operator delete(void* p, std::size_t, std::align_val_t align) noexcept { ::operator delete(p, align); }
-void operator delete[](void* p, std::size_t, std::align_val_t align) noexcept { ::operator delete(p, align); }
-void* operator new(std::size_t n, std::align_val_t align, const std::nothrow_t&) noexcept {
-  try {
-    return ::operator new(n, align);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, std::align_val_t align, const std::nothrow_t&) noexcept {
-  try {
-    return ::operator new(n, align);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void operator delete(void* p, std::align_val_t align, const std::nothrow_t&) noexcept { ::operator delete(p, align); }
-void operator delete[](void* p, std::align_val_t align, const std::nothrow_t&) noexcept { ::operator delete(p, align); }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
-namespace {
+using namespace layer_tests;  // NOLINT(google-build-using-namespace): test support
 
 /// `x` rounded to the real type C, as a double.
 template <class C>
@@ -866,14 +756,20 @@ TEST_CASE("a 4096-token sequence runs with scratch memory bounded by the tiles, 
   const auto layer = random_layer<p_c_bf16>(cfg, 51, false);
   const auto x = random_input<float>(1, seq, 16, 52);
 
-  alloc_tracking::start();
-  const auto y = layer(x);
-  alloc_tracking::stop();
+  std::size_t peak = 0;
+  std::size_t largest = 0;
+  const auto y = [&] {
+    const mixprec_test::allocation_counter counter;
+    auto out = layer(x);
+    peak = counter.peak();
+    largest = counter.largest();
+    return out;
+  }();
   // The O(seq) buffers (q, k, v, cache, attended heads, output, matmul scratch) hold about 1.1 MB; one
   // seq x seq matrix of float scores alone would be 64 MiB, of bytes 16 MiB.
-  INFO("peak live bytes " << alloc_tracking::peak << ", largest allocation " << alloc_tracking::largest);
-  CHECK(alloc_tracking::largest <= seq * 16 * sizeof(float));  // nothing bigger than the output itself
-  CHECK(alloc_tracking::peak < seq * seq / 4);
+  INFO("peak live bytes " << peak << ", largest allocation " << largest);
+  CHECK(largest <= seq * 16 * sizeof(float));  // nothing bigger than the output itself
+  CHECK(peak < seq * seq / 4);
 
   // Correct at the first, a middle and the last token against the float64 reference.
   const std::vector<std::size_t> rows{0, 1, 2047, 4095};
@@ -951,12 +847,13 @@ TEST_CASE("llama2.c stories260K attention: [out, in] weights, adjacent RoPE, dec
     std::size_t elements = 0;
     for (std::size_t pos = 0; pos < 400; ++pos) {
       const bool measure = pos == 200 || pos == 399;
-      if (measure) alloc_tracking::start();
-      elements += layer(token, cache).size();
       if (measure) {
-        alloc_tracking::stop();
-        counts.push_back(alloc_tracking::count);
-        bytes.push_back(alloc_tracking::peak);
+        const mixprec_test::allocation_counter counter;
+        elements += layer(token, cache).size();
+        counts.push_back(counter.count());
+        bytes.push_back(counter.peak());
+      } else {
+        elements += layer(token, cache).size();
       }
     }
     CHECK(cache.size() == 400);
@@ -1200,3 +1097,5 @@ TEMPLATE_TEST_CASE("attention: NaN in the inputs of padding tokens never reaches
     }
   }
 }
+
+}  // namespace attention_test

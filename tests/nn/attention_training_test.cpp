@@ -18,6 +18,8 @@
 #include "nn/policies.hpp"
 #include "support/gradcheck.hpp"
 
+namespace attention_training_test {
+
 namespace nn = mixprec::nn;
 using layer_tests::p_f64;
 
@@ -222,3 +224,5 @@ TEST_CASE("attention backward adds, walks names in order and rejects what does n
   auto no_bias = nn::attention<p_f64>(cfg, nn::use_bias::no).zero_gradients();
   CHECK_THROWS_WITH(layer.backward(ctx, dy, no_bias), Catch::Contains("grads.bias"));
 }
+
+}  // namespace attention_training_test

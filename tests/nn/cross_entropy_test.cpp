@@ -13,6 +13,8 @@
 #include "mixprec/nn/cross_entropy.hpp"
 #include "support/gradcheck.hpp"
 
+namespace cross_entropy_test {
+
 namespace nn = mixprec::nn;
 
 namespace {
@@ -98,3 +100,5 @@ TEST_CASE("softmax_cross_entropy rejects sizes and targets that do not fit", "[n
   CHECK_THROWS_WITH(nn::softmax_cross_entropy<double>(z, 3, std::vector<std::int32_t>{0, 0}, small, 1.0),
                     Catch::Contains("dlogits has 5"));
 }
+
+}  // namespace cross_entropy_test

@@ -14,6 +14,8 @@
 #include "nn/policies.hpp"
 #include "support/gradcheck.hpp"
 
+namespace dense_backward_test {
+
 namespace nn = mixprec::nn;
 using layer_tests::p_f64;
 
@@ -187,3 +189,5 @@ TEST_CASE("dense backward rejects a cotangent or gradients that do not fit", "[n
   auto g2 = nn::dense<layer_tests::p_f32>(4, 2, nn::use_bias::yes).zero_gradients();
   CHECK_THROWS_WITH(wider.backward(ctx, dy, g2), Catch::Contains("grads.kernel has shape [4, 2]"));
 }
+
+}  // namespace dense_backward_test

@@ -20,6 +20,8 @@
 #include "policies.hpp"
 #include "same_roundings.hpp"
 
+namespace dense_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::policy;
@@ -394,3 +396,5 @@ TEST_CASE("with the weight cache off, dense gives the same bits and follows ever
   nn::set_weight_cache(previous);
   CHECK(nn::weight_cache_enabled());
 }
+
+}  // namespace dense_test

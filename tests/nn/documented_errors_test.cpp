@@ -40,6 +40,8 @@
 #include "policies.hpp"
 #include "support/error_message.hpp"
 
+namespace documented_errors_test {
+
 namespace nn = mixprec::nn;
 using layer_tests::p_f32;
 
@@ -793,3 +795,5 @@ TEST_CASE("rotary.hpp's precision claim: at positions 65535 and 100000, cos and 
     }
   }
 }
+
+}  // namespace documented_errors_test

@@ -20,6 +20,8 @@
 #include "nn/policies.hpp"
 #include "support/gradcheck.hpp"
 
+namespace dot_product_test {
+
 namespace nn = mixprec::nn;
 using layer_tests::p_c_bf16;
 using layer_tests::p_f32;
@@ -232,3 +234,5 @@ TEST_CASE("dot injection: under bfloat16 the layer rounds the bias and y, and pr
   CHECK_THROWS_WITH((layer.project<bfloat16>(std::span<const float>(xs), rows, std::span<float>(ys))),
                     Catch::Matchers::Contains("elements but 4 rows"));
 }
+
+}  // namespace dot_product_test

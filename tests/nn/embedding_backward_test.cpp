@@ -15,6 +15,8 @@
 #include "nn/policies.hpp"
 #include "support/gradcheck.hpp"
 
+namespace embedding_backward_test {
+
 namespace nn = mixprec::nn;
 using layer_tests::p_f64;
 
@@ -128,3 +130,5 @@ TEST_CASE("embedding backward names and errors", "[nn][embedding][backward]") {
   xt::xtensor<double, 2> dy = xt::zeros<double>({2, 3});
   CHECK_THROWS_WITH(layer.backward(ctx, dy, other), Catch::Contains("grads.embedding has shape [5, 3]"));
 }
+
+}  // namespace embedding_backward_test

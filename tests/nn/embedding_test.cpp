@@ -18,6 +18,8 @@
 #include "policies.hpp"
 #include "same_roundings.hpp"
 
+namespace embedding_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::policy;
@@ -216,3 +218,5 @@ TEST_CASE("embedding::attend follows promote for bf16, f64 and complex inputs", 
   STATIC_REQUIRE(std::is_same_v<decltype(e(xt::xtensor<int, 1>{}))::value_type, float>);
   STATIC_REQUIRE(std::is_same_v<decltype(nn::embedding<p_bf16>(4, 2)(xt::xtensor<int, 1>{}))::value_type, bfloat16>);
 }
+
+}  // namespace embedding_test

@@ -26,6 +26,8 @@
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
 
+namespace error_bound_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::policy;
@@ -369,3 +371,5 @@ TEST_CASE("error_bound derives unit roundoffs from the formats and refuses injec
   injected.set_dot(std::make_shared<plain_product>());
   CHECK_THROWS_AS(nn::error_bound<float>(injected), std::invalid_argument);
 }
+
+}  // namespace error_bound_test

@@ -26,6 +26,8 @@
 #include "nn/policies.hpp"
 #include "support/gradcheck.hpp"
 
+namespace feed_forward_backward_test {
+
 namespace nn = mixprec::nn;
 using layer_tests::p_f64;
 using nn::ffn_activation;
@@ -652,3 +654,5 @@ TEST_CASE("feed_forward backward rejects a cotangent, context or gradients that 
   (void)ffn.backward(ctx, dy, g);
   CHECK_FALSE(all_zero());
 }
+
+}  // namespace feed_forward_backward_test

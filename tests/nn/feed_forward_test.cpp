@@ -20,6 +20,8 @@
 #include "policies.hpp"
 #include "same_roundings.hpp"
 
+namespace feed_forward_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::policy;
@@ -376,3 +378,5 @@ TEST_CASE("feed_forward checks that its projections chain and that w3 matches th
   CHECK_THROWS_WITH(ffn(xt::xtensor<float, 2>::from_shape({3, 5})),
                     Contains("feed_forward") && Contains("[3, 5]") && Contains("[4, 8]") && Contains("expects 4"));
 }
+
+}  // namespace feed_forward_test

@@ -24,6 +24,8 @@
 
 #include "support/allocation_counter.hpp"
 
+namespace forward_into_test {
+
 namespace {
 
 namespace nn = mixprec::nn;
@@ -235,3 +237,5 @@ TEMPLATE_LIST_TEST_CASE("attention forward_into with padding keys in the cache a
   }
   CHECK(into.size() == 10);
 }
+
+}  // namespace forward_into_test

@@ -30,6 +30,8 @@
 #include "mixprec/nn/rms_norm.hpp"
 #include "support/error_message.hpp"
 
+namespace from_scope_test {
+
 namespace {
 
 using mixprec::dtype;
@@ -344,3 +346,5 @@ TEST_CASE("from_scope layers on several threads, each with its own scope", "[fro
   std::thread([&] { there = bits(built_here(x)); }).join();
   CHECK(there == bits(typed(x)));
 }
+
+}  // namespace from_scope_test

@@ -11,6 +11,8 @@
 #include "mixprec/core.hpp"
 #include "mixprec/nn/kv_cache.hpp"
 
+namespace kv_cache_test {
+
 using mixprec::bfloat16;
 namespace nn = mixprec::nn;
 using Catch::Matchers::Contains;
@@ -106,3 +108,5 @@ TEST_CASE("kv_cache rejects appends past its capacity and inputs of the wrong si
   CHECK_THROWS_WITH(nn::kv_cache<float>(1, 0, 4, 3), Contains("n_kv_heads is 0"));
   CHECK_THROWS_WITH(nn::kv_cache<float>(std::size_t{1} << 40, 1024, 1024, std::size_t{1} << 20), Contains("too large"));
 }
+
+}  // namespace kv_cache_test

@@ -23,6 +23,8 @@
 #include "mixprec/nn/rms_norm.hpp"
 #include "mixprec/policies/policy.hpp"
 
+namespace layer_inputs_test {
+
 namespace nn = mixprec::nn;
 using mixed = mixprec::policy<float, mixprec::bfloat16, float>;  // p=f32, c=bf16, o=f32: roundings happen
 using row_matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -252,3 +254,5 @@ TEST_CASE("embedding takes ids and activations as views and maps", "[nn][embeddi
   });
   check_every_form(gaussian(4, 8, 17), [&](const auto& in) { return print(table.attend(in)); });
 }
+
+}  // namespace layer_inputs_test

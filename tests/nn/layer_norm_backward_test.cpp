@@ -14,6 +14,8 @@
 #include "nn/policies.hpp"
 #include "support/gradcheck.hpp"
 
+namespace layer_norm_backward_test {
+
 namespace nn = mixprec::nn;
 using layer_tests::p_f64;
 
@@ -135,3 +137,5 @@ TEST_CASE("layer_norm backward adds, walks names and rejects what does not fit",
   auto other = nn::layer_norm<p_f64>(3, {.use_bias = false}).zero_gradients();
   CHECK_THROWS_WITH(layer.backward(ctx, dy, other), Catch::Contains("zero_gradients"));
 }
+
+}  // namespace layer_norm_backward_test

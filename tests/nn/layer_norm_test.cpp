@@ -18,6 +18,8 @@
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
 
+namespace layer_norm_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::policy;
@@ -296,3 +298,5 @@ TEST_CASE("layer_norm rejects a negative or non-finite epsilon, naming the layer
   CHECK_THROWS_AS(nn::layer_norm<p_f32>::from_params(s, b, -inf), std::invalid_argument);
   CHECK_NOTHROW(nn::layer_norm<p_f32>::from_params(s, b, 0.0));
 }
+
+}  // namespace layer_norm_test

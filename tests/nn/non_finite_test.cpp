@@ -30,6 +30,8 @@
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
 
+namespace non_finite_test {
+
 namespace nn = mixprec::nn;
 namespace diagnostics = mixprec::diagnostics;
 using layer_tests::p_c_bf16;
@@ -616,3 +618,5 @@ TEMPLATE_TEST_CASE("in a block, the first site reporting NaN or Inf is where it 
     CHECK(out.nan_count() + out.inf_count() == rows * 8);
   }
 }
+
+}  // namespace non_finite_test

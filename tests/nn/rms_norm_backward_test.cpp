@@ -15,6 +15,8 @@
 #include "nn/policies.hpp"
 #include "support/gradcheck.hpp"
 
+namespace rms_norm_backward_test {
+
 namespace nn = mixprec::nn;
 using layer_tests::p_f64;
 
@@ -182,3 +184,5 @@ TEST_CASE("rms_norm backward adds, walks the scale by name and rejects what does
   auto no_scale = nn::rms_norm<p_f64>(3, {.use_scale = false}).zero_gradients();
   CHECK_THROWS_WITH(layer.backward(ctx, dy, no_scale), Catch::Contains("zero_gradients"));
 }
+
+}  // namespace rms_norm_backward_test

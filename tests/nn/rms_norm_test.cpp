@@ -21,6 +21,8 @@
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
 
+namespace rms_norm_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::policy;
@@ -469,3 +471,5 @@ TEST_CASE("rms_norm's scale_precision: opmath multiplies by the stored scale, co
   check(p_c_f16{}, float16{});
   STATIC_REQUIRE(nn::rms_norm_options{}.scale_precision == nn::norm_scale_precision::opmath);
 }
+
+}  // namespace rms_norm_test

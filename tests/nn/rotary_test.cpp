@@ -13,6 +13,8 @@
 #include "mixprec/core.hpp"
 #include "mixprec/nn/rotary.hpp"
 
+namespace rotary_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 namespace nn = mixprec::nn;
@@ -232,3 +234,5 @@ TEST_CASE("apply_inverse is the VJP of apply: float64 finite differences, and it
     for (std::size_t i = 0; i < 16; ++i) CHECK(std::abs(round[i] - x[i]) <= 4e-16);
   }
 }
+
+}  // namespace rotary_test

@@ -15,6 +15,8 @@
 
 #include "support/allocation_counter.hpp"
 
+namespace workspace_test {
+
 namespace {
 
 using mixprec::nn::workspace;
@@ -152,3 +154,5 @@ TEST_CASE("workspace::take without an open frame is an error", "[nn][workspace]"
   CHECK_THROWS_AS(ws.take<double>(std::size_t(-1) / 4), std::length_error);
   CHECK(ws.take<float>(0).empty());
 }
+
+}  // namespace workspace_test

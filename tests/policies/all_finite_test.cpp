@@ -18,6 +18,8 @@
 #include "mixprec/formats/intn.hpp"
 #include "mixprec/policies/all_finite.hpp"
 
+namespace all_finite_test {
+
 using mixprec::all_finite;
 using mixprec::bfloat16;
 
@@ -99,3 +101,5 @@ TEST_CASE("all_finite ignores integer, bool and intn leaves", "[all_finite]") {
   const std::array<double, 2> with_nan{0.0, static_cast<double>(quiet_nan)};
   CHECK_FALSE(all_finite(std::pair{std::vector<int>{1, 2, 3}, with_nan}));
 }
+
+}  // namespace all_finite_test

@@ -18,6 +18,8 @@
 #include "mixprec/policies/cast.hpp"
 #include "mixprec/policies/loss_scale.hpp"
 
+namespace cast_eigen_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using MatrixXbf = Eigen::Matrix<bfloat16, Eigen::Dynamic, Eigen::Dynamic>;
@@ -199,3 +201,5 @@ TEST_CASE("Eigen::Map is a tree: casts give owning matrices, in-place walks writ
   const auto doubled = mixprec::tree_map([](float x, float y) { return x + y; }, map, map);
   CHECK(doubled(0, 0) == 1.0f);
 }
+
+}  // namespace cast_eigen_test

@@ -25,6 +25,8 @@
 #include "mixprec/policies/policy.hpp"
 #include "support/layer_params.hpp"
 
+namespace cast_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::promote;
@@ -300,3 +302,5 @@ TEST_CASE("cast_floating works in constant expressions", "[cast]") {
   STATIC_REQUIRE(arr[1].bits() == 0xC000);  // -2.0: sign 1, exponent 16
   STATIC_REQUIRE(std::get<1>(mixprec::cast_floating<bfloat16>(std::pair{2.0f, 9})) == 9);
 }
+
+}  // namespace cast_test

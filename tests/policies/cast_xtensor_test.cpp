@@ -20,6 +20,8 @@
 #include "mixprec/policies/cast.hpp"
 #include "mixprec/policies/loss_scale.hpp"
 
+namespace cast_xtensor_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 
@@ -156,3 +158,5 @@ TEST_CASE("xt::adapt adaptors are trees: casts give owning containers, in-place 
   buffer[3] = std::numeric_limits<float>::infinity();
   CHECK_FALSE(mixprec::all_finite(fixed_rank));
 }
+
+}  // namespace cast_xtensor_test

@@ -28,6 +28,8 @@
 #include "mixprec/policies/runtime_policy.hpp"
 #include "support/error_message.hpp"
 
+namespace documented_errors_test {
+
 using mixprec::dtype;
 using mixprec::runtime_policy;
 
@@ -98,3 +100,5 @@ TEST_CASE("runtime_policy.hpp: std::format of a policy no policy may hold", "[po
                        mixprec::policy_error, says({"runtime_policy.compute is int8"}));
 }
 #endif
+
+}  // namespace documented_errors_test

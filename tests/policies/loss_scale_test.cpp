@@ -23,6 +23,8 @@
 #include "mixprec/policies/all_finite.hpp"
 #include "mixprec/policies/loss_scale.hpp"
 
+namespace loss_scale_test {
+
 using Catch::Matchers::Contains;
 using Catch::Matchers::WithinRel;
 using mixprec::bfloat16;
@@ -378,3 +380,5 @@ TEST_CASE("a training loop skips non-finite steps and settles the scale", "[loss
   CHECK(ls.loss_scale() >= 64.0f);
   CHECK(applied > 25);
 }
+
+}  // namespace loss_scale_test

@@ -22,6 +22,8 @@
 
 #include "mixprec/policies/runtime_policy.hpp"
 
+namespace parse_policy_test {
+
 using Catch::Matchers::Contains;
 using mixprec::dtype;
 using mixprec::parse_policy;
@@ -361,3 +363,5 @@ TEST_CASE("resolve gives each role of a runtime_policy", "[policy][resolve]") {
   CHECK(mixprec::resolve(mixprec::semantic_dtype::compute, p) == dtype::bfloat16);
   CHECK(mixprec::resolve(mixprec::semantic_dtype::output, p) == dtype::float16);
 }
+
+}  // namespace parse_policy_test

@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+namespace policy_scope_test {
+
 namespace {
 
 using mixprec::dtype;
@@ -139,3 +141,5 @@ TEST_CASE("dtype_ish refuses a float8, float6 or float4 dtype, as a policy does"
   CHECK_THROWS_WITH(dtype_ish(dtype::float4_e2m1fn), Contains("(float4_e2m1fn)") && Contains("which no policy holds"));
   CHECK_THROWS_AS(dtype_ish(dtype::float8_e5m2), mixprec::policy_error);
 }
+
+}  // namespace policy_scope_test

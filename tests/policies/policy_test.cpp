@@ -17,6 +17,8 @@
 #include "mixprec/policies/policy.hpp"
 #include "mixprec/policies/runtime_policy.hpp"
 
+namespace policy_test {
+
 using Catch::Matchers::Contains;
 using mixprec::dtype;
 using mixprec::promote;
@@ -105,3 +107,5 @@ TEST_CASE("the named policies are jmp's policy strings", "[policy][named]") {
   CHECK(to_runtime_policy(mixprec::mixed_bfloat16::with_output<mixprec::bfloat16>{}) ==
         runtime_policy{dtype::float32, dtype::bfloat16, dtype::bfloat16});
 }
+
+}  // namespace policy_test

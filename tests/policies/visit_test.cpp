@@ -11,6 +11,8 @@
 
 #include "mixprec/policies/runtime_policy.hpp"
 
+namespace visit_test {
+
 using Catch::Matchers::Contains;
 using mixprec::dtype;
 using mixprec::runtime_policy;
@@ -299,3 +301,5 @@ TEST_CASE("visit accepts exactly the policies parse_policy accepts", "[policy][v
     }
   }
 }
+
+}  // namespace visit_test

@@ -28,6 +28,8 @@
 
 #include "mixprec/scaled/block_scaling.hpp"
 
+namespace block_scaling_test {
+
 namespace {
 
 using mixprec::block_scale_rule;
@@ -606,3 +608,5 @@ TEST_CASE("quantise and dequantise give the same bits under FTZ, DAZ and round t
   }
 }
 #endif
+
+}  // namespace block_scaling_test

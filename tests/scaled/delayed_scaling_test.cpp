@@ -19,6 +19,8 @@
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/scaled/delayed_scaling.hpp"
 
+namespace delayed_scaling_test {
+
 using Catch::Matchers::Contains;
 using mixprec::amax_compute_algo;
 using mixprec::delayed_scaling;
@@ -444,3 +446,5 @@ TEST_CASE("an inconsistent checkpoint is refused", "[delayed_scaling]") {
   // NaN and Inf amaxes are part of a valid history.
   CHECK_NOTHROW(ds_t(delayed_scaling_state{.scale = 1.0, .amax_history = {qnan, pinf, 0.5}}));
 }
+
+}  // namespace delayed_scaling_test

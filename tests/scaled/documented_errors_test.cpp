@@ -32,6 +32,8 @@
 #include "mixprec/scaled/scaled_tensor.hpp"
 #include "support/error_message.hpp"
 
+namespace documented_errors_test {
+
 using namespace mixprec;
 
 namespace {
@@ -149,3 +151,5 @@ TEST_CASE("scaled_tensor.hpp: every documented error untested elsewhere is throw
                          says({"the value at index 1 is inf"}));
   }
 }
+
+}  // namespace documented_errors_test

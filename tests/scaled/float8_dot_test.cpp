@@ -20,6 +20,8 @@
 #include "mixprec/policies/policy.hpp"
 #include "mixprec/scaled/float8_dot.hpp"
 
+namespace float8_dot_test {
+
 using namespace mixprec;
 
 namespace {
@@ -514,3 +516,5 @@ TEST_CASE("float8_dot: data-parallel workers share one layer's kept kernel and g
     REQUIRE(static_cast<bool>(t2.dkernel == r2.dkernel));
   }
 }
+
+}  // namespace float8_dot_test

@@ -16,6 +16,8 @@
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/scaled/ops.hpp"
 
+namespace ops_test {
+
 using namespace mixprec;
 using Catch::Matchers::Contains;
 
@@ -319,3 +321,5 @@ TEST_CASE("scaled ops: a scalar multiple by a power of two is exact, div follows
   CHECK_THROWS_WITH(scaled::div(a, w), Contains("different rules"));
   CHECK(scaled::div(a, w, scale_rule::average_case).rule() == scale_rule::average_case);
 }
+
+}  // namespace ops_test

@@ -9,6 +9,8 @@
 
 #include "mixprec/scaled/scale_estimate.hpp"
 
+namespace scale_estimate_test {
+
 using mixprec::scale_estimate;
 
 TEST_CASE("scale rules: the proposal's worked example, A (64, 2) times B (16, 1) over K = 4096", "[scaled]") {
@@ -54,3 +56,5 @@ TEST_CASE("scale_rule names", "[scaled]") {
   CHECK(mixprec::to_string(mixprec::scale_rule::average_case) == "average_case");
   CHECK(mixprec::to_string(mixprec::scale_rule::hybrid) == "hybrid");
 }
+
+}  // namespace scale_estimate_test

@@ -12,6 +12,8 @@
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/scaled/scaled_format.hpp"
 
+namespace scaled_format_test {
+
 using namespace mixprec;
 
 static_assert(scaled_format<float8_e4m3fn> && scaled_format<float8_e5m2> && scaled_format<float16> &&
@@ -68,3 +70,5 @@ TEST_CASE("exact_compute_t: float8 and int8 multiply as bfloat16, float16 as flo
   STATIC_REQUIRE(std::is_same_v<detail::exact_compute_t<bfloat16, float8_e4m3fn>, double>);
   STATIC_REQUIRE(std::is_same_v<detail::exact_compute_t<float16, float16>, float16>);
 }
+
+}  // namespace scaled_format_test

@@ -17,6 +17,8 @@
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/scaled/scaled_tensor.hpp"
 
+namespace scaled_tensor_test {
+
 using namespace mixprec;
 using mixprec_test::overflow;
 using mixprec_test::reference_of;
@@ -286,3 +288,5 @@ TEST_CASE("quantise: the RMS of very large and very small doubles is measured wi
   const auto s = quantise<float16>(small, {.rule = scale_rule::worst_case});
   CHECK(s.expected_scale() == Approx(std::sqrt(12.5) * 1e-200).epsilon(1e-14));
 }
+
+}  // namespace scaled_tensor_test

@@ -1,112 +1,37 @@
 /// \file
-/// \brief Test support: replaces the global `operator new`/`operator delete` of the test executable
-/// that includes this header, so a test can count heap allocations and see the largest request made
+/// \brief Test support: counts the heap allocations, the largest request and the peak of live bytes made
 /// while a piece of code runs (`allocation_counter counter; ...; counter.count()`).
 ///
-/// Include it in exactly ONE translation unit of a test executable: it defines the replacement
-/// allocation functions, which may exist once per program ([replacement.functions]).
+/// The counting is done by replacement global `operator new`/`operator delete` (every form: sized,
+/// array, over-aligned, nothrow), defined once in allocation_counter.cpp. A test executable whose sources
+/// include this header links that file once (tests/CMakeLists.txt adds it); every test of that
+/// executable then allocates through it. Each block carries a 16-byte (or `align`-byte) header with its
+/// size, so that a free knows what it returns. Counts are atomic: allocations of every thread count.
 #pragma once
 
-#include <algorithm>
-#include <atomic>
 #include <cstddef>
-#include <cstdlib>
-#include <new>
 
 namespace mixprec_test {
 
-namespace detail {
-inline std::atomic<std::size_t> allocations{0};
-inline std::atomic<std::size_t> largest_request{0};
-}  // namespace detail
-
-/// Counts the allocations made through `operator new` from its construction on (every thread).
+/// Measures the allocations made through `operator new` from its construction on (every thread).
+/// One counter at a time: constructing one restarts `largest()` and `peak()`.
 class allocation_counter {
  public:
-  allocation_counter() noexcept
-      : start_(detail::allocations.load()), previous_largest_(detail::largest_request.exchange(0)) {}
-  ~allocation_counter() {
-    const std::size_t seen = detail::largest_request.load();
-    detail::largest_request.store(std::max(seen, previous_largest_));
-  }
+  allocation_counter() noexcept;
   allocation_counter(const allocation_counter&) = delete;
   allocation_counter& operator=(const allocation_counter&) = delete;
+  ~allocation_counter() = default;
 
   /// Allocations since construction.
-  [[nodiscard]] std::size_t count() const noexcept { return detail::allocations.load() - start_; }
+  [[nodiscard]] std::size_t count() const noexcept;
   /// The largest single request, in bytes, since construction.
-  [[nodiscard]] std::size_t largest() const noexcept { return detail::largest_request.load(); }
+  [[nodiscard]] std::size_t largest() const noexcept;
+  /// The most bytes live at once among the blocks allocated since construction (blocks allocated
+  /// before it do not count, even when freed meanwhile).
+  [[nodiscard]] std::size_t peak() const noexcept;
 
  private:
   std::size_t start_;
-  std::size_t previous_largest_;
 };
 
-namespace detail {
-inline void count(std::size_t size) {
-  allocations.fetch_add(1);
-  std::size_t seen = largest_request.load();
-  while (size > seen && !largest_request.compare_exchange_weak(seen, size)) {
-  }
-}
-
-inline void* counted_allocate(std::size_t size) {
-  count(size);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-
-/// The over-aligned forms (`new` of a type with alignment > alignof(std::max_align_t), or with an
-/// explicit std::align_val_t, as nn::workspace allocates its blocks): counted as well.
-inline void* counted_allocate(std::size_t size, std::align_val_t align) {
-  count(size);
-  const auto a = static_cast<std::size_t>(align);
-  if (size > std::size_t(-1) - a) throw std::bad_alloc();
-  const std::size_t rounded = (std::max<std::size_t>(size, 1) + a - 1) / a * a;  // a multiple, as aligned_alloc wants
-  if (void* p = std::aligned_alloc(a, rounded)) return p;
-  throw std::bad_alloc();
-}
-}  // namespace detail
-
 }  // namespace mixprec_test
-
-void* operator new(std::size_t size) { return mixprec_test::detail::counted_allocate(size); }
-void* operator new[](std::size_t size) { return mixprec_test::detail::counted_allocate(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-// The nothrow forms too (Catch2 registers its tests with them): a nothrow new left to the C++ library
-// (or to a sanitizer's replacement) would be freed by the delete above, an allocator mismatch.
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
-  try {
-    return mixprec_test::detail::counted_allocate(size);
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t size, const std::nothrow_t& tag) noexcept { return operator new(size, tag); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void* operator new(std::size_t size, std::align_val_t align) {
-  return mixprec_test::detail::counted_allocate(size, align);
-}
-void* operator new[](std::size_t size, std::align_val_t align) {
-  return mixprec_test::detail::counted_allocate(size, align);
-}
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void* operator new(std::size_t size, std::align_val_t align, const std::nothrow_t&) noexcept {
-  try {
-    return mixprec_test::detail::counted_allocate(size, align);
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t size, std::align_val_t align, const std::nothrow_t& tag) noexcept {
-  return operator new(size, align, tag);
-}
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }

@@ -16,6 +16,8 @@
 #include "mixprec/train/adamw.hpp"
 #include "mixprec/train/safetensors.hpp"
 
+namespace adamw_test {
+
 using Catch::Matchers::Contains;
 using Catch::Matchers::WithinAbs;
 using Catch::Matchers::WithinRel;
@@ -250,3 +252,5 @@ TEST_CASE("AdamW state survives save and load bit-exactly", "[adamw]") {
   ck.erase("step");
   CHECK_THROWS_AS(b.load_state(ck), mixprec::train::safetensors_error);
 }
+
+}  // namespace adamw_test

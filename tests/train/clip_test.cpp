@@ -12,6 +12,8 @@
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/train/clip.hpp"
 
+namespace clip_test {
+
 using Catch::Matchers::WithinRel;
 using mixprec::bfloat16;
 
@@ -65,3 +67,5 @@ TEST_CASE("a vector of spans (a model's gradient tensors) is clipped as one glob
   CHECK(a[0] == 3.0f * scale);
   CHECK(b[0] == 12.0f * scale);
 }
+
+}  // namespace clip_test

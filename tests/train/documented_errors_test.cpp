@@ -34,6 +34,8 @@
 #include "mixprec/train/sgd.hpp"
 #include "support/error_message.hpp"
 
+namespace documented_errors_test {
+
 namespace train = mixprec::train;
 using mixprec::dtype;
 using train::safetensors_error;
@@ -248,3 +250,5 @@ TEST_CASE("safetensors.hpp: every documented error untested elsewhere is thrown"
                          says({"tensor \"w\": \"dtype\" is not a string"}));
   }
 }
+
+}  // namespace documented_errors_test

@@ -21,6 +21,8 @@
 #include "../../examples/train/cli.hpp"
 #include "../../examples/train/loss_chart.hpp"
 
+namespace example_char_dataset_test {
+
 using Catch::Matchers::Contains;
 using train_example::char_dataset;
 using train_example::split;
@@ -376,3 +378,5 @@ TEST_CASE("loss chart: one coloured pair of lines per policy, legend, labels, ti
   const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CHECK(written == train_example::loss_chart_svg(curves, "mixprec-train <loss>"));
 }
+
+}  // namespace example_char_dataset_test

@@ -15,6 +15,8 @@
 #include "../../examples/train/gpt.hpp"
 #include "support/gradcheck.hpp"
 
+namespace example_gpt_test {
+
 namespace {
 
 using train_example::gpt;
@@ -114,3 +116,5 @@ TEST_CASE("gradients of two halves of a batch add up to the whole batch's (data 
     CHECK(std::sqrt(num / den) <= 1e-5);
   }
 }
+
+}  // namespace example_gpt_test

@@ -7,6 +7,8 @@
 
 #include "mixprec/train/lr_schedule.hpp"
 
+namespace lr_schedule_test {
+
 using Catch::Matchers::WithinRel;
 
 TEST_CASE("nanoGPT's schedule at the edges of its pieces", "[lr_schedule]") {
@@ -22,3 +24,5 @@ TEST_CASE("nanoGPT's schedule at the edges of its pieces", "[lr_schedule]") {
   CHECK_THAT(lr(575), WithinRel(8.6819805153394638e-4, 1e-12));
   CHECK_THROWS_AS(lr(-1), std::invalid_argument);
 }
+
+}  // namespace lr_schedule_test

@@ -17,6 +17,8 @@
 #include "mixprec/train/rounding.hpp"
 #include "mixprec/train/sgd.hpp"
 
+namespace rounding_test {
+
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::train::stochastic_round_bf16;
@@ -219,3 +221,5 @@ TEST_CASE("stochastic rounding in the optimiser does not depend on the order of 
   for (std::size_t i = 0; i < a1.size(); ++i) differs = differs || a1[i].bits() != a3[i].bits();
   CHECK(differs);
 }
+
+}  // namespace rounding_test

@@ -23,6 +23,8 @@
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/train/safetensors.hpp"
 
+namespace safetensors_test {
+
 using Catch::Matchers::Contains;
 using mixprec::dtype;
 using mixprec::train::checkpoint;
@@ -340,3 +342,5 @@ TEST_CASE("get checks the name, the dtype and the rank", "[safetensors]") {
   const checkpoint b = parse(file_image(R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", {1, 2}));
   REQUIRE_ST_ERROR((b.get<bool, 1>("m")), Contains("tensor \"m\": BOOL element 1"));
 }
+
+}  // namespace safetensors_test

@@ -12,6 +12,8 @@
 #include "mixprec/train/safetensors.hpp"
 #include "mixprec/train/sgd.hpp"
 
+namespace sgd_test {
+
 using Catch::Matchers::WithinAbs;
 using Catch::Matchers::WithinRel;
 using mixprec::bfloat16;
@@ -120,3 +122,5 @@ TEST_CASE("SGD checks its options and saves its momentum buffer", "[sgd]") {
   CHECK(p[1].bits() == q[1].bits());
   CHECK(a.find_state("w")->master == b.find_state("w")->master);
 }
+
+}  // namespace sgd_test
