@@ -317,7 +317,7 @@ class layer_norm {
         if constexpr (simd_types) {
           if (path.simd && kernels::detail::layer_norm_row_simd<T, C, O>(
                                in + r * f, f, static_cast<float>(epsilon_), scale.data(), bias.data(), out + r * f,
-                               xhat, rstd, r + 1 < end ? in + (r + 1) * f : nullptr, path.streaming)) {
+                               xhat, rstd, r + 1 < end ? in + (r + 1) * f : nullptr, path)) {
             continue;
           }
         }

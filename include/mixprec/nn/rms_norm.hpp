@@ -605,7 +605,7 @@ class rms_norm {
         if constexpr (simd_types) {
           if (path.simd && kernels::detail::rms_norm_row_simd<T, C, O>(
                                in + r * f, f, static_cast<float>(epsilon_), scale.data(), out + r * f, xhat, rstd,
-                               r + 1 < end ? in + (r + 1) * f : nullptr, path.streaming)) {
+                               r + 1 < end ? in + (r + 1) * f : nullptr, path)) {
             continue;
           }
         }
@@ -649,7 +649,7 @@ class rms_norm {
             if (kernels::detail::rms_norm_fused_row_simd<T, O>(
                     in + r * f, res, f, static_cast<float>(epsilon_), scale.data(), out + r * f, s, xhat, rstd,
                     factor ? &*factor : nullptr, r + 1 < end ? in + (r + 1) * f : nullptr,
-                    r + 1 < end && residual != nullptr ? res + f : nullptr, path.streaming)) {
+                    r + 1 < end && residual != nullptr ? res + f : nullptr, path)) {
               continue;
             }
             // The declined row's stream holds residual + x; without a residual it is rebuilt below,

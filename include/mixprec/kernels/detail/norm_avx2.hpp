@@ -395,6 +395,31 @@ inline bool plain_row(const row_stats& stats, std::size_t n) noexcept {
   return std::isfinite(stats.squares) && kernels::detail::rescaling_exponent_of_max(stats.amax, n) == 0;
 }
 
+/// What normalises a layer_norm row: the float64 mean split in two floats (mean + correction) and the
+/// reciprocal standard deviation.
+struct layer_norm_factors {
+  float mean;
+  float correction;
+  float inv;
+};
+
+/// The layer_norm factors of a row's statistics (d = x - pivot): mean = pivot + Σd/n and var =
+/// Σd²/n - (Σd/n)² in float64, each rounded once to float; inv = 1 / sqrt(float(var) + eps) in float
+/// (epsilon added in float, as on the portable path).
+inline layer_norm_factors layer_norm_factors_of(const row_stats& stats, std::size_t n, float eps) noexcept {
+  const double shift = stats.sum / static_cast<double>(n);
+  const double mean = stats.pivot + shift;
+  const double variance = std::max(stats.squares / static_cast<double>(n) - shift * shift, 0.0);
+  const auto rounded = static_cast<float>(mean);
+  return {rounded, static_cast<float>(mean - static_cast<double>(rounded)),
+          1.0F / std::sqrt(static_cast<float>(variance) + eps)};
+}
+
+/// The rms_norm factor of a row's statistics (pivot 0): 1 / sqrt(float(Σx²/n) + eps).
+inline float rms_inv_of(const row_stats& stats, std::size_t n, float eps) noexcept {
+  return 1.0F / std::sqrt(static_cast<float>(stats.squares / static_cast<double>(n)) + eps);
+}
+
 /// One row of `nn::layer_norm`: x [n] (n >= 1) in T, rounded to C; y [n] in O; x̂ and r saved when
 /// `xhat` is non-null. Two passes over x (the second from L1): statistics in float64 — with d = x - x[0], mean
 /// = x[0] + Σd/n and var = Σd²/n - (Σd/n)², each rounded once to float (epsilon is then added in
@@ -406,14 +431,9 @@ MIXPREC_TARGET_AVX2 inline bool layer_norm_row(const T* x, std::size_t n, float 
                                                const T* next) noexcept {
   const row_stats stats = row_moments<T, C, true>(x, n);
   if (!plain_row(stats, n)) return false;
-  const double shift = stats.sum / static_cast<double>(n);
-  const double mean = stats.pivot + shift;
-  const double variance = std::max(stats.squares / static_cast<double>(n) - shift * shift, 0.0);
-  const auto rounded = static_cast<float>(mean);
-  const float inv = 1.0F / std::sqrt(static_cast<float>(variance) + eps);
-  layer_norm_apply<T, C, O, Store>(x, n, rounded, static_cast<float>(mean - static_cast<double>(rounded)), inv, scale,
-                                   bias, y, xhat, next);
-  if (rstd != nullptr) *rstd = inv;
+  const layer_norm_factors f = layer_norm_factors_of(stats, n, eps);
+  layer_norm_apply<T, C, O, Store>(x, n, f.mean, f.correction, f.inv, scale, bias, y, xhat, next);
+  if (rstd != nullptr) *rstd = f.inv;
   return true;
 }
 
@@ -423,7 +443,7 @@ MIXPREC_TARGET_AVX2 inline bool rms_norm_row(const T* x, std::size_t n, float ep
                                              float* xhat, float* rstd, const T* next) noexcept {
   const row_stats stats = row_moments<T, C, false>(x, n);
   if (!plain_row(stats, n)) return false;
-  const float inv = 1.0F / std::sqrt(static_cast<float>(stats.squares / static_cast<double>(n)) + eps);
+  const float inv = rms_inv_of(stats, n, eps);
   rms_norm_apply<T, C, O, Store>(x, n, inv, scale, y, xhat, next);
   if (rstd != nullptr) *rstd = inv;
   return true;
@@ -439,7 +459,7 @@ MIXPREC_TARGET_AVX2 inline bool rms_norm_fused_row(const T* x, const float* resi
                                                    const float* next_residual) noexcept {
   const row_stats stats = add_residual_row<T>(x, residual, n, stream);
   if (!plain_row(stats, n)) return false;
-  const float inv = 1.0F / std::sqrt(static_cast<float>(stats.squares / static_cast<double>(n)) + eps);
+  const float inv = rms_inv_of(stats, n, eps);
   rms_norm_apply<float, float, O, Store, T>(stream, n, inv, scale, y, xhat, next_x, next_residual);
   if (stream_factor != nullptr) scale_row(stream, n, *stream_factor);
   if (rstd != nullptr) *rstd = inv;

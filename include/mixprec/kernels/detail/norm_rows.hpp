@@ -1,6 +1,7 @@
 /// \file
 /// \brief Private: how `nn::layer_norm` and `nn::rms_norm` reach their row kernels — the run-time
-/// choice between the AVX2 rows of norm_avx2.hpp and the layers' portable rows, and the split of the
+/// choice between the AVX-512 layer_norm rows of norm_avx512.hpp, the AVX2 rows of norm_avx2.hpp and
+/// the layers' portable rows, and the split of the
 /// rows over the kernels' threads (`mixprec::num_threads`). Rows are independent, so neither the
 /// split nor the thread count changes a bit of a result.
 #pragma once
@@ -15,6 +16,7 @@
 
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/kernels/detail/norm_avx2.hpp"
+#include "mixprec/kernels/detail/norm_avx512.hpp"
 #include "mixprec/kernels/threads.hpp"
 
 namespace mixprec::kernels::detail {
@@ -39,8 +41,8 @@ inline constexpr bool simd_norm_types =
 #endif
 }
 
-/// Whether this CPU (under `MIXPREC_ISA` / `isa_limit_scope`) runs the AVX-512 rows (the softmax's:
-/// softmax_avx512.hpp, the AVX2 rows' bits). Read once per call.
+/// Whether this CPU (under `MIXPREC_ISA` / `isa_limit_scope`) runs the AVX-512 rows (norm_avx512.hpp,
+/// softmax_avx512.hpp). Read once per call.
 [[nodiscard]] inline bool avx512_rows_active() noexcept {
 #if MIXPREC_X86_DISPATCH
   return active_isa() >= isa::avx512;
@@ -68,17 +70,18 @@ inline constexpr bool simd_norm_types =
 /// last-level cache, which it would only flush (glibc's memcpy makes the same choice above 3/4 of it).
 [[nodiscard]] inline bool streaming_output(std::size_t bytes) noexcept { return bytes > last_level_cache_bytes(); }
 
-/// How a norm call runs its rows: the AVX2 rows or not, and with non-temporal stores or not.
+/// How a norm call runs its rows: the SIMD rows or not, at which width, and with non-temporal stores or not.
 struct row_path {
-  bool simd;       ///< `simd_rows_active()` and the types take the AVX2 rows
-  bool streaming;  ///< `streaming_output` of the whole output (AVX2 rows only)
+  bool simd;       ///< `simd_rows_active()` and the types take the SIMD rows
+  bool wide;       ///< `avx512_rows_active()`: layer_norm's cached rows take norm_avx512.hpp
+  bool streaming;  ///< `streaming_output` of the whole output (SIMD rows only)
 };
 
-/// The `row_path` of a call writing `output_bytes` with types that take the AVX2 rows when `SimdTypes`.
+/// The `row_path` of a call writing `output_bytes` with types that take the SIMD rows when `SimdTypes`.
 template <bool SimdTypes>
 [[nodiscard]] row_path choose_row_path(std::size_t output_bytes) noexcept {
   const bool simd = SimdTypes && simd_rows_active();
-  return {simd, simd && streaming_output(output_bytes)};
+  return {simd, simd && avx512_rows_active(), simd && streaming_output(output_bytes)};
 }
 
 /// Orders the calling thread's non-temporal stores before its later stores (the end of a row block).
@@ -106,41 +109,47 @@ void for_row_blocks(std::size_t rows, std::size_t features, const F& f) {
   });
 }
 
-/// One `nn::layer_norm` row through the AVX2 kernel (norm_avx2::layer_norm_row); false when the kernel
-/// declines the row (not finite, or needs rescaling) or is not compiled: the caller takes its portable row.
-/// `next` (the following row, or null) is prefetched; `streaming`: non-temporal stores of y
-/// (`streaming_output`; the caller then calls `store_fence` after its last row).
+/// One `nn::layer_norm` row through the SIMD kernel of `path` (norm_avx512::layer_norm_row for `wide`
+/// paths with ordinary stores, else norm_avx2::layer_norm_row);
+/// false when the kernel declines the row (not finite, or needs rescaling) or is not compiled: the caller
+/// takes its portable row. `next` (the following row, or null) is prefetched; `path.streaming`:
+/// non-temporal stores of y (the caller then calls `store_fence` after its last row).
 template <class T, class C, class O>
 bool layer_norm_row_simd(const T* x, std::size_t n, float eps, const float* scale, const float* bias, O* y, float* xhat,
-                         float* rstd, const T* next, bool streaming) noexcept {
+                         float* rstd, const T* next, row_path path) noexcept {
 #if MIXPREC_X86_DISPATCH
   if constexpr (simd_norm_types<T, C, O>) {
     namespace na = mixprec::detail::norm_avx2;
-    return streaming
-               ? na::layer_norm_row<T, C, O, na::store_kind::streaming>(x, n, eps, scale, bias, y, xhat, rstd, next)
-               : na::layer_norm_row<T, C, O, na::store_kind::cached>(x, n, eps, scale, bias, y, xhat, rstd, next);
+    using na::store_kind;
+    if (path.wide && !path.streaming) {
+      return mixprec::detail::norm_avx512::layer_norm_row<T, C, O>(x, n, eps, scale, bias, y, xhat, rstd, next);
+    }
+    return path.streaming
+               ? na::layer_norm_row<T, C, O, store_kind::streaming>(x, n, eps, scale, bias, y, xhat, rstd, next)
+               : na::layer_norm_row<T, C, O, store_kind::cached>(x, n, eps, scale, bias, y, xhat, rstd, next);
   }
 #endif
   static_cast<void>(x), static_cast<void>(n), static_cast<void>(eps), static_cast<void>(scale);
   static_cast<void>(bias), static_cast<void>(y), static_cast<void>(xhat), static_cast<void>(rstd);
-  static_cast<void>(next), static_cast<void>(streaming);
+  static_cast<void>(next), static_cast<void>(path);
   return false;
 }
 
 /// One plain `nn::rms_norm` row through the AVX2 kernel; false as `layer_norm_row_simd`.
 template <class T, class C, class O>
 bool rms_norm_row_simd(const T* x, std::size_t n, float eps, const float* scale, O* y, float* xhat, float* rstd,
-                       const T* next, bool streaming) noexcept {
+                       const T* next, row_path path) noexcept {
 #if MIXPREC_X86_DISPATCH
   if constexpr (simd_norm_types<T, C, O>) {
     namespace na = mixprec::detail::norm_avx2;
-    return streaming ? na::rms_norm_row<T, C, O, na::store_kind::streaming>(x, n, eps, scale, y, xhat, rstd, next)
-                     : na::rms_norm_row<T, C, O, na::store_kind::cached>(x, n, eps, scale, y, xhat, rstd, next);
+    using na::store_kind;
+    return path.streaming ? na::rms_norm_row<T, C, O, store_kind::streaming>(x, n, eps, scale, y, xhat, rstd, next)
+                          : na::rms_norm_row<T, C, O, store_kind::cached>(x, n, eps, scale, y, xhat, rstd, next);
   }
 #endif
   static_cast<void>(x), static_cast<void>(n), static_cast<void>(eps), static_cast<void>(scale);
   static_cast<void>(y), static_cast<void>(xhat), static_cast<void>(rstd);
-  static_cast<void>(next), static_cast<void>(streaming);
+  static_cast<void>(next), static_cast<void>(path);
   return false;
 }
 
@@ -149,19 +158,21 @@ bool rms_norm_row_simd(const T* x, std::size_t n, float eps, const float* scale,
 template <class T, class O>
 bool rms_norm_fused_row_simd(const T* x, const float* residual, std::size_t n, float eps, const float* scale, O* y,
                              float* stream, float* xhat, float* rstd, const float* stream_factor, const T* next_x,
-                             const float* next_residual, bool streaming) noexcept {
+                             const float* next_residual, row_path path) noexcept {
 #if MIXPREC_X86_DISPATCH
   if constexpr (simd_norm_types<T, float, O>) {
     namespace na = mixprec::detail::norm_avx2;
-    return streaming ? na::rms_norm_fused_row<T, O, na::store_kind::streaming>(
-                           x, residual, n, eps, scale, y, stream, xhat, rstd, stream_factor, next_x, next_residual)
-                     : na::rms_norm_fused_row<T, O, na::store_kind::cached>(x, residual, n, eps, scale, y, stream, xhat,
-                                                                            rstd, stream_factor, next_x, next_residual);
+    using na::store_kind;
+    return path.streaming
+               ? na::rms_norm_fused_row<T, O, store_kind::streaming>(x, residual, n, eps, scale, y, stream, xhat, rstd,
+                                                                     stream_factor, next_x, next_residual)
+               : na::rms_norm_fused_row<T, O, store_kind::cached>(x, residual, n, eps, scale, y, stream, xhat, rstd,
+                                                                  stream_factor, next_x, next_residual);
   }
 #endif
   static_cast<void>(x), static_cast<void>(residual), static_cast<void>(n), static_cast<void>(eps);
   static_cast<void>(scale), static_cast<void>(y), static_cast<void>(stream), static_cast<void>(xhat);
-  static_cast<void>(rstd), static_cast<void>(stream_factor), static_cast<void>(streaming);
+  static_cast<void>(rstd), static_cast<void>(stream_factor), static_cast<void>(path);
   static_cast<void>(next_x), static_cast<void>(next_residual);
   return false;
 }

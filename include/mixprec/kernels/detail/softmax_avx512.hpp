@@ -9,7 +9,7 @@
 /// values after the last full 16 are handed to the AVX2 rows' `_from` functions with those partial
 /// sums. So a softmax does not depend on the level it runs at
 /// (tests/kernels/softmax_test.cpp compares the levels bit for bit). Elements other than float are
-/// converted 8 at a time by norm_avx2's exact conversions.
+/// converted by norm_avx512's loads and stores (norm_avx2's exact conversions).
 #pragma once
 
 #include <cstddef>
@@ -20,6 +20,7 @@
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/kernels/detail/exp_avx512.hpp"
 #include "mixprec/kernels/detail/norm_avx2.hpp"
+#include "mixprec/kernels/detail/norm_avx512.hpp"
 #include "mixprec/kernels/detail/softmax_avx2.hpp"
 
 #if MIXPREC_X86_DISPATCH
@@ -31,45 +32,10 @@ namespace softmax_avx512 {
 using exp_avx512::all_lanes;
 using softmax_avx2::row_max;
 
-/// Lanes 0-7 and 8-15 of v, and of a float64 v lanes 0-3 and 4-7 (the zero-masking extractions:
-/// GCC 12's casts and plain extractions pass an undefined register, exp_avx512.hpp).
-MIXPREC_TARGET_AVX512_INLINE inline __m256 lower_half(__m512 v) noexcept {
-  return _mm512_maskz_extractf32x8_ps(static_cast<__mmask8>(0xFF), v, 0);
-}
-MIXPREC_TARGET_AVX512_INLINE inline __m256 upper_half(__m512 v) noexcept {
-  return _mm512_maskz_extractf32x8_ps(static_cast<__mmask8>(0xFF), v, 1);
-}
-MIXPREC_TARGET_AVX512_INLINE inline __m256d lower_half(__m512d v) noexcept {
-  return _mm512_maskz_extractf64x4_pd(static_cast<__mmask8>(0xF), v, 0);
-}
-MIXPREC_TARGET_AVX512_INLINE inline __m256d upper_half(__m512d v) noexcept {
-  return _mm512_maskz_extractf64x4_pd(static_cast<__mmask8>(0xF), v, 1);
-}
-
-/// 16 elements widened exactly to float (norm_avx2::load8's conversions).
-template <class I>
-MIXPREC_TARGET_AVX512_INLINE inline __m512 load16(const I* p) noexcept {
-  if constexpr (std::is_same_v<I, float>) {
-    return _mm512_loadu_ps(p);
-  } else if constexpr (std::is_same_v<I, bfloat16>) {
-    const __m512i wide =
-        _mm512_maskz_cvtepu16_epi32(all_lanes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all_lanes, wide, 8 * sizeof(bfloat16)));
-  } else {
-    return _mm512_maskz_cvtph_ps(all_lanes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-}
-
-/// 16 floats rounded to O (`round_to<O>`: norm_avx2::store8 on each half) and stored.
-template <class O>
-MIXPREC_TARGET_AVX512_INLINE inline void store16(O* p, __m512 v) noexcept {
-  if constexpr (std::is_same_v<O, float>) {
-    _mm512_storeu_ps(p, v);
-  } else {
-    norm_avx2::store8<O>(p, lower_half(v));
-    norm_avx2::store8<O>(p + 8, upper_half(v));
-  }
-}
+using norm_avx512::load16;
+using norm_avx512::lower_half;
+using norm_avx512::store16;
+using norm_avx512::upper_half;
 
 /// The largest of x [n] widened to float (-Inf for n = 0), and whether any is NaN.
 template <class I>

@@ -1,0 +1,257 @@
+/// \file
+/// \brief Private: the AVX-512 row kernel of layer_norm, through a `target` attribute, called only
+/// when `mixprec::active_isa()` is at least `isa::avx512`; and the 16-lane loads and stores the AVX-512
+/// rows share (the softmax's too).
+///
+/// norm_avx2::layer_norm_row's contract on 16 lanes: one pass for the statistics (float64 sums of
+/// d = x - pivot and d², max |x|), a second from L1 that normalises, the same rejection of rows that
+/// are not finite or need rescaling. The statistics pass keeps four independent sets of float64 accumulators (64
+/// elements per step) where the AVX2 rows keep two (16): each set's additions form one dependent chain,
+/// and the AVX2 pass waits on their latency. So the sums are added in another order than at the avx2
+/// level: the statistics differ from its in the last float64 bits, which can move a float32 result by
+/// one rounding (tests/kernels/norm_rows_test.cpp holds every level to the long double reference). The
+/// normalisation is the AVX2 rows' arithmetic element for element (the same operations in the same
+/// order), and the elements after the last full 16 are handed to the AVX2 rows.
+///
+/// Only where it measured faster than the AVX2 rows (docs/performance.md, Zen 5): layer_norm rows
+/// written with ordinary stores, 1.3-1.4x the AVX2 rows' bytes per second at 2048 x 1024. Outputs
+/// larger than the last-level cache (non-temporal stores) are bound by memory and took no gain; the
+/// rms_norm rows (one multiply per element, statistics without the centring) neither. Those keep the
+/// AVX2 rows, and their code is not compiled twice: a 16-lane rms_norm and the streaming variants
+/// cost mixprec-llama's policy translation units 39% more compile time.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "mixprec/arch/detail/target.hpp"
+#include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/kernels/detail/exp_avx512.hpp"
+#include "mixprec/kernels/detail/norm_avx2.hpp"
+
+#if MIXPREC_X86_DISPATCH
+#include <immintrin.h>
+
+MIXPREC_BEGIN_ISA_NAMESPACE
+namespace norm_avx512 {
+
+using exp_avx512::all_lanes;
+using norm_avx2::row_stats;
+using norm_avx2::store_kind;
+
+/// The lanes of one 512-bit vector of floats.
+inline constexpr std::size_t lanes = 16;
+
+/// Lanes 0-7 and 8-15 of v, and of a float64 v lanes 0-3 and 4-7 (the zero-masking extractions:
+/// GCC 12's casts and plain extractions pass an undefined register, exp_avx512.hpp).
+MIXPREC_TARGET_AVX512_INLINE inline __m256 lower_half(__m512 v) noexcept {
+  return _mm512_maskz_extractf32x8_ps(static_cast<__mmask8>(0xFF), v, 0);
+}
+MIXPREC_TARGET_AVX512_INLINE inline __m256 upper_half(__m512 v) noexcept {
+  return _mm512_maskz_extractf32x8_ps(static_cast<__mmask8>(0xFF), v, 1);
+}
+MIXPREC_TARGET_AVX512_INLINE inline __m256d lower_half(__m512d v) noexcept {
+  return _mm512_maskz_extractf64x4_pd(static_cast<__mmask8>(0xF), v, 0);
+}
+MIXPREC_TARGET_AVX512_INLINE inline __m256d upper_half(__m512d v) noexcept {
+  return _mm512_maskz_extractf64x4_pd(static_cast<__mmask8>(0xF), v, 1);
+}
+
+/// The 16 floats whose lanes 0-7 are `low` and 8-15 are `high`.
+MIXPREC_TARGET_AVX512_INLINE inline __m512 join(__m256 low, __m256 high) noexcept {
+  // Two zero-masking insertions: GCC 12's _mm512_zextps256_ps512 passes an undefined register.
+  return _mm512_maskz_insertf32x8(all_lanes, _mm512_maskz_insertf32x8(all_lanes, _mm512_setzero_ps(), low, 0), high, 1);
+}
+
+/// Lanes [0, t) set, for t < 16.
+MIXPREC_TARGET_AVX512_INLINE inline __mmask16 first_lanes(std::size_t t) noexcept {
+  return static_cast<__mmask16>((1U << t) - 1U);
+}
+
+/// 16 elements widened exactly to float (norm_avx2::load8's conversions).
+template <class I>
+MIXPREC_TARGET_AVX512_INLINE inline __m512 load16(const I* p) noexcept {
+  if constexpr (std::is_same_v<I, float>) {
+    return _mm512_loadu_ps(p);
+  } else if constexpr (std::is_same_v<I, bfloat16>) {
+    const __m512i wide =
+        _mm512_maskz_cvtepu16_epi32(all_lanes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all_lanes, wide, 8 * sizeof(bfloat16)));
+  } else {
+    return _mm512_maskz_cvtph_ps(all_lanes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+}
+
+/// The first t (< 16) elements widened to float, the other lanes 0; nothing past them is read.
+template <class I>
+MIXPREC_TARGET_AVX512_INLINE inline __m512 load_first(const I* p, std::size_t t) noexcept {
+  const __mmask16 k = first_lanes(t);
+  if constexpr (std::is_same_v<I, float>) {
+    return _mm512_maskz_loadu_ps(k, p);
+  } else if constexpr (std::is_same_v<I, bfloat16>) {
+    const __m512i wide = _mm512_maskz_cvtepu16_epi32(all_lanes, _mm256_maskz_loadu_epi16(k, p));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all_lanes, wide, 8 * sizeof(bfloat16)));
+  } else {
+    return _mm512_maskz_cvtph_ps(all_lanes, _mm256_maskz_loadu_epi16(k, p));
+  }
+}
+
+/// 16 floats rounded to C and widened back (norm_avx2::round8 on each half); identity for float.
+template <class C>
+MIXPREC_TARGET_AVX512_INLINE inline __m512 round16(__m512 v) noexcept {
+  if constexpr (std::is_same_v<C, float>) {
+    return v;
+  } else {
+    return join(norm_avx2::round8<C>(lower_half(v)), norm_avx2::round8<C>(upper_half(v)));
+  }
+}
+
+/// 16 floats rounded to O (`round_to<O>`: norm_avx2::store8 on each half) and stored.
+template <class O>
+MIXPREC_TARGET_AVX512_INLINE inline void store16(O* p, __m512 v) noexcept {
+  if constexpr (std::is_same_v<O, float>) {
+    _mm512_storeu_ps(p, v);
+  } else {
+    norm_avx2::store8<O>(p, lower_half(v));
+    norm_avx2::store8<O>(p + lanes / 2, upper_half(v));
+  }
+}
+
+/// 16 elements of x widened to float and rounded to C (skipped where exact: norm_avx2::rounds).
+template <class T, class C>
+MIXPREC_TARGET_AVX512_INLINE inline __m512 load_c(const T* x) noexcept {
+  if constexpr (norm_avx2::rounds<T, C>) {
+    return round16<C>(load16<T>(x));
+  } else {
+    return load16<T>(x);
+  }
+}
+
+/// Float64 sums over 16 lanes of d = v - pivot: Σd in `sum`, Σd² in `squares` (lanes 0-7 of v in the
+/// `_lo` halves, 8-15 in `_hi`), and the largest |v|. One set of the statistics pass's four.
+struct moments16 {
+  __m512d sum_lo, sum_hi, squares_lo, squares_hi;
+  __m512 amax;
+};
+
+MIXPREC_TARGET_AVX512 inline moments16 zero_moments() noexcept {
+  return {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_ps()};
+}
+
+/// norm_avx2::add8 on 16 values: d = widen(v) - pivot in float64, Σd and Σd² by FMA.
+MIXPREC_TARGET_AVX512_INLINE inline void add16(moments16& m, __m512 v, __m512d pivot) noexcept {
+  constexpr auto all8 = static_cast<__mmask8>(0xFF);
+  const __m512d lo = _mm512_sub_pd(_mm512_maskz_cvtps_pd(all8, lower_half(v)), pivot);
+  const __m512d hi = _mm512_sub_pd(_mm512_maskz_cvtps_pd(all8, upper_half(v)), pivot);
+  m.sum_lo = _mm512_add_pd(m.sum_lo, lo);
+  m.sum_hi = _mm512_add_pd(m.sum_hi, hi);
+  m.squares_lo = _mm512_fmadd_pd(lo, lo, m.squares_lo);
+  m.squares_hi = _mm512_fmadd_pd(hi, hi, m.squares_hi);
+  const __m512i magnitude = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7FFFFFFF));
+  m.amax = _mm512_maskz_max_ps(all_lanes, _mm512_castsi512_ps(magnitude), m.amax);
+}
+
+/// The statistics pass's four accumulator sets (four independent chains of additions).
+using moment_sets = moments16[4];
+
+/// The sum of the 16 lanes of `a` and `b` in the order ((a0 + a1) + (a2 + a3)) lane by lane, then
+/// across lanes (norm_avx2::horizontal_sum): `lo` and `hi` are the four sets' `_lo` and `_hi` sums.
+MIXPREC_TARGET_AVX512_INLINE inline double total(const __m512d (&lo)[4], const __m512d (&hi)[4]) noexcept {
+  __m512d set[4];
+  for (std::size_t s = 0; s < 4; ++s) set[s] = _mm512_add_pd(lo[s], hi[s]);
+  const __m512d sum = _mm512_add_pd(_mm512_add_pd(set[0], set[1]), _mm512_add_pd(set[2], set[3]));
+  return norm_avx2::horizontal_sum(lower_half(sum), upper_half(sum));
+}
+
+/// The statistics of the four sets.
+MIXPREC_TARGET_AVX512_INLINE inline row_stats finish(double pivot, const moment_sets& m) noexcept {
+  const __m512d sum_lo[4] = {m[0].sum_lo, m[1].sum_lo, m[2].sum_lo, m[3].sum_lo};
+  const __m512d sum_hi[4] = {m[0].sum_hi, m[1].sum_hi, m[2].sum_hi, m[3].sum_hi};
+  const __m512d squares_lo[4] = {m[0].squares_lo, m[1].squares_lo, m[2].squares_lo, m[3].squares_lo};
+  const __m512d squares_hi[4] = {m[0].squares_hi, m[1].squares_hi, m[2].squares_hi, m[3].squares_hi};
+  const __m512 amax = _mm512_maskz_max_ps(all_lanes, _mm512_maskz_max_ps(all_lanes, m[0].amax, m[1].amax),
+                                          _mm512_maskz_max_ps(all_lanes, m[2].amax, m[3].amax));
+  return {pivot, total(sum_lo, sum_hi), total(squares_lo, squares_hi),
+          norm_avx2::horizontal_max(_mm256_max_ps(lower_half(amax), upper_half(amax)))};
+}
+
+/// norm_avx2::row_moments<T, C, true> on 16 lanes: one pass over x [n] (n >= 1; read, rounded to C,
+/// not stored), Σd and Σd² of d = x - pivot in float64 and max |x|, with pivot = x[0] rounded to C.
+template <class T, class C>
+MIXPREC_TARGET_AVX512 inline row_stats row_moments(const T* x, std::size_t n) noexcept {
+  moment_sets m = {zero_moments(), zero_moments(), zero_moments(), zero_moments()};
+  const float pivot = _mm256_cvtss_f32(norm_avx2::load_rounded<T, C>(x, n));
+  const __m512d p = _mm512_set1_pd(pivot);
+  std::size_t j = 0;
+  for (; n - j >= 4 * lanes; j += 4 * lanes) {
+    for (std::size_t s = 0; s < 4; ++s) add16(m[s], load_c<T, C>(x + j + s * lanes), p);
+  }
+  for (; n - j >= lanes; j += lanes) add16(m[0], load_c<T, C>(x + j), p);
+  if (j < n) {
+    const std::size_t t = n - j;
+    // Lanes past n hold the pivot: d = 0 there.
+    const __m512 v = _mm512_mask_blend_ps(first_lanes(t), _mm512_set1_ps(pivot), round16<C>(load_first<T>(x + j, t)));
+    add16(m[0], v, p);
+  }
+  return finish(pivot, m);
+}
+
+/// Prefetches the cache line of element j of the next row (null: none): j steps by 16, and exactly
+/// one j per 64-byte block of the row passes the test (T of at most 4 bytes).
+template <class T>
+MIXPREC_TARGET_AVX512_INLINE inline void prefetch_next(const void* next, std::size_t j) noexcept {
+  static_assert(64 / sizeof(T) >= lanes, "one step of 16 elements must not span more than one cache line");
+  if (next != nullptr && j % (64 / sizeof(T)) < lanes) {
+    _mm_prefetch(static_cast<const char*>(next) + j * sizeof(T), _MM_HINT_T0);
+  }
+}
+
+/// `p + j`, or null when p is null.
+template <class P>
+[[nodiscard]] inline P* offset(P* p, std::size_t j) noexcept {
+  return p != nullptr ? p + j : nullptr;
+}
+
+/// norm_avx2::layer_norm_apply on 16 lanes with ordinary stores, the same arithmetic element for
+/// element: d = (x - mean) - correction; y = round_to<O>(fma(d, inv·scale, bias)); x̂ = d·inv when
+/// `xhat` is given.
+template <class T, class C, class O>
+MIXPREC_TARGET_AVX512 inline void layer_norm_apply(const T* x, std::size_t n, float mean, float correction, float inv,
+                                                   const float* scale, const float* bias, O* y, float* xhat,
+                                                   const T* next) noexcept {
+  const __m512 m = _mm512_set1_ps(mean);
+  const __m512 c = _mm512_set1_ps(correction);
+  const __m512 r = _mm512_set1_ps(inv);
+  std::size_t j = 0;
+  for (; n - j >= lanes; j += lanes) {
+    prefetch_next<T>(next, j);
+    const __m512 d = _mm512_sub_ps(_mm512_sub_ps(load_c<T, C>(x + j), m), c);
+    store16<O>(y + j, _mm512_fmadd_ps(d, _mm512_mul_ps(r, _mm512_loadu_ps(scale + j)), _mm512_loadu_ps(bias + j)));
+    if (xhat != nullptr) _mm512_storeu_ps(xhat + j, _mm512_mul_ps(d, r));
+  }
+  if (j < n) {
+    norm_avx2::layer_norm_apply<T, C, O, store_kind::cached>(x + j, n - j, mean, correction, inv, scale + j, bias + j,
+                                                             y + j, offset(xhat, j), offset(next, j));
+  }
+}
+
+/// norm_avx2::layer_norm_row with the 16-lane passes and ordinary stores: false, having written
+/// nothing, when the row is not finite or needs rescaling.
+template <class T, class C, class O>
+MIXPREC_TARGET_AVX512 inline bool layer_norm_row(const T* x, std::size_t n, float eps, const float* scale,
+                                                 const float* bias, O* y, float* xhat, float* rstd,
+                                                 const T* next) noexcept {
+  const row_stats stats = row_moments<T, C>(x, n);
+  if (!norm_avx2::plain_row(stats, n)) return false;
+  const norm_avx2::layer_norm_factors f = norm_avx2::layer_norm_factors_of(stats, n, eps);
+  layer_norm_apply<T, C, O>(x, n, f.mean, f.correction, f.inv, scale, bias, y, xhat, next);
+  if (rstd != nullptr) *rstd = f.inv;
+  return true;
+}
+
+}  // namespace norm_avx512
+MIXPREC_END_ISA_NAMESPACE
+
+#endif  // MIXPREC_X86_DISPATCH
