@@ -33,7 +33,7 @@ xt::xtensor<T, N> tensor_from(const std::vector<double>& v, const std::array<std
 }
 
 template <class A>
-std::span<const double> view(const A& a) {
+std::span<const double> flat_values(const A& a) {
   return std::span<const double>(a.data(), a.size());
 }
 
@@ -69,7 +69,7 @@ void check_against_finite_differences(nn::attention<p_f64>& layer, xt::xtensor<d
   auto g = layer.zero_gradients();
   auto dx = layer.backward(ctx, tensor_from<double, 3>(w, {x.shape()[0], x.shape()[1], x.shape()[2]}), g);
   auto loss = [&] { return gradcheck::weighted_sum(run(), w); };
-  gradcheck::require_close("dx", view(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss));
+  gradcheck::require_close("dx", flat_values(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss));
   std::vector<std::span<const double>> grads;
   g.for_each([&](std::string_view, auto& t) { grads.emplace_back(t.data(), t.size()); });
   std::size_t i = 0;
@@ -187,7 +187,7 @@ TEMPLATE_TEST_CASE("attention backward under a low-precision policy matches the 
   // projections' GEMMs: about six roundings of u_C on every path, each amplified by at most the softmax's
   // sensitivity (O(1) for these O(1) scores). Bound: 16 u_C in relative L2.
   const double bound = 16 * layer_tests::unit_roundoff<C>();
-  CHECK(gradcheck::relative_l2(std::span<const float>(dx.data(), dx.size()), view(rdx)) <= bound);
+  CHECK(gradcheck::relative_l2(std::span<const float>(dx.data(), dx.size()), flat_values(rdx)) <= bound);
   std::vector<std::span<const float>> lows;
   g.for_each([&](std::string_view, auto& t) { lows.emplace_back(t.data(), t.size()); });
   std::size_t i = 0;

@@ -30,7 +30,7 @@ xt::xtensor<T, N> tensor_from(const std::vector<double>& v, const std::array<std
 }
 
 template <class A>
-std::span<const double> view(const A& a) {
+std::span<const double> flat_values(const A& a) {
   return std::span<const double>(a.data(), a.size());
 }
 
@@ -47,7 +47,7 @@ TEST_CASE("embedding lookup backward adds each cotangent row to its id's row, re
   auto g = layer.zero_gradients();
   layer.backward(ctx, tensor_from<double, 3>(w, {2, 3, 3}), g);
   auto loss = [&] { return gradcheck::weighted_sum(layer(ids), w); };
-  gradcheck::require_close("dtable", view(g.embedding),
+  gradcheck::require_close("dtable", flat_values(g.embedding),
                            gradcheck::numeric_gradient(layer.table().data(), layer.table().size(), loss));
   CHECK(g.embedding(2, 0) == 0.0);  // id 2 never looked up
 }
@@ -68,12 +68,12 @@ TEST_CASE("the tied classifier's backward and the lookup add into the same table
   auto dh = layer.attend_backward(actx, tensor_from<double, 2>(w, {3, 6}), g);
   layer.backward(lctx, dh, g);
   auto loss = [&] { return gradcheck::weighted_sum(layer.attend(layer(ids)), w); };
-  gradcheck::require_close("dtable (both uses)", view(g.embedding),
+  gradcheck::require_close("dtable (both uses)", flat_values(g.embedding),
                            gradcheck::numeric_gradient(layer.table().data(), layer.table().size(), loss));
   // dh alone, against differences in h.
   auto hh = h;
   auto loss_h = [&] { return gradcheck::weighted_sum(layer.attend(hh), w); };
-  gradcheck::require_close("dh", view(dh), gradcheck::numeric_gradient(hh.data(), hh.size(), loss_h));
+  gradcheck::require_close("dh", flat_values(dh), gradcheck::numeric_gradient(hh.data(), hh.size(), loss_h));
 }
 
 TEMPLATE_TEST_CASE("attend backward under a low-precision policy matches the float64 VJP", "[nn][embedding][backward]",

@@ -29,7 +29,7 @@ xt::xtensor<T, N> tensor_from(const std::vector<double>& v, const std::array<std
 }
 
 template <class A>
-std::span<const double> view(const A& a) {
+std::span<const double> flat_values(const A& a) {
   return std::span<const double>(a.data(), a.size());
 }
 
@@ -54,12 +54,14 @@ TEST_CASE("layer_norm backward matches float64 central differences", "[nn][layer
     CHECK(g.bias.has_value() == bias);
     auto dx = layer.backward(ctx, tensor_from<double, 3>(w, {2, 3, f}), g);
     auto loss = [&] { return gradcheck::weighted_sum(layer(x), w); };
-    gradcheck::require_close("dx", view(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss));
+    gradcheck::require_close("dx", flat_values(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss));
     if (scale) {
-      gradcheck::require_close("dscale", view(*g.scale), gradcheck::numeric_gradient(layer.scale()->data(), f, loss));
+      gradcheck::require_close("dscale", flat_values(*g.scale),
+                               gradcheck::numeric_gradient(layer.scale()->data(), f, loss));
     }
     if (bias) {
-      gradcheck::require_close("dbias", view(*g.bias), gradcheck::numeric_gradient(layer.bias()->data(), f, loss));
+      gradcheck::require_close("dbias", flat_values(*g.bias),
+                               gradcheck::numeric_gradient(layer.bias()->data(), f, loss));
     }
   }
 }
@@ -77,7 +79,7 @@ TEST_CASE("layer_norm backward on rank-2 xarray input and rows offset far from z
   xt::xarray<double> dy = tensor_from<double, 2>(w, {4, f});
   xt::xarray<double> dx = layer.backward(ctx, dy, g);
   auto loss = [&] { return gradcheck::weighted_sum(layer(x), w); };
-  gradcheck::require_close("dx", view(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss, 1e-4));
+  gradcheck::require_close("dx", flat_values(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss, 1e-4));
 }
 
 TEMPLATE_TEST_CASE("layer_norm backward under a low-precision policy matches the float64 VJP",
@@ -105,9 +107,9 @@ TEMPLATE_TEST_CASE("layer_norm backward under a low-precision policy matches the
   // Inputs and parameters are exact in C; only float32 arithmetic differs (mean, variance, x̂, the f-term
   // sums of the backward, dx's rounding to float): a few dozen float32 roundings, 64 u_f32 relative.
   const double u32 = layer_tests::unit_roundoff<float>();
-  CHECK(gradcheck::relative_l2(std::span<const float>(dx.data(), dx.size()), view(rdx)) <= 64 * u32);
-  CHECK(gradcheck::relative_l2(std::span<const float>(g.scale->data(), f), view(*rg.scale)) <= 64 * u32);
-  CHECK(gradcheck::relative_l2(std::span<const float>(g.bias->data(), f), view(*rg.bias)) <= 64 * u32);
+  CHECK(gradcheck::relative_l2(std::span<const float>(dx.data(), dx.size()), flat_values(rdx)) <= 64 * u32);
+  CHECK(gradcheck::relative_l2(std::span<const float>(g.scale->data(), f), flat_values(*rg.scale)) <= 64 * u32);
+  CHECK(gradcheck::relative_l2(std::span<const float>(g.bias->data(), f), flat_values(*rg.bias)) <= 64 * u32);
 }
 
 TEST_CASE("layer_norm backward adds, walks names and rejects what does not fit", "[nn][layer_norm][backward]") {

@@ -30,7 +30,7 @@ xt::xtensor<T, N> tensor_from(const std::vector<double>& v, const std::array<std
 }
 
 template <class A>
-std::span<const double> view(const A& a) {
+std::span<const double> flat_values(const A& a) {
   return std::span<const double>(a.data(), a.size());
 }
 
@@ -49,8 +49,9 @@ TEST_CASE("rms_norm plain backward matches float64 central differences", "[nn][r
     auto g = layer.zero_gradients();
     auto dx = layer.backward(ctx, tensor_from<double, 3>(w, {2, 3, f}), g);
     auto loss = [&] { return gradcheck::weighted_sum(layer(x), w); };
-    gradcheck::require_close("dx", view(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss));
-    gradcheck::require_close("dscale", view(*g.scale), gradcheck::numeric_gradient(layer.scale()->data(), f, loss));
+    gradcheck::require_close("dx", flat_values(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss));
+    gradcheck::require_close("dscale", flat_values(*g.scale),
+                             gradcheck::numeric_gradient(layer.scale()->data(), f, loss));
   }
 }
 
@@ -77,15 +78,16 @@ TEST_CASE("rms_norm fused backward gives the stream's cotangent, with and withou
       return gradcheck::weighted_sum(o.x, w1) + gradcheck::weighted_sum(o.residual, w2);
     };
     // ds is both dx and dresidual: the stream s = residual + x.
-    gradcheck::require_close("dx", view(ds), gradcheck::numeric_gradient(x.data(), x.size(), loss));
-    gradcheck::require_close("dresidual", view(ds), gradcheck::numeric_gradient(res.data(), res.size(), loss));
-    gradcheck::require_close("dscale", view(*g.scale), gradcheck::numeric_gradient(layer.scale()->data(), f, loss));
+    gradcheck::require_close("dx", flat_values(ds), gradcheck::numeric_gradient(x.data(), x.size(), loss));
+    gradcheck::require_close("dresidual", flat_values(ds), gradcheck::numeric_gradient(res.data(), res.size(), loss));
+    gradcheck::require_close("dscale", flat_values(*g.scale),
+                             gradcheck::numeric_gradient(layer.scale()->data(), f, loss));
 
     // The last norm of a network: the new residual is unused (cotangent zero).
     auto g0 = layer.zero_gradients();
     auto ds0 = layer.backward_fused(ctx, tensor_from<double, 2>(w1, {4, f}), g0);
     auto loss0 = [&] { return gradcheck::weighted_sum(layer(x, res).x, w1); };
-    gradcheck::require_close("dx without residual cotangent", view(ds0),
+    gradcheck::require_close("dx without residual cotangent", flat_values(ds0),
                              gradcheck::numeric_gradient(x.data(), x.size(), loss0));
   }
 }
@@ -105,7 +107,7 @@ TEST_CASE("rms_norm fused backward from no_residual", "[nn][rms_norm][backward]"
     auto o = layer(x, nn::no_residual);
     return gradcheck::weighted_sum(o.x, w1) + gradcheck::weighted_sum(o.residual, w2);
   };
-  gradcheck::require_close("dx", view(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss));
+  gradcheck::require_close("dx", flat_values(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss));
 }
 
 TEST_CASE("rms_norm backward of a row of 3e19 in float32 is finite and matches the float64 VJP",
@@ -156,8 +158,8 @@ TEMPLATE_TEST_CASE("rms_norm backward under a low-precision policy matches the f
   // Inputs and scale are exact in C, so only float32 arithmetic differs (the statistics, x̂, the f-term
   // sums) plus dx's rounding to float: a few dozen float32 roundings per element, so 64 u_f32 relative.
   const double u32 = layer_tests::unit_roundoff<float>();
-  CHECK(gradcheck::relative_l2(std::span<const float>(dx.data(), dx.size()), view(rdx)) <= 64 * u32);
-  CHECK(gradcheck::relative_l2(std::span<const float>(g.scale->data(), f), view(*rg.scale)) <= 64 * u32);
+  CHECK(gradcheck::relative_l2(std::span<const float>(dx.data(), dx.size()), flat_values(rdx)) <= 64 * u32);
+  CHECK(gradcheck::relative_l2(std::span<const float>(g.scale->data(), f), flat_values(*rg.scale)) <= 64 * u32);
 }
 
 TEST_CASE("rms_norm backward adds, walks the scale by name and rejects what does not fit", "[nn][rms_norm][backward]") {
