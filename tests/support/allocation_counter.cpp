@@ -11,11 +11,11 @@
 
 namespace {
 
-std::atomic<std::size_t> allocations{0};    // every allocation since the program started
+std::atomic<std::size_t> allocations{0};      // every allocation since the program started
 std::atomic<std::size_t> largest_request{0};  // since the current counter's construction
-std::atomic<std::size_t> live_bytes{0};     // of the blocks allocated in the current epoch
-std::atomic<std::size_t> peak_bytes{0};     // the maximum of live_bytes in the current epoch
-std::atomic<std::uint64_t> epoch{0};        // one per counter constructed
+std::atomic<std::size_t> live_bytes{0};       // of the blocks allocated in the current epoch
+std::atomic<std::size_t> peak_bytes{0};       // the maximum of live_bytes in the current epoch
+std::atomic<std::uint64_t> epoch{0};          // one per counter constructed
 
 /// What precedes every block: its size and the epoch it was allocated in. 16 bytes, so that a block
 /// after a 16-byte header keeps the default new alignment of x86-64 (__STDCPP_DEFAULT_NEW_ALIGNMENT__).
@@ -65,9 +65,7 @@ void* allocate(std::size_t size, std::align_val_t align) {
   return record(std::aligned_alloc(a, (size + header + a - 1) / a * a), size, header);
 }
 
-std::size_t header_for(std::align_val_t align) {
-  return std::max(static_cast<std::size_t>(align), default_header);
-}
+std::size_t header_for(std::align_val_t align) { return std::max(static_cast<std::size_t>(align), default_header); }
 
 }  // namespace
 
@@ -131,9 +129,7 @@ void* operator new(std::size_t size, std::align_val_t align, const std::nothrow_
 void* operator new[](std::size_t size, std::align_val_t align, const std::nothrow_t& tag) noexcept {
   return operator new(size, align, tag);
 }
-void operator delete(void* p, std::align_val_t align, const std::nothrow_t&) noexcept {
-  release(p, header_for(align));
-}
+void operator delete(void* p, std::align_val_t align, const std::nothrow_t&) noexcept { release(p, header_for(align)); }
 void operator delete[](void* p, std::align_val_t align, const std::nothrow_t&) noexcept {
   release(p, header_for(align));
 }
