@@ -261,7 +261,8 @@ TEST_CASE("rows the SIMD kernels decline (Inf, NaN, rescaled extremes) give the 
 TEST_CASE("outputs larger than the last-level cache (non-temporal stores) have the bits of small calls, on every level",
           "[kernels][norm_rows]") {
   // Rows of 4099 elements and 34 MB of output, above the 32 MiB at which the rows stream their stores
-  // (float: 2100 rows; bfloat16: 4200); odd rows start unaligned, so the aligned-store head is taken too.
+  // (float: 2100 rows; bfloat16 and float16: 4200); odd rows start unaligned, so the aligned-store head
+  // is taken too.
   const std::size_t f = 4099;
   const auto check = [&]<class T, class P>(std::size_t rows) {
     const auto x = random_rows<T>(rows, f, 0.5, 1.5, 17);
@@ -286,6 +287,7 @@ TEST_CASE("outputs larger than the last-level cache (non-temporal stores) have t
   };
   check.template operator()<float, mixprec::policy<float>>(2100);
   check.template operator()<bfloat16, mixprec::policy<bfloat16>>(4200);
+  check.template operator()<float16, mixprec::policy<float16>>(4200);
 }
 
 TEST_CASE("threads and forward_into change no bit of a norm, and the fused stream may be updated in place",

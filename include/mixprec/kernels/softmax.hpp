@@ -178,12 +178,12 @@ concept softmax_output =
     !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
 /// The direct softmax of n values at `src` into `dst`, in opmath `A` (two passes over the input, the
-/// sum compensated). Float opmath with float/bfloat16/float16 ends takes the AVX2 row of
-/// detail/softmax_avx2.hpp when the CPU has it (exp within 1 ulp, the sum in float64, a product by
-/// 1/sum: within 2 ulp of float of this path), or its AVX-512 form (detail/softmax_avx512.hpp: the
-/// same bits).
+/// sum compensated); the SIMD rows prefetch `next` (the following row, or null). Float opmath with
+/// float/bfloat16/float16 ends takes the AVX2 row of detail/softmax_avx2.hpp when the CPU has it (exp within 1 ulp, the
+/// sum in float64, a product by 1/sum: within 2 ulp of float of this path), or its AVX-512 form
+/// (detail/softmax_avx512.hpp: the same bits).
 template <class A, class I, class O>
-void softmax_row(const I* src, O* dst, std::size_t n) {
+void softmax_row(const I* src, O* dst, std::size_t n, const I* next = nullptr) {
 #if MIXPREC_X86_DISPATCH
   if constexpr (std::is_same_v<A, float> && simd_norm_types<I, float, O>) {
     if (simd_rows_active()) {
@@ -194,9 +194,9 @@ void softmax_row(const I* src, O* dst, std::size_t n) {
         scratch = row.data();
       }
       if (avx512_rows_active()) {
-        mixprec::detail::softmax_avx512::softmax_row<I, O>(src, dst, n, scratch);
+        mixprec::detail::softmax_avx512::softmax_row<I, O>(src, dst, n, scratch, next);
       } else {
-        mixprec::detail::softmax_avx2::softmax_row<I, O>(src, dst, n, scratch);
+        mixprec::detail::softmax_avx2::softmax_row<I, O>(src, dst, n, scratch, next);
       }
       return;
     }
@@ -269,7 +269,8 @@ void softmax_rows(const In& x, Out&& y, std::size_t row_length) {
   // Rows over the kernels' threads (mixprec::num_threads); each row is computed alike on any thread.
   detail::for_row_blocks(n / row_length, row_length, [&](std::size_t begin, std::size_t end) {
     for (std::size_t r = begin; r < end; ++r) {
-      detail::softmax_row<A>(src + r * row_length, dst + r * row_length, row_length);
+      detail::softmax_row<A>(src + r * row_length, dst + r * row_length, row_length,
+                             r + 1 < end ? src + (r + 1) * row_length : nullptr);
     }
   });
 }

@@ -1,7 +1,7 @@
 /// \file
 /// \brief Private: the AVX-512 row kernel of layer_norm, through a `target` attribute, called only
-/// when `mixprec::active_isa()` is at least `isa::avx512`; and the 16-lane loads and stores the AVX-512
-/// rows share (the softmax's too).
+/// when `mixprec::active_isa()` is at least `isa::avx512`; and the 16-lane loads, roundings and stores
+/// the AVX-512 rows share (the softmax's too).
 ///
 /// norm_avx2::layer_norm_row's contract on 16 lanes: one pass for the statistics (float64 sums of
 /// d = x - pivot and d², max |x|), a second from L1 that normalises, the same rejection of rows that
@@ -11,14 +11,20 @@
 /// level: the statistics differ from its in the last float64 bits, which can move a float32 result by
 /// one rounding (tests/kernels/norm_rows_test.cpp holds every level to the long double reference). The
 /// normalisation is the AVX2 rows' arithmetic element for element (the same operations in the same
-/// order), and the elements after the last full 16 are handed to the AVX2 rows.
+/// order) in steps of 32, and the elements after the last full step are handed to the AVX2 rows.
 ///
-/// Only where it measured faster than the AVX2 rows (docs/performance.md, Zen 5): layer_norm rows
-/// written with ordinary stores, 1.3-1.4x the AVX2 rows' bytes per second at 2048 x 1024. Outputs
-/// larger than the last-level cache (non-temporal stores) are bound by memory and took no gain; the
-/// rms_norm rows (one multiply per element, statistics without the centring) neither. Those keep the
-/// AVX2 rows, and their code is not compiled twice: a 16-lane rms_norm and the streaming variants
-/// cost mixprec-llama's policy translation units 39% more compile time.
+/// The roundings to bfloat16 and float16 are 16-lane forms of the AVX2 ones with the same bits
+/// (tests/kernels/norm_avx512_test.cpp sweeps them against the scalar codecs): bfloat16 by integer
+/// arithmetic on the float's bits (VCVTNEPS2BF16 would flush subnormal inputs to zero), float16 by
+/// VCVTPS2PH with the NaN lanes repaired. Two 16-lane bfloat16 results are packed by one word
+/// permutation.
+///
+/// Only where it measured faster than the AVX2 rows (docs/performance.md, Zen 5): layer_norm rows,
+/// written with ordinary stores (1.3-1.4x the AVX2 rows' bytes per second at 2048 x 1024 in float32,
+/// about 2x in bfloat16) or, for outputs larger than the last-level cache, with non-temporal stores
+/// (bfloat16 1.6-1.8x, float32 bound by memory either way). The rms_norm rows (one multiply per element,
+/// statistics without the centring) took no gain and keep the AVX2 rows: their code is not compiled
+/// twice (a 16-lane rms_norm cost mixprec-llama's policy translation units 39% more compile time).
 #pragma once
 
 #include <algorithm>
@@ -28,6 +34,9 @@
 
 #include "mixprec/arch/detail/target.hpp"
 #include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/formats/detail/convert_lanewise.hpp"
+#include "mixprec/formats/float16.hpp"
+#include "mixprec/formats/float_format.hpp"
 #include "mixprec/kernels/detail/exp_avx512.hpp"
 #include "mixprec/kernels/detail/norm_avx2.hpp"
 
@@ -98,25 +107,96 @@ MIXPREC_TARGET_AVX512_INLINE inline __m512 load_first(const I* p, std::size_t t)
   }
 }
 
-/// 16 floats rounded to C and widened back (norm_avx2::round8 on each half); identity for float.
+/// bfloat16 patterns (in the high halves of the 32-bit lanes, low halves zero) of 16 floats, rounded
+/// to nearest-even; NaN becomes bfloat16's quiet NaN with the sign kept (norm_avx2::round_bf16_bits on
+/// 16 lanes, the same bits).
+MIXPREC_TARGET_AVX512_INLINE inline __m512i round_bf16_bits(__m512 v) noexcept {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(all_lanes, u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd),
+                                           _mm512_set1_epi32(static_cast<int>(0xFFFF0000U)));
+  const __m512i nan = _mm512_or_si512(_mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0x80000000U))),
+                                      _mm512_set1_epi32(0x7FC00000));
+  return _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+}
+
+/// float16 patterns of 16 floats (VCVTPS2PH, nearest-even, overflow to Inf), NaN lanes repaired to
+/// float16's quiet NaN with the sign kept: f16c::encode8_float16<overflow_mode::to_inf_or_nan> on 16
+/// lanes, the same bits.
+MIXPREC_TARGET_AVX512_INLINE inline __m256i encode16_float16(__m512 v) noexcept {
+  using K = encode_constants<formats::float16, overflow_mode::to_inf_or_nan>;
+  const __m256i h = _mm512_maskz_cvtps_ph(all_lanes, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256i nan = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(static_cast<short>(K::sign))),
+                                      _mm256_set1_epi16(static_cast<short>(K::nan_pos)));
+  return _mm256_mask_mov_epi16(h, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+}
+
+/// 16 floats rounded to C and widened back (norm_avx2::round8 on 16 lanes); identity for float.
 template <class C>
 MIXPREC_TARGET_AVX512_INLINE inline __m512 round16(__m512 v) noexcept {
   if constexpr (std::is_same_v<C, float>) {
     return v;
+  } else if constexpr (std::is_same_v<C, bfloat16>) {
+    return _mm512_castsi512_ps(round_bf16_bits(v));
   } else {
-    return join(norm_avx2::round8<C>(lower_half(v)), norm_avx2::round8<C>(upper_half(v)));
+    return _mm512_maskz_cvtph_ps(all_lanes, encode16_float16(v));
   }
 }
 
-/// 16 floats rounded to O (`round_to<O>`: norm_avx2::store8 on each half) and stored.
+/// 16 floats rounded to O (`round_to<O>`: norm_avx2::store8 on 16 lanes) and stored.
 template <class O>
 MIXPREC_TARGET_AVX512_INLINE inline void store16(O* p, __m512 v) noexcept {
   if constexpr (std::is_same_v<O, float>) {
     _mm512_storeu_ps(p, v);
+  } else if constexpr (std::is_same_v<O, bfloat16>) {
+    const __m512i bits = _mm512_maskz_srli_epi32(all_lanes, round_bf16_bits(v), 16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_maskz_cvtepi32_epi16(all_lanes, bits));
   } else {
-    norm_avx2::store8<O>(p, lower_half(v));
-    norm_avx2::store8<O>(p + lanes / 2, upper_half(v));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), encode16_float16(v));
   }
+}
+
+/// The 32 bfloat16 patterns of a (elements 0-15) and b (16-31), rounded: the high half of each 32-bit
+/// lane of round_bf16_bits, gathered by one two-source word permutation (odd words of a, then of b).
+MIXPREC_TARGET_AVX512_INLINE inline __m512i bf16_pair(__m512 a, __m512 b) noexcept {
+  const __m512i odd_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                                             25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_permutex2var_epi16(round_bf16_bits(a), odd_words, round_bf16_bits(b));
+}
+
+/// 32 floats, elements 0-15 `a` and 16-31 `b`, rounded to O and stored (store16 twice; bfloat16 by
+/// bf16_pair, one permutation where store16 shifts and narrows each half).
+template <class O>
+MIXPREC_TARGET_AVX512_INLINE inline void store32(O* p, __m512 a, __m512 b) noexcept {
+  if constexpr (std::is_same_v<O, bfloat16>) {
+    _mm512_storeu_si512(p, bf16_pair(a, b));
+  } else {
+    store16<O>(p, a);
+    store16<O>(p + lanes, b);
+  }
+}
+
+/// store32 with non-temporal stores (past the caches, no read for ownership: outputs larger than the
+/// last-level cache); `p` aligned to 64 bytes.
+template <class O>
+MIXPREC_TARGET_AVX512_INLINE inline void stream32(O* p, __m512 a, __m512 b) noexcept {
+  if constexpr (std::is_same_v<O, float>) {
+    _mm512_stream_ps(p, a);
+    _mm512_stream_ps(p + lanes, b);
+  } else if constexpr (std::is_same_v<O, bfloat16>) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), bf16_pair(a, b));
+  } else {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), encode16_float16(a));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p + lanes), encode16_float16(b));
+  }
+}
+
+/// The number of leading elements of y [n] to store normally before `stream32` can take 64-byte
+/// aligned stores.
+template <class O>
+[[nodiscard]] inline std::size_t unaligned_head(const O* y, std::size_t n) noexcept {
+  const auto address = reinterpret_cast<std::uintptr_t>(y);
+  return std::min(n, ((64 - address % 64) % 64) / sizeof(O));
 }
 
 /// 16 elements of x widened to float and rounded to C (skipped where exact: norm_avx2::rounds).
@@ -214,10 +294,34 @@ template <class P>
   return p != nullptr ? p + j : nullptr;
 }
 
-/// norm_avx2::layer_norm_apply on 16 lanes with ordinary stores, the same arithmetic element for
-/// element: d = (x - mean) - correction; y = round_to<O>(fma(d, inv·scale, bias)); x̂ = d·inv when
-/// `xhat` is given.
-template <class T, class C, class O>
+/// One layer_norm step of 32 elements: d = (x - mean) - correction, y = round_to<O>(fma(d, inv·scale,
+/// bias)) stored the `Store` way (streaming: y + j aligned to 64 bytes), x̂ = d·inv when `xhat` is given.
+template <class T, class C, class O, store_kind Store>
+MIXPREC_TARGET_AVX512_INLINE inline void layer_norm_step(const T* x, std::size_t j, __m512 m, __m512 c, __m512 r,
+                                                         const float* scale, const float* bias, O* y,
+                                                         float* xhat) noexcept {
+  const __m512 d0 = _mm512_sub_ps(_mm512_sub_ps(load_c<T, C>(x + j), m), c);
+  const __m512 d1 = _mm512_sub_ps(_mm512_sub_ps(load_c<T, C>(x + j + lanes), m), c);
+  const __m512 y0 = _mm512_fmadd_ps(d0, _mm512_mul_ps(r, _mm512_loadu_ps(scale + j)), _mm512_loadu_ps(bias + j));
+  const __m512 y1 =
+      _mm512_fmadd_ps(d1, _mm512_mul_ps(r, _mm512_loadu_ps(scale + j + lanes)), _mm512_loadu_ps(bias + j + lanes));
+  if constexpr (Store == store_kind::streaming) {
+    stream32<O>(y + j, y0, y1);
+  } else {
+    store32<O>(y + j, y0, y1);
+  }
+  if (xhat != nullptr) {
+    _mm512_storeu_ps(xhat + j, _mm512_mul_ps(d0, r));
+    _mm512_storeu_ps(xhat + j + lanes, _mm512_mul_ps(d1, r));
+  }
+}
+
+/// norm_avx2::layer_norm_apply on 16 lanes, the same arithmetic element for element: d = (x - mean) -
+/// correction; y = round_to<O>(fma(d, inv·scale, bias)); x̂ = d·inv when `xhat` is given. Steps of
+/// 32 elements; what is left after them goes to the AVX2 rows. `Store` streaming: non-temporal
+/// stores of y from its first 64-byte boundary on (the elements before it and the tail through the
+/// AVX2 rows), as the AVX2 rows do when no x̂ is kept (training reads y back: cached stores).
+template <class T, class C, class O, store_kind Store>
 MIXPREC_TARGET_AVX512 inline void layer_norm_apply(const T* x, std::size_t n, float mean, float correction, float inv,
                                                    const float* scale, const float* bias, O* y, float* xhat,
                                                    const T* next) noexcept {
@@ -225,28 +329,40 @@ MIXPREC_TARGET_AVX512 inline void layer_norm_apply(const T* x, std::size_t n, fl
   const __m512 c = _mm512_set1_ps(correction);
   const __m512 r = _mm512_set1_ps(inv);
   std::size_t j = 0;
-  for (; n - j >= lanes; j += lanes) {
-    prefetch_next<T>(next, j);
-    const __m512 d = _mm512_sub_ps(_mm512_sub_ps(load_c<T, C>(x + j), m), c);
-    store16<O>(y + j, _mm512_fmadd_ps(d, _mm512_mul_ps(r, _mm512_loadu_ps(scale + j)), _mm512_loadu_ps(bias + j)));
-    if (xhat != nullptr) _mm512_storeu_ps(xhat + j, _mm512_mul_ps(d, r));
+  if (Store == store_kind::streaming && xhat == nullptr) {
+    j = unaligned_head(y, n);
+    if (j > 0) {
+      norm_avx2::layer_norm_apply<T, C, O, store_kind::cached>(x, j, mean, correction, inv, scale, bias, y, nullptr,
+                                                               nullptr);
+    }
+    for (; n - j >= 2 * lanes; j += 2 * lanes) {
+      prefetch_next<T>(next, j);
+      prefetch_next<T>(next, j + lanes);
+      layer_norm_step<T, C, O, store_kind::streaming>(x, j, m, c, r, scale, bias, y, nullptr);
+    }
+  } else {
+    for (; n - j >= 2 * lanes; j += 2 * lanes) {
+      prefetch_next<T>(next, j);
+      prefetch_next<T>(next, j + lanes);
+      layer_norm_step<T, C, O, store_kind::cached>(x, j, m, c, r, scale, bias, y, xhat);
+    }
   }
   if (j < n) {
-    norm_avx2::layer_norm_apply<T, C, O, store_kind::cached>(x + j, n - j, mean, correction, inv, scale + j, bias + j,
-                                                             y + j, offset(xhat, j), offset(next, j));
+    norm_avx2::layer_norm_apply<T, C, O, Store>(x + j, n - j, mean, correction, inv, scale + j, bias + j, y + j,
+                                                offset(xhat, j), offset(next, j));
   }
 }
 
-/// norm_avx2::layer_norm_row with the 16-lane passes and ordinary stores: false, having written
+/// norm_avx2::layer_norm_row with the 16-lane passes, y stored the `Store` way: false, having written
 /// nothing, when the row is not finite or needs rescaling.
-template <class T, class C, class O>
+template <class T, class C, class O, store_kind Store>
 MIXPREC_TARGET_AVX512 inline bool layer_norm_row(const T* x, std::size_t n, float eps, const float* scale,
                                                  const float* bias, O* y, float* xhat, float* rstd,
                                                  const T* next) noexcept {
   const row_stats stats = row_moments<T, C>(x, n);
   if (!norm_avx2::plain_row(stats, n)) return false;
   const norm_avx2::layer_norm_factors f = norm_avx2::layer_norm_factors_of(stats, n, eps);
-  layer_norm_apply<T, C, O>(x, n, f.mean, f.correction, f.inv, scale, bias, y, xhat, next);
+  layer_norm_apply<T, C, O, Store>(x, n, f.mean, f.correction, f.inv, scale, bias, y, xhat, next);
   if (rstd != nullptr) *rstd = f.inv;
   return true;
 }

@@ -73,7 +73,7 @@ inline constexpr bool simd_norm_types =
 /// How a norm call runs its rows: the SIMD rows or not, at which width, and with non-temporal stores or not.
 struct row_path {
   bool simd;       ///< `simd_rows_active()` and the types take the SIMD rows
-  bool wide;       ///< `avx512_rows_active()`: layer_norm's cached rows take norm_avx512.hpp
+  bool wide;       ///< `avx512_rows_active()`: layer_norm rows take norm_avx512.hpp
   bool streaming;  ///< `streaming_output` of the whole output (SIMD rows only)
 };
 
@@ -110,7 +110,7 @@ void for_row_blocks(std::size_t rows, std::size_t features, const F& f) {
 }
 
 /// One `nn::layer_norm` row through the SIMD kernel of `path` (norm_avx512::layer_norm_row for `wide`
-/// paths with ordinary stores, else norm_avx2::layer_norm_row);
+/// paths, else norm_avx2::layer_norm_row);
 /// false when the kernel declines the row (not finite, or needs rescaling) or is not compiled: the caller
 /// takes its portable row. `next` (the following row, or null) is prefetched; `path.streaming`:
 /// non-temporal stores of y (the caller then calls `store_fence` after its last row).
@@ -121,8 +121,11 @@ bool layer_norm_row_simd(const T* x, std::size_t n, float eps, const float* scal
   if constexpr (simd_norm_types<T, C, O>) {
     namespace na = mixprec::detail::norm_avx2;
     using na::store_kind;
-    if (path.wide && !path.streaming) {
-      return mixprec::detail::norm_avx512::layer_norm_row<T, C, O>(x, n, eps, scale, bias, y, xhat, rstd, next);
+    if (path.wide) {
+      namespace n5 = mixprec::detail::norm_avx512;
+      return path.streaming
+                 ? n5::layer_norm_row<T, C, O, store_kind::streaming>(x, n, eps, scale, bias, y, xhat, rstd, next)
+                 : n5::layer_norm_row<T, C, O, store_kind::cached>(x, n, eps, scale, bias, y, xhat, rstd, next);
     }
     return path.streaming
                ? na::layer_norm_row<T, C, O, store_kind::streaming>(x, n, eps, scale, bias, y, xhat, rstd, next)

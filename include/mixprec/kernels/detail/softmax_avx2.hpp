@@ -79,13 +79,14 @@ MIXPREC_TARGET_AVX2_INLINE inline void add_pd8(__m256d& lo, __m256d& hi, __m256 
 /// e_j = exp(x_j - m) for x [j0, n); stored to `e` when it is non-null (may be x itself when I is
 /// float); returns Σ e_j in float64, continuing the chains `sums` that the values before j0 (a
 /// multiple of 16) left (softmax_avx512::exp_sum hands its remainder over here: the same order, so
-/// the same bits).
+/// the same bits). The lines of `next` (the following row, or null) are prefetched alongside.
 template <class I>
 MIXPREC_TARGET_AVX2_INLINE inline double exp_sum_from(const I* x, std::size_t n, std::size_t j0, float m, float* e,
-                                                      exp_sums sums) noexcept {
+                                                      exp_sums sums, const I* next = nullptr) noexcept {
   const __m256 mv = _mm256_set1_ps(m);
   std::size_t j = j0;
   for (; n - j >= 16; j += 16) {
+    norm_avx2::prefetch_next<I>(next, j);
     const __m256 v0 = exp_avx2::exp8(_mm256_sub_ps(load8<I>(x + j), mv));
     const __m256 v1 = exp_avx2::exp8(_mm256_sub_ps(load8<I>(x + j + 8), mv));
     if (e != nullptr) {
@@ -111,11 +112,11 @@ MIXPREC_TARGET_AVX2_INLINE inline double exp_sum_from(const I* x, std::size_t n,
 }
 
 /// e_j = exp(x_j - m) for x [n]; stored to `e` when it is non-null (may be x itself when I is float);
-/// returns Σ e_j in float64.
+/// returns Σ e_j in float64. `next` (the following row, or null) is prefetched.
 template <class I>
-MIXPREC_TARGET_AVX2 inline double exp_sum(const I* x, std::size_t n, float m, float* e) noexcept {
+MIXPREC_TARGET_AVX2 inline double exp_sum(const I* x, std::size_t n, float m, float* e, const I* next) noexcept {
   return exp_sum_from<I>(x, n, 0, m, e,
-                         {{_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()}});
+                         {{_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()}}, next);
 }
 
 /// y_j = round_to<O>(f) for j in [j0, n): the row's fill value (NaN or 0).
@@ -138,8 +139,10 @@ MIXPREC_TARGET_AVX2 inline void scale_from(const float* e, O* y, std::size_t n, 
 
 /// The softmax of x [n] into y [n] (may alias x when both are float): max, e = exp(x - max) with
 /// Σ e in float64, y = e · (1 / Σ e). e is kept in y when O is float, else in `scratch` (n floats).
+/// `next` (the following row, or null) is prefetched while e is computed: the next row's max pass
+/// then reads from the cache instead of waiting on memory.
 template <class I, class O>
-MIXPREC_TARGET_AVX2 inline void softmax_row(const I* x, O* y, std::size_t n, float* scratch) noexcept {
+MIXPREC_TARGET_AVX2 inline void softmax_row(const I* x, O* y, std::size_t n, float* scratch, const I* next) noexcept {
   const row_max mx = max_of<I>(x, n);
   if (mx.nan || mx.max == -std::numeric_limits<float>::infinity()) {
     fill_from<O>(y, n, 0, mx.nan ? std::numeric_limits<float>::quiet_NaN() : 0.0F);
@@ -147,7 +150,7 @@ MIXPREC_TARGET_AVX2 inline void softmax_row(const I* x, O* y, std::size_t n, flo
   }
   float* e = scratch;
   if constexpr (std::is_same_v<O, float>) e = y;
-  const auto total = static_cast<float>(exp_sum<I>(x, n, mx.max, e));
+  const auto total = static_cast<float>(exp_sum<I>(x, n, mx.max, e, next));
   scale_from<O>(e, y, n, 0, 1.0F / total);
 }
 

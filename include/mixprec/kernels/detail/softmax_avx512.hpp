@@ -59,27 +59,32 @@ MIXPREC_TARGET_AVX512 inline row_max max_of(const I* x, std::size_t n) noexcept 
 }
 
 /// e_j = exp(x_j - m) for x [n]; stored to `e` when it is non-null (may be x itself when I is float);
-/// returns Σ e_j in float64 (softmax_avx2::exp_sum's chains, order and bits).
+/// returns Σ e_j in float64 (softmax_avx2::exp_sum's chains, order and bits). `next` (the following
+/// row, or null) is prefetched.
 template <class I>
-MIXPREC_TARGET_AVX512 inline double exp_sum(const I* x, std::size_t n, float m, float* e) noexcept {
+MIXPREC_TARGET_AVX512 inline double exp_sum(const I* x, std::size_t n, float m, float* e, const I* next) noexcept {
   const __m512 mv = _mm512_set1_ps(m);
   __m512d low = _mm512_setzero_pd();   // softmax_avx2's chains s[0] (lanes 0-3) and s[1] (lanes 4-7)
   __m512d high = _mm512_setzero_pd();  // its s[2] and s[3]
+  constexpr auto all8 = static_cast<__mmask8>(0xFF);
   std::size_t j = 0;
   for (; n - j >= 16; j += 16) {
+    norm_avx512::prefetch_next<I>(next, j);
     const __m512 v = exp_avx512::exp16(_mm512_sub_ps(load16<I>(x + j), mv));
     if (e != nullptr) _mm512_storeu_ps(e + j, v);
-    low = _mm512_add_pd(low, _mm512_maskz_cvtps_pd(static_cast<__mmask8>(0xFF), lower_half(v)));
-    high = _mm512_add_pd(high, _mm512_maskz_cvtps_pd(static_cast<__mmask8>(0xFF), upper_half(v)));
+    low = _mm512_add_pd(low, _mm512_maskz_cvtps_pd(all8, lower_half(v)));
+    high = _mm512_add_pd(high, _mm512_maskz_cvtps_pd(all8, upper_half(v)));
   }
   return softmax_avx2::exp_sum_from<I>(x, n, j, m, e,
-                                       {{lower_half(low), upper_half(low), lower_half(high), upper_half(high)}});
+                                       {{lower_half(low), upper_half(low), lower_half(high), upper_half(high)}},
+                                       norm_avx512::offset(next, j));
 }
 
 /// The softmax of x [n] into y [n] (may alias x when both are float): softmax_avx2::softmax_row's
-/// contract and bits. e is kept in y when O is float, else in `scratch` (n floats).
+/// contract and bits. e is kept in y when O is float, else in `scratch` (n floats). `next` (the
+/// following row, or null) is prefetched.
 template <class I, class O>
-MIXPREC_TARGET_AVX512 inline void softmax_row(const I* x, O* y, std::size_t n, float* scratch) noexcept {
+MIXPREC_TARGET_AVX512 inline void softmax_row(const I* x, O* y, std::size_t n, float* scratch, const I* next) noexcept {
   const row_max mx = max_of<I>(x, n);
   std::size_t j = 0;
   if (mx.nan || mx.max == -std::numeric_limits<float>::infinity()) {
@@ -90,7 +95,7 @@ MIXPREC_TARGET_AVX512 inline void softmax_row(const I* x, O* y, std::size_t n, f
   }
   float* e = scratch;
   if constexpr (std::is_same_v<O, float>) e = y;
-  const auto total = static_cast<float>(exp_sum<I>(x, n, mx.max, e));
+  const auto total = static_cast<float>(exp_sum<I>(x, n, mx.max, e, next));
   const float inv = 1.0F / total;
   const __m512 iv = _mm512_set1_ps(inv);
   for (; n - j >= 16; j += 16) store16<O>(y + j, _mm512_mul_ps(_mm512_loadu_ps(e + j), iv));
