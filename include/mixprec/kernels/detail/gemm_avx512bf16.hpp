@@ -17,17 +17,24 @@
 /// (DAZ and FTZ, whatever MXCSR says), the rounding is to nearest-even whatever the rounding mode,
 /// and no floating-point exception flag is raised.
 ///
+/// a is packed in pairs here too (`pack_a_pairs` below: 16 lanes, from float or bfloat16 rows), the
+/// words of kernels::detail::pack_a_pairs_from.
+///
 /// Shapes: `block`'s micro-tile is 12 rows × 32 columns (two 6-row a panels, two 16-column b panels)
 /// in 24 zmm accumulators, two pair rows of b loaded and 12 pairs of a broadcast per two k steps;
 /// `row_block` (decode: one row) takes four panels at once, one pair row each per two k steps.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "mixprec/arch/detail/target.hpp"
+#include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/kernels/detail/gemm_avx512.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
+#include "mixprec/kernels/detail/norm_avx512.hpp"
 
 #if MIXPREC_X86_DISPATCH
 #include <immintrin.h>
@@ -148,6 +155,87 @@ MIXPREC_TARGET_AVX512BF16 inline void row_block(std::size_t panels, std::size_t 
         case 3: micro_row<3>(pairs, ap, bp, panel_stride, cq, accumulate); break;
         default: micro_row<4>(pairs, ap, bp, panel_stride, cq, accumulate); break;
       }
+    }
+  }
+}
+
+/// Word indices (into the 64 16-bit words of two vectors) that gather 32 floats' bfloat16 patterns —
+/// the high word of each 32-bit lane — as 16 pair lanes: lane t's low word is element 2t + 1's
+/// pattern (word 4t + 3), its high word element 2t's (word 4t + 1).
+inline constexpr std::array<std::uint16_t, 32> pair_words = [] {
+  std::array<std::uint16_t, 32> words{};
+  for (std::size_t t = 0; t < 16; ++t) {
+    words[2 * t] = static_cast<std::uint16_t>(4 * t + 3);
+    words[2 * t + 1] = static_cast<std::uint16_t>(4 * t + 1);
+  }
+  return words;
+}();
+
+/// Lanes [0, t) of 16 set (t ≤ 16).
+[[nodiscard]] inline __mmask16 lanes16(std::size_t t) noexcept {
+  return static_cast<__mmask16>(t >= 16 ? 0xFFFFU : (1U << t) - 1U);
+}
+
+/// One row x [kc] as (kc + 1) / 2 pair words (kernels::detail::bf16_pair's layout): word t =
+/// bf16(x[2t]) << 16 | bf16(x[2t + 1]), zero past kc; float elements rounded to nearest-even
+/// (norm_avx512::round_bf16_bits: NaN to bfloat16's quiet NaN, the sign kept), bfloat16 ones as
+/// they are. The kc elements at `ahead` (a row packed later, or null) are prefetched: a's rows are
+/// read from beyond the L2 cache, and the lines of one row are too few for the hardware prefetcher.
+template <class S>
+MIXPREC_TARGET_AVX512BF16 inline void row_pairs(const S* x, std::size_t kc, std::uint32_t* out,
+                                                const S* ahead) noexcept {
+  static_assert(std::is_same_v<S, float> || std::is_same_v<S, bfloat16>, "pairs from float or bfloat16 rows");
+  constexpr std::size_t line = 64 / sizeof(S);  // elements per cache line
+  const __m512i words = _mm512_loadu_si512(pair_words.data());
+  for (std::size_t j = 0; j < kc; j += 32) {
+    if (ahead != nullptr) {
+      for (std::size_t e = j; e < j + 32 && e < kc; e += line) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + e), _MM_HINT_T0);
+      }
+    }
+    const std::size_t t = kc - j < 32 ? kc - j : 32;
+    __m512i pairs;
+    if constexpr (std::is_same_v<S, float>) {
+      const __m512 low = _mm512_maskz_loadu_ps(lanes16(t), x + j);
+      const __m512 high = _mm512_maskz_loadu_ps(lanes16(t > 16 ? t - 16 : 0), x + j + 16);
+      pairs = _mm512_permutex2var_epi16(norm_avx512::round_bf16_bits(low), words, norm_avx512::round_bf16_bits(high));
+    } else {
+      // A signalling NaN is quieted (its quiet bit set), as the exact widening to float does; then
+      // element 2t, in the low word of lane t, and 2t + 1, in the high one, swap places.
+      const auto loaded = static_cast<__mmask32>(t >= 32 ? 0xFFFFFFFFU : (1U << t) - 1U);
+      const __m512i w = _mm512_maskz_loadu_epi16(loaded, x + j);
+      const __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(w, _mm512_set1_epi16(0x7FFF)),
+                                                    _mm512_set1_epi16(static_cast<short>(0x7F80)));
+      const __m512i quieted = _mm512_mask_mov_epi16(w, nan, _mm512_or_si512(w, _mm512_set1_epi16(0x0040)));
+      pairs = _mm512_maskz_rol_epi32(lanes16(16), quieted, 16);
+    }
+    _mm512_mask_storeu_epi32(out + j / 2, lanes16((t + 1) / 2), pairs);
+  }
+}
+
+/// kernels::detail::pack_a_pairs_from's words for a row-major a of float or bfloat16 (C bfloat16):
+/// `rows` rows of kc elements from `a` (row i at a + i·lda), as ceil(rows / 6) pair panels of 6 ×
+/// ceil(kc / 2) words (rows past `rows` zero). kc ≤ gemm_kc.
+template <class S>
+MIXPREC_TARGET_AVX512BF16 inline void pack_a_pairs(const S* a, std::size_t lda, std::size_t rows, std::size_t kc,
+                                                   std::uint32_t* dst) noexcept {
+  constexpr std::size_t most = (kernels::detail::gemm_kc + 1) / 2;
+  alignas(64) std::uint32_t row[gemm_mr][most + 16];  // + 16: row_pairs stores whole vectors' lanes only
+  const std::size_t pairs = (kc + 1) / 2;
+  for (std::size_t r = 0; r * gemm_mr < rows; ++r) {
+    const std::size_t height = rows - r * gemm_mr < gemm_mr ? rows - r * gemm_mr : gemm_mr;
+    for (std::size_t ii = 0; ii < gemm_mr; ++ii) {
+      if (ii < height) {
+        const std::size_t i = r * gemm_mr + ii;
+        row_pairs<S>(a + i * lda, kc, row[ii], i + gemm_mr < rows ? a + (i + gemm_mr) * lda : nullptr);
+      } else {
+        for (std::size_t t = 0; t < pairs; ++t) row[ii][t] = 0;
+      }
+    }
+    std::uint32_t* out = dst + r * gemm_mr * pairs;
+    for (std::size_t t = 0; t < pairs; ++t) {
+#pragma GCC unroll 6
+      for (std::size_t ii = 0; ii < gemm_mr; ++ii) out[t * gemm_mr + ii] = row[ii][t];
     }
   }
 }

@@ -225,7 +225,16 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
       if constexpr (F == panel_format::bf16 && kept_panel_format<C>() == panel_format::bf16) {
         const std::size_t a_panels = (rows + gemm_mr - 1) / gemm_mr;
         std::uint32_t* pairs = gemm_scratch::sized(scratch.a_pairs, a_panels * gemm_mr * ((kc + 1) / 2));
-        pack_a_pairs_from<C>(a, m, k, a_k_major, i0, rows, p0, kc, pairs, row, a_pack);
+        if constexpr (std::same_as<C, bfloat16> && (std::same_as<A, float> || std::same_as<A, bfloat16>)) {
+          if (!a_k_major) {
+            // Row-major float or bfloat16 a: rounded and paired on 16 lanes (the same words).
+            ::mixprec::detail::gemm_avx512bf16::pack_a_pairs<A>(a + i0 * k + p0, k, rows, kc, pairs);
+          } else {
+            pack_a_pairs_from<C>(a, m, k, a_k_major, i0, rows, p0, kc, pairs, row, a_pack);
+          }
+        } else {
+          pack_a_pairs_from<C>(a, m, k, a_k_major, i0, rows, p0, kc, pairs, row, a_pack);
+        }
         ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
                                                   p0 != 0);
         continue;
