@@ -21,6 +21,7 @@
 
 #include "../support/mxcsr_scope.hpp"
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"
 #include "mixprec/formats/float4.hpp"
@@ -85,20 +86,45 @@ bool simd_runs_here() {
   return runs;
 }
 
-/// The paths to test: `convert` (SIMD where the build targets it) and `detail::convert_portable`.
-/// On a CPU without the targeted instruction sets only the portable one.
-std::vector<bool> paths() { return simd_runs_here() ? std::vector<bool>{true, false} : std::vector<bool>{false}; }
+/// One path to test: `convert` under an instruction-set limit (`simd`), or `detail::convert_portable`.
+struct path {
+  bool simd;
+  mixprec::isa level;  ///< the `isa_limit_scope` of a `convert` path
+};
+
+/// The paths to test: `convert` at every level this CPU runs (a build without -m flags chooses its
+/// loops at run time: AVX-512, AVX2/F16C or portable), or once where the build's flags fix them, and
+/// `detail::convert_portable`. On a CPU without the targeted instruction sets only the portable one.
+std::vector<path> paths() {
+  std::vector<path> out;
+  if (simd_runs_here()) {
+    if (convert_instruction_sets == "portable" || convert_instruction_sets == "f16c") {
+      for (const mixprec::isa level : mixprec::all_isas) {
+        if (level <= mixprec::detected_isa()) out.push_back({true, level});
+      }
+    } else {
+      out.push_back({true, mixprec::detected_isa()});
+    }
+  }
+  out.push_back({false, mixprec::isa::portable});
+  return out;
+}
 
 template <class From, class To>
-void run(bool simd, std::span<const From> in, std::span<To> out, overflow_mode mode = overflow_mode::to_inf_or_nan) {
-  if (simd) {
+void run(const path& p, std::span<const From> in, std::span<To> out,
+         overflow_mode mode = overflow_mode::to_inf_or_nan) {
+  if (p.simd) {
+    const mixprec::isa_limit_scope limit(p.level);
     convert(in, out, mode);
   } else {
     detail::convert_portable(in, out, mode);
   }
 }
 
-const char* path_name(bool simd) { return simd ? "mixprec::convert" : "mixprec::detail::convert_portable"; }
+std::string path_name(const path& p) {
+  return p.simd ? "mixprec::convert at level " + std::string(mixprec::name(p.level))
+                : "mixprec::detail::convert_portable";
+}
 
 // ---------------------------------------------------------------------------------------------
 // Inputs and the scalar definition.
@@ -211,7 +237,7 @@ TEMPLATE_LIST_TEST_CASE("convert decodes every pattern of every format to the bi
   } else {
     in = patterns;
   }
-  for (const bool simd : paths()) {
+  for (const path& simd : paths()) {
     CAPTURE(path_name(simd));
     for (const std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
       CAPTURE(offset);
@@ -248,7 +274,7 @@ TEMPLATE_LIST_TEST_CASE("convert encodes floats to the bits of the scalar To(x) 
     CAPTURE(mode_name(mode));
     std::vector<std::uint32_t> expected(in.size());
     for (std::size_t i = 0; i < in.size(); ++i) expected[i] = scalar_encode<T>(in[i], mode);
-    for (const bool simd : paths()) {
+    for (const path& simd : paths()) {
       CAPTURE(path_name(simd));
       run(simd, std::span<const float>(in), std::span<T>(out), mode);
       mismatches bad;
@@ -271,7 +297,7 @@ TEMPLATE_LIST_TEST_CASE("convert encodes every one of the 2^32 floats to the bit
   std::vector<T> out(chunk);
   for (const overflow_mode mode : modes) {
     CAPTURE(mode_name(mode));
-    for (const bool simd : paths()) {
+    for (const path& simd : paths()) {
       CAPTURE(path_name(simd));
       mismatches bad;
       for (std::uint64_t base = 0; base < (std::uint64_t{1} << 32); base += chunk) {
@@ -311,7 +337,7 @@ TEMPLATE_LIST_TEST_CASE("convert rounds doubles once, to the bits of the scalar 
   std::vector<T> out(in.size());
   for (const overflow_mode mode : modes) {
     CAPTURE(mode_name(mode));
-    for (const bool simd : paths()) {
+    for (const path& simd : paths()) {
       CAPTURE(path_name(simd));
       run(simd, std::span<const double>(in), std::span<T>(out), mode);
       mismatches bad;
@@ -340,7 +366,7 @@ TEMPLATE_LIST_TEST_CASE(
     // overflow, +Inf and NaNs.
     const std::span<const float> in =
         std::span<const float>(source).subspan(std::size_t{0x7F70} * float_input_tails, n);
-    for (const bool simd : paths()) {
+    for (const path& simd : paths()) {
       CAPTURE(path_name(simd));
       std::vector<T> buffer(n + 2 * guard, sentinel);
       run(simd, in, std::span<T>(buffer).subspan(guard, n));
@@ -418,7 +444,7 @@ TEST_CASE("convert matches values from the format specifications", "[convert]") 
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> in = {1.0F,       -2.0F, 65504.0F, 65520.0F,  0x1p-24F,   0x1p-25F,
                                  0x1.8p-25F, inf,   -nan,     0x1p-133F, 1.00390625F};
-  for (const bool simd : paths()) {
+  for (const path& simd : paths()) {
     CAPTURE(path_name(simd));
     std::vector<float16> h(in.size());
     run(simd, std::span<const float>(in), std::span<float16>(h));
@@ -485,7 +511,7 @@ void check_under_mxcsr(unsigned csr) {
   for (std::size_t i = 0; i < in.size(); ++i) expected_encode[i] = T(in[i]).bits();
   // The same values as doubles (exact), which must round to the same patterns.
   const std::vector<double> in_double(in.begin(), in.end());
-  for (const bool simd : paths()) {
+  for (const path& simd : paths()) {
     CAPTURE(path_name(simd));
     std::vector<T> out(in.size());
     std::vector<T> out_from_double(in.size());

@@ -3,12 +3,14 @@
 /// float, vectorised where the compiler targets F16C / AVX-512 / AVX512-BF16, bit-identical to the
 /// scalar conversions `To(x)`, `saturate_cast<To>(x)` and `static_cast<float>(x)` for every input.
 ///
-/// The AVX-512 and F16C loops are chosen at compile time from the compiler's target macros (`-mavx512f
-/// -mavx512bw -mavx512vl -mavx512bf16`, `-mf16c`, `-march=native`); a program built for AVX-512 needs
-/// a CPU with AVX-512. In a build without AVX-512 flags (the default), both directions take F16C
-/// (float16) or 8 AVX2 integer lanes (every other format) chosen at run time, when
-/// `mixprec::active_isa()` is at least `isa::avx2`. Define `MIXPREC_NO_SIMD` before including this
-/// header to force the portable loops. How the results are kept identical: docs/conversions.md.
+/// In a build without AVX-512 flags (the default), the loops are chosen at run time from
+/// `mixprec::active_isa()`: 16 AVX-512 lanes (every format; float16 through VCVTPS2PH/VCVTPH2PS; but
+/// e5m2 and e4m3fn decode through float16 on the AVX2 loops) at `isa::avx512` and above, else F16C
+/// (float16) or 8 AVX2 integer lanes (every other format) at `isa::avx2`, else the portable loops. A build that targets
+/// AVX-512 (`-mavx512f -mavx512bw -mavx512vl [-mavx512bf16]`, `-march=native`) takes the AVX-512 loops at every call
+/// and needs a CPU with AVX-512; one that targets F16C (`-mf16c`) takes them for float16. Define `MIXPREC_NO_SIMD`
+/// before including this header to force the portable loops. How the results are kept identical:
+/// docs/conversions.md.
 #pragma once
 
 #include <bit>
@@ -30,9 +32,7 @@
 #include "mixprec/formats/detail/float_codec.hpp"
 #include "mixprec/formats/float_format.hpp"
 
-#if defined(MIXPREC_DETAIL_CONVERT_AVX512) || defined(MIXPREC_DETAIL_CONVERT_F16C)
 #include "mixprec/formats/detail/convert_x86.hpp"
-#endif
 
 namespace mixprec {
 namespace detail {
@@ -71,6 +71,14 @@ inline void decode_portable(const From* in, float* out, std::size_t n) noexcept 
 
 template <class To, overflow_mode Mode, bool Simd>
 inline void encode_n(const float* in, To* out, std::size_t n) noexcept {
+#if MIXPREC_X86_DISPATCH && !defined(MIXPREC_DETAIL_CONVERT_AVX512)
+  if constexpr (Simd && avx512::handles<To::format>) {  // 16 lanes (convert_x86.hpp), chosen at run time
+    if (active_isa() >= isa::avx512) {
+      avx512::encode<To, Mode>(in, out, n);
+      return;
+    }
+  }
+#endif
 #if defined(MIXPREC_DETAIL_CONVERT_AVX512) || defined(MIXPREC_DETAIL_CONVERT_F16C)
   if constexpr (Simd && x86::handles<To::format>) {
     x86::encode<To, Mode>(in, out, n);
@@ -97,6 +105,16 @@ inline void encode_n(const float* in, To* out, std::size_t n) noexcept {
 
 template <class From, bool Simd>
 inline void decode_n(const From* in, float* out, std::size_t n) noexcept {
+#if MIXPREC_X86_DISPATCH && !defined(MIXPREC_DETAIL_CONVERT_AVX512)
+  // 16 lanes (convert_x86.hpp), chosen at run time; not for e5m2 and e4m3fn, whose AVX2 loops through
+  // float16 and VCVTPH2PS decode as fast or faster (2x for e5m2: docs/conversions.md).
+  if constexpr (Simd && avx512::handles<From::format> && !avx2::via_float16<From::format>) {
+    if (active_isa() >= isa::avx512) {
+      avx512::decode<From>(in, out, n);
+      return;
+    }
+  }
+#endif
 #if defined(MIXPREC_DETAIL_CONVERT_AVX512) || defined(MIXPREC_DETAIL_CONVERT_F16C)
   if constexpr (Simd && x86::handles<From::format>) {
     x86::decode<From>(in, out, n);
@@ -182,9 +200,10 @@ inline namespace MIXPREC_DETAIL_CONVERT_ISA {
 /// The instruction sets `convert` is compiled for in this translation unit (fixed at compile time by
 /// the compiler's target flags): "avx512f+avx512bw+avx512vl+avx512bf16", "avx512f+avx512bw+avx512vl",
 /// "f16c" (float16 in F16C) or "portable". In a "portable" build on x86 (no -m flags: the default),
-/// float16 still takes the F16C loops, and the other formats the AVX2 integer lanes (both directions),
-/// when `mixprec::active_isa()` is at least `isa::avx2` at run time; an "f16c" build (-mf16c) chooses
-/// the AVX2 lanes for the other formats the same way.
+/// every format still takes the AVX-512 lanes (decoding e5m2 and e4m3fn excepted) when
+/// `mixprec::active_isa()` is at least `isa::avx512` at run time, else float16 the F16C loops and the other formats the
+/// AVX2 integer lanes (both directions) at `isa::avx2`; an "f16c" build (-mf16c) chooses the AVX-512 lanes, and the
+/// AVX2 lanes for the formats other than float16, the same way.
 inline constexpr std::string_view convert_instruction_sets =
 #if defined(MIXPREC_DETAIL_CONVERT_AVX512BF16)
     "avx512f+avx512bw+avx512vl+avx512bf16";

@@ -1,7 +1,11 @@
 /// \file
-/// \brief Private: the x86 SIMD loops of `mixprec::convert`, compiled only when the compiler targets
-/// the instruction sets (`-mavx512f -mavx512bw -mavx512vl [-mavx512bf16]`, or `-mf16c`; `-march=native`
-/// on a CPU that has them). Users include `<mixprec/formats/convert.hpp>`.
+/// \brief Private: the x86 SIMD loops of `mixprec::convert`. The AVX-512 loops (namespace `avx512`)
+/// are compiled into every GCC/Clang x86 build through `target` attributes and called when
+/// `mixprec::active_isa()` is at least `isa::avx512` at run time (arch/detail/target.hpp: per-ISA
+/// namespace; only pointers and sizes cross from a caller of another level), or always when the
+/// compiler targets AVX-512 itself (`-mavx512f -mavx512bw -mavx512vl [-mavx512bf16]`, `-march=native`
+/// on a CPU that has them: namespace `x86`, which also holds the F16C-only loops of a `-mf16c` build).
+/// Users include `<mixprec/formats/convert.hpp>`.
 ///
 /// Every result is bit-identical to the scalar codec (`float_codec.hpp`):
 ///  - AVX-512 (F, BW, VL): 16 lanes of `encode_lane` / `decode_lane` (convert_lanewise.hpp) in
@@ -11,9 +15,10 @@
 ///    rounds to the same +-0) and VCVTPH2PS (exact; NaN keeps its payload and gets the quiet bit, which
 ///    is the scalar definition). VCVTPS2PH keeps NaN payload bits where the scalar codec gives the
 ///    canonical quiet NaN, and gives Inf where saturation wants +-max: those lanes are redone.
-///  - bfloat16 with AVX512-BF16 uses VCVTNEPS2BF16 (round to nearest even; never consults MXCSR), which
-///    flushes float subnormal inputs to zero and keeps NaN payloads: those lanes, and overflowing lanes
-///    when saturating, are redone with the integer path. A `kortest` skips the repair when no lane needs it.
+///  - bfloat16 with AVX512-BF16 (compiled with -mavx512bf16 only) uses VCVTNEPS2BF16 (round to nearest
+///    even; never consults MXCSR), which flushes float subnormal inputs to zero and keeps NaN payloads:
+///    those lanes, and overflowing lanes when saturating, are redone with the integer path. A `kortest`
+///    skips the repair when no lane needs it. At run time bfloat16 takes the integer path.
 ///  - F16C alone (AVX2-class CPUs): float16 with the 256-bit forms of the same instructions.
 #pragma once
 
@@ -25,8 +30,17 @@
 #include "mixprec/formats/detail/convert_lanewise.hpp"  // decides MIXPREC_DETAIL_CONVERT_{AVX512,AVX512BF16,F16C}
 #include "mixprec/formats/float_format.hpp"
 
-#if defined(MIXPREC_DETAIL_CONVERT_AVX512) || defined(MIXPREC_DETAIL_CONVERT_F16C)
+#if MIXPREC_X86_DISPATCH || defined(MIXPREC_DETAIL_CONVERT_AVX512) || defined(MIXPREC_DETAIL_CONVERT_F16C)
 #include <immintrin.h>
+
+#if MIXPREC_X86_DISPATCH
+/// The AVX-512 loops' attributes: compiled for AVX-512 whatever the command line targets.
+#define MIXPREC_DETAIL_CONVERT_AVX512_FN MIXPREC_TARGET_AVX512
+#define MIXPREC_DETAIL_CONVERT_AVX512_INLINE MIXPREC_TARGET_AVX512_INLINE
+#else  // a compiler without target attributes that targets AVX-512 from its command line
+#define MIXPREC_DETAIL_CONVERT_AVX512_FN
+#define MIXPREC_DETAIL_CONVERT_AVX512_INLINE
+#endif
 
 // GCC 12 warns "'__Y' is used uninitialized" / "may be used uninitialized" inside its own AVX-512
 // intrinsics once they are inlined (GCC bug 105593: _mm512_undefined_epi32). GCC checks the pragma at
@@ -40,29 +54,32 @@
 
 namespace mixprec::detail {
 inline namespace MIXPREC_DETAIL_CONVERT_ISA {
-namespace x86 {
 
-#if defined(MIXPREC_DETAIL_CONVERT_AVX512)
+#if MIXPREC_X86_DISPATCH || defined(MIXPREC_DETAIL_CONVERT_AVX512)
+namespace avx512 {
 
 /// Whether the AVX-512 path converts format `F` (all formats; the trait keeps the dispatch uniform).
 template <float_format F>
 inline constexpr bool handles = true;
 
-[[nodiscard]] inline __m512i splat(std::uint32_t v) noexcept { return _mm512_set1_epi32(static_cast<int>(v)); }
+[[nodiscard]] MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline __m512i splat(std::uint32_t v) noexcept {
+  return _mm512_set1_epi32(static_cast<int>(v));
+}
 
 /// Per lane: `neg` where `negative` is set, else `pos`.
-[[nodiscard]] inline __m512i by_sign(__mmask16 negative, std::uint32_t pos, std::uint32_t neg) noexcept {
+[[nodiscard]] MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline __m512i by_sign(__mmask16 negative, std::uint32_t pos,
+                                                                          std::uint32_t neg) noexcept {
   return _mm512_mask_mov_epi32(splat(pos), negative, splat(neg));
 }
 
 /// Mask of the first `count` lanes, count < 16.
-[[nodiscard]] inline __mmask16 first_lanes(std::size_t count) noexcept {
+[[nodiscard]] MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline __mmask16 first_lanes(std::size_t count) noexcept {
   return static_cast<__mmask16>((1U << count) - 1U);
 }
 
 /// 16 lanes of `encode_lane<F, Mode>`: float bits in, pattern of F (zero-extended) out.
 template <float_format F, overflow_mode Mode>
-[[nodiscard]] inline __m512i encode16(__m512i u) noexcept {
+[[nodiscard]] MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline __m512i encode16(__m512i u) noexcept {
   using C = encode_constants<F, Mode>;
   const __m512i one = splat(1U);
   const __m512i a = _mm512_and_si512(u, splat(float_bits::magnitude));
@@ -108,7 +125,7 @@ template <float_format F, overflow_mode Mode>
 
 /// 16 lanes of `decode_lane<F>`: pattern of F (zero-extended) in, float bits out.
 template <float_format F>
-[[nodiscard]] inline __m512i decode16(__m512i x) noexcept {
+[[nodiscard]] MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline __m512i decode16(__m512i x) noexcept {
   using C = decode_constants<F>;
   if constexpr (F == formats::bfloat16) {
     // The top half of a float: only NaNs change, they get the quiet bit.
@@ -152,7 +169,7 @@ template <float_format F>
 
 /// Loads 16 patterns (`Full`) or the lanes of `mask` of a 1- or 2-byte format, zero-extended to 32 bits.
 template <bool Full, class T>
-[[nodiscard]] inline __m512i load_patterns(const T* p, __mmask16 mask) noexcept {
+[[nodiscard]] MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline __m512i load_patterns(const T* p, __mmask16 mask) noexcept {
   if constexpr (sizeof(T) == 1) {
     if constexpr (Full) return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, p));
@@ -164,7 +181,7 @@ template <bool Full, class T>
 
 /// Stores the low 8 or 16 bits of all 16 lanes (`Full`) or of the lanes of `mask`.
 template <bool Full, class T>
-inline void store_patterns(T* p, __m512i r, __mmask16 mask) noexcept {
+MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline void store_patterns(T* p, __m512i r, __mmask16 mask) noexcept {
   if constexpr (sizeof(T) == 1) {
     if constexpr (Full) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(r));
@@ -182,7 +199,7 @@ inline void store_patterns(T* p, __m512i r, __mmask16 mask) noexcept {
 
 /// Encodes 16 floats (bits `u`) into the 16-bit patterns of F, for the hardware-assisted formats.
 template <float_format F, overflow_mode Mode>
-[[nodiscard]] inline __m256i encode16_narrow(__m512i u) noexcept {
+[[nodiscard]] MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline __m256i encode16_narrow(__m512i u) noexcept {
   using C = encode_constants<F, Mode>;
   const __m512i a = _mm512_and_si512(u, splat(float_bits::magnitude));
   __mmask16 redo = _mm512_cmpgt_epu32_mask(a, splat(float_bits::infinity));  // NaN: the hardware keeps payloads
@@ -214,7 +231,7 @@ inline constexpr bool narrow_in_hardware = F == formats::float16
 
 /// Encodes 16 floats (`Full`) or the lanes of `mask`.
 template <class To, overflow_mode Mode, bool Full>
-inline void encode_block(const float* in, To* out, __mmask16 mask) noexcept {
+MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline void encode_block(const float* in, To* out, __mmask16 mask) noexcept {
   constexpr float_format F = To::format;
   const __m512i u = Full ? _mm512_loadu_si512(in) : _mm512_maskz_loadu_epi32(mask, in);
   if constexpr (narrow_in_hardware<F>) {
@@ -231,7 +248,7 @@ inline void encode_block(const float* in, To* out, __mmask16 mask) noexcept {
 
 /// out[i] = encode<F>(in[i], Mode) for i < n, with To a 1- or 2-byte small float of format F.
 template <class To, overflow_mode Mode>
-inline void encode(const float* in, To* out, std::size_t n) noexcept {
+MIXPREC_DETAIL_CONVERT_AVX512_FN inline void encode(const float* in, To* out, std::size_t n) noexcept {
   std::size_t i = 0;
   for (; n - i >= 16; i += 16) encode_block<To, Mode, true>(in + i, out + i, 0xFFFF);
   if (i < n) encode_block<To, Mode, false>(in + i, out + i, first_lanes(n - i));
@@ -239,7 +256,7 @@ inline void encode(const float* in, To* out, std::size_t n) noexcept {
 
 /// Decodes 16 patterns (`Full`) or the lanes of `mask`.
 template <class From, bool Full>
-inline void decode_block(const From* in, float* out, __mmask16 mask) noexcept {
+MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline void decode_block(const From* in, float* out, __mmask16 mask) noexcept {
   constexpr float_format F = From::format;
   __m512 r;
   if constexpr (F == formats::float16) {
@@ -258,10 +275,32 @@ inline void decode_block(const From* in, float* out, __mmask16 mask) noexcept {
 
 /// out[i] = decode_to_float<F>(in[i]) for i < n.
 template <class From>
-inline void decode(const From* in, float* out, std::size_t n) noexcept {
+MIXPREC_DETAIL_CONVERT_AVX512_FN inline void decode(const From* in, float* out, std::size_t n) noexcept {
   std::size_t i = 0;
   for (; n - i >= 16; i += 16) decode_block<From, true>(in + i, out + i, 0xFFFF);
   if (i < n) decode_block<From, false>(in + i, out + i, first_lanes(n - i));
+}
+
+}  // namespace avx512
+#endif  // MIXPREC_X86_DISPATCH || MIXPREC_DETAIL_CONVERT_AVX512
+
+/// The loops a build that targets AVX-512 or F16C on its command line takes at every call.
+namespace x86 {
+
+#if defined(MIXPREC_DETAIL_CONVERT_AVX512)
+
+/// Whether the AVX-512 path converts format `F` (all formats).
+template <float_format F>
+inline constexpr bool handles = avx512::handles<F>;
+
+template <class To, overflow_mode Mode>
+inline void encode(const float* in, To* out, std::size_t n) noexcept {
+  avx512::encode<To, Mode>(in, out, n);
+}
+
+template <class From>
+inline void decode(const From* in, float* out, std::size_t n) noexcept {
+  avx512::decode<From>(in, out, n);
 }
 
 #elif defined(MIXPREC_DETAIL_CONVERT_F16C)
@@ -292,4 +331,7 @@ inline void decode(const From* in, float* out, std::size_t n) noexcept {
 #pragma GCC diagnostic pop
 #endif
 
-#endif  // MIXPREC_DETAIL_CONVERT_AVX512 || MIXPREC_DETAIL_CONVERT_F16C
+#undef MIXPREC_DETAIL_CONVERT_AVX512_FN
+#undef MIXPREC_DETAIL_CONVERT_AVX512_INLINE
+
+#endif  // MIXPREC_X86_DISPATCH || MIXPREC_DETAIL_CONVERT_AVX512 || MIXPREC_DETAIL_CONVERT_F16C
