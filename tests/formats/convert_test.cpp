@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -359,13 +360,23 @@ TEMPLATE_LIST_TEST_CASE(
   const std::vector<float>& source = float_inputs();
   const T sentinel = T::from_bits(static_cast<typename T::storage_type>(0x5));
   constexpr float float_sentinel = -12345.0F;
-  for (const std::size_t n :
-       {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{17}, std::size_t{1000 + 3}}) {
-    CAPTURE(n);
+  // `shift` moves the input window (encoding) and the output window (decoding) by elements: the
+  // AVX-512 loops convert the elements before the first 64-byte boundary on their own.
+  for (const auto& [n, shift] : {std::pair<std::size_t, std::size_t>{0, 0},
+                                 {1, 0},
+                                 {15, 0},
+                                 {17, 0},
+                                 {1003, 0},
+                                 {17, 3},
+                                 {1003, 5},
+                                 {40, 9},
+                                 {1003, 13},
+                                 {31, 15}}) {
+    CAPTURE(n, shift);
     // A window of the inputs rich in special values: from 2^127 * 1.875 (high bits 0x7F70) on, through
     // overflow, +Inf and NaNs.
     const std::span<const float> in =
-        std::span<const float>(source).subspan(std::size_t{0x7F70} * float_input_tails, n);
+        std::span<const float>(source).subspan(std::size_t{0x7F70} * float_input_tails + shift, n);
     for (const path& simd : paths()) {
       CAPTURE(path_name(simd));
       std::vector<T> buffer(n + 2 * guard, sentinel);
@@ -387,15 +398,16 @@ TEMPLATE_LIST_TEST_CASE(
       for (std::size_t i = 0; i < n; ++i) {
         patterns[i] = T::from_bits(static_cast<typename T::storage_type>(i % (std::size_t{1} << T::format.bits())));
       }
-      std::vector<float> floats(n + 2 * guard, float_sentinel);
-      run(simd, std::span<const T>(patterns), std::span<float>(floats).subspan(guard, n));
+      std::vector<float> floats(n + 2 * guard + shift, float_sentinel);
+      const std::size_t first = guard + shift;
+      run(simd, std::span<const T>(patterns), std::span<float>(floats).subspan(first, n));
       wrong = 0;
       touched = 0;
       for (std::size_t i = 0; i < floats.size(); ++i) {
-        if (i < guard || i >= guard + n) {
+        if (i < first || i >= first + n) {
           touched += bits_of(floats[i]) != bits_of(float_sentinel) ? 1 : 0;
         } else {
-          wrong += bits_of(floats[i]) != bits_of(static_cast<float>(patterns[i - guard])) ? 1 : 0;
+          wrong += bits_of(floats[i]) != bits_of(static_cast<float>(patterns[i - first])) ? 1 : 0;
         }
       }
       CHECK(wrong == 0);
