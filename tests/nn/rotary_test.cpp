@@ -8,6 +8,7 @@
 #include <random>
 #include <span>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "mixprec/core.hpp"
@@ -135,6 +136,42 @@ TEMPLATE_TEST_CASE("RoPE of half types runs in float32 and rounds each coordinat
         CHECK(std::abs(static_cast<double>(x[h * 8 + i + 4]) - rb) <=
               op + unit_roundoff<TestType>() * std::abs(rb) + tiny);
       }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("RoPE of half types gives the bits of the float32 rotation rounded once, in every chunk",
+                   "[nn][rotary]", bfloat16, float16) {
+  // The rotation of each pair written out in float32 (cos and sin computed in double and rounded to
+  // float, then a·c − b·s and a·s + b·c, each rounded once to T), against apply: 20 heads of 48 (more
+  // than one of the 512-float buffers apply rotates half types in), and one head of 600 (more than a
+  // buffer: the element loop).
+  for (const auto& [head_dim, heads] : {std::pair<std::size_t, std::size_t>{48, 20}, {600, 1}}) {
+    for (const nn::rope_layout layout : {nn::rope_layout::adjacent_pairs, nn::rope_layout::half_split}) {
+      const nn::rotary_embedding rope(head_dim, {.layout = layout});
+      std::mt19937 rng(7);
+      std::normal_distribution<float> normal(0.0f, 3.0f);
+      std::vector<TestType> x(head_dim * heads);
+      for (auto& v : x) v = static_cast<TestType>(normal(rng));
+      const std::vector<TestType> before = x;
+      const std::size_t position = 37;
+      rope.apply(std::span<TestType>(x), position);
+      std::size_t wrong = 0;
+      for (std::size_t h = 0; h < heads; ++h) {
+        for (std::size_t i = 0; i < head_dim / 2; ++i) {
+          const std::size_t a = layout == nn::rope_layout::adjacent_pairs ? 2 * i : i;
+          const std::size_t b = layout == nn::rope_layout::adjacent_pairs ? 2 * i + 1 : i + head_dim / 2;
+          const double angle = static_cast<double>(position) * rope.inverse_frequency(i);
+          const auto c = static_cast<float>(std::cos(angle));
+          const auto s = static_cast<float>(std::sin(angle));
+          const auto va = static_cast<float>(before[h * head_dim + a]);
+          const auto vb = static_cast<float>(before[h * head_dim + b]);
+          wrong += x[h * head_dim + a].bits() != TestType(va * c - vb * s).bits() ? 1 : 0;
+          wrong += x[h * head_dim + b].bits() != TestType(va * s + vb * c).bits() ? 1 : 0;
+        }
+      }
+      INFO("head_dim " << head_dim << ", heads " << heads);
+      CHECK(wrong == 0);
     }
   }
 }
