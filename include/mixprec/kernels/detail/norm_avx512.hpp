@@ -28,6 +28,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -111,12 +112,16 @@ MIXPREC_TARGET_AVX512_INLINE inline __m512 load_first(const I* p, std::size_t t)
 /// to nearest-even; NaN becomes bfloat16's quiet NaN with the sign kept (norm_avx2::round_bf16_bits on
 /// 16 lanes, the same bits).
 MIXPREC_TARGET_AVX512_INLINE inline __m512i round_bf16_bits(__m512 v) noexcept {
+  using K = encode_constants<formats::bfloat16, overflow_mode::to_inf_or_nan>;  // shift 16, round_bias 0x7FFF
+  constexpr auto keep = static_cast<int>(~std::uint32_t{0} << K::shift);
+  constexpr auto sign = static_cast<int>(float_bits::sign);
+  constexpr auto quiet_nan = static_cast<int>(K::nan_pos << K::shift);
   const __m512i u = _mm512_castps_si512(v);
-  const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(all_lanes, u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd),
-                                           _mm512_set1_epi32(static_cast<int>(0xFFFF0000U)));
-  const __m512i nan = _mm512_or_si512(_mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0x80000000U))),
-                                      _mm512_set1_epi32(0x7FC00000));
+  const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(all_lanes, u, K::shift), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(static_cast<int>(K::round_bias))), odd),
+                       _mm512_set1_epi32(keep));
+  const __m512i nan = _mm512_or_si512(_mm512_and_si512(u, _mm512_set1_epi32(sign)), _mm512_set1_epi32(quiet_nan));
   return _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
 }
 
@@ -158,10 +163,14 @@ MIXPREC_TARGET_AVX512_INLINE inline void store16(O* p, __m512 v) noexcept {
 
 /// The 32 bfloat16 patterns of a (elements 0-15) and b (16-31), rounded: the high half of each 32-bit
 /// lane of round_bf16_bits, gathered by one two-source word permutation (odd words of a, then of b).
+inline constexpr std::array<std::uint16_t, 2 * lanes> odd_words = [] {
+  std::array<std::uint16_t, 2 * lanes> words{};
+  for (std::size_t j = 0; j < words.size(); ++j) words[j] = static_cast<std::uint16_t>(2 * j + 1);
+  return words;
+}();
+
 MIXPREC_TARGET_AVX512_INLINE inline __m512i bf16_pair(__m512 a, __m512 b) noexcept {
-  const __m512i odd_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
-                                             25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  return _mm512_permutex2var_epi16(round_bf16_bits(a), odd_words, round_bf16_bits(b));
+  return _mm512_permutex2var_epi16(round_bf16_bits(a), _mm512_loadu_si512(odd_words.data()), round_bf16_bits(b));
 }
 
 /// 32 floats, elements 0-15 `a` and 16-31 `b`, rounded to O and stored (store16 twice; bfloat16 by
