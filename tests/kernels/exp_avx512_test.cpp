@@ -21,6 +21,10 @@ MIXPREC_TARGET_AVX512 void exp16_of(const float* x, float* y) {
   _mm512_storeu_ps(y, mixprec::detail::exp_avx512::exp16(_mm512_loadu_ps(x)));
 }
 
+MIXPREC_TARGET_AVX512 void exp16_shifted_of(const float* x, float* y) {
+  _mm512_storeu_ps(y, mixprec::detail::exp_avx512::exp16_shifted(_mm512_loadu_ps(x)));
+}
+
 MIXPREC_TARGET_AVX512 void exp16_nonpositive_of(const float* x, float* y) {
   _mm512_storeu_ps(y, mixprec::detail::exp_avx512::exp16_nonpositive(_mm512_loadu_ps(x)));
 }
@@ -72,6 +76,15 @@ TEST_CASE("exp16 gives exp8's bits for every class of float: both signs, subnorm
   const std::uint64_t sweep = mismatches(0, 0xFFFFFFFFULL, 251, exp16_of, exp8_twice, where);
   INFO("first mismatch at x = " << where);
   CHECK(sweep == 0);
+  // Every float where the scaling rounds or saturates (exp16 scales with VSCALEFPS, exp8 with two
+  // products): the results that are subnormal, the underflow bound, and the overflow bound.
+  const auto bits = [](float f) { return static_cast<std::uint64_t>(std::bit_cast<std::uint32_t>(f)); };
+  const std::uint64_t subnormal_results = mismatches(bits(-87.0F), bits(-105.0F), 1, exp16_of, exp8_twice, where);
+  INFO("first mismatch at x = " << where);
+  CHECK(subnormal_results == 0);
+  const std::uint64_t overflow_edge = mismatches(bits(88.0F), bits(89.0F), 1, exp16_of, exp8_twice, where);
+  INFO("first mismatch at x = " << where);
+  CHECK(overflow_edge == 0);
   constexpr float inf = std::numeric_limits<float>::infinity();
   const float special[16] = {-inf,
                              inf,
@@ -97,6 +110,28 @@ TEST_CASE("exp16 gives exp8's bits for every class of float: both signs, subnorm
   CHECK(a[0] == 0.0F);
   CHECK(a[1] == inf);
   CHECK(a[4] == 1.0F);
+}
+
+TEST_CASE("exp16_shifted, the softmax rows' exp, gives exp8's bits for every x <= 0 and -Inf", "[kernels][exp]") {
+  if (mixprec::detected_isa() < mixprec::isa::avx512) {
+    WARN("this CPU has no AVX-512: exp16_shifted is never called here and was not compared");
+    return;
+  }
+  float where = 0.0F;
+  const auto bits = [](float f) { return static_cast<std::uint64_t>(std::bit_cast<std::uint32_t>(f)); };
+  // -0 to -Inf, every 127th pattern; then every pattern whose result is subnormal or underflows.
+  const std::uint64_t sweep =
+      mismatches(bits(-0.0F), bits(-std::numeric_limits<float>::infinity()), 127, exp16_shifted_of, exp8_twice, where);
+  INFO("first mismatch at x = " << where);
+  CHECK(sweep == 0);
+  const std::uint64_t subnormal_results =
+      mismatches(bits(-87.0F), bits(-105.0F), 1, exp16_shifted_of, exp8_twice, where);
+  INFO("first mismatch at x = " << where);
+  CHECK(subnormal_results == 0);
+  float x[16] = {};  // +0
+  float a[16];
+  exp16_shifted_of(x, a);
+  CHECK(a[0] == 1.0F);
 }
 
 TEST_CASE("exp16_nonpositive gives exp8_nonpositive's bits for every x <= 0, -Inf and NaN", "[kernels][exp]") {

@@ -74,9 +74,11 @@ TEMPLATE_TEST_CASE("softmax is computed in opmath and rounded once to the output
   using A = kernels::softmax_opmath_t<T>;
   STATIC_REQUIRE(std::is_same_v<A, std::conditional_t<std::is_same_v<T, double>, double, float>>);
   // Error of the opmath evaluation: x_j - m is exact for x_j >= m / 2 (Sterbenz) and otherwise one
-  // rounding, amplified by exp into |x_j - m| u; exp within 1 ulp; the compensated sum about 2 u; the
-  // division 1: (|x_j - m| + 5) u_op relative. Then one rounding to the output type (u_out).
-  for (std::size_t n : {1u, 2u, 7u, 64u, 1000u}) {
+  // rounding, amplified by exp into |x_j - m| u; exp within 1 ulp (2u relative). The portable rows: the
+  // compensated sum about 2u, the division u. The SIMD rows (float opmath): float32 lane sums of 4
+  // values 3u, the sum rounded to float u, 1 / sum u, the product u. So (|x_j - m| + 8) u_op relative
+  // bounds both. Then one rounding to the output type (u_out).
+  for (std::size_t n : {1u, 2u, 7u, 64u, 1000u, 4099u}) {
     const auto x = random_scores<T>(n, 3.0, static_cast<unsigned>(n));
     std::vector<double> xd(n);
     for (std::size_t j = 0; j < n; ++j) xd[j] = static_cast<double>(x[j]);
@@ -89,7 +91,7 @@ TEMPLATE_TEST_CASE("softmax is computed in opmath and rounded once to the output
     kernels::softmax(x, pf);
     for (std::size_t j = 0; j < n; ++j) {
       const double r = static_cast<double>(ref[j]);
-      const double op = (std::abs(xd[j] - m) + 5.0) * unit_roundoff<A>() * r;
+      const double op = (std::abs(xd[j] - m) + 8.0) * unit_roundoff<A>() * r;
       const double u_out = std::is_same_v<T, A> ? 0.0 : unit_roundoff<T>();
       // Results in T's subnormal range are rounded with an absolute error of half its smallest subnormal.
       const double tiny = 0.5 * static_cast<double>(std::numeric_limits<T>::denorm_min());
@@ -127,6 +129,16 @@ TEST_CASE("softmax gives masked (-Inf) entries probability 0, all -Inf gives zer
   CHECK(p == std::vector<float>{0.0f, 0.0f, 0.0f, 0.0f});
   kernels::softmax(std::vector<float>{0.0f, std::numeric_limits<float>::quiet_NaN(), 1.0f, -inf}, p);
   for (float v : p) CHECK(std::isnan(v));
+  // +Inf: exp(+Inf - +Inf) is NaN, so every probability is (as in the direct formula), at every level.
+  for (const mixprec::isa level : {mixprec::isa::portable, mixprec::detected_isa()}) {
+    const mixprec::isa_limit_scope limit(level);
+    std::vector<float> row(40, 1.0f);
+    row[17] = inf;
+    std::vector<float> q(40);
+    kernels::softmax(row, q);
+    INFO("level " << level);
+    for (float v : q) CHECK(std::isnan(v));
+  }
 }
 
 TEST_CASE("softmax_rows applies softmax to each row and checks its sizes", "[kernels][softmax]") {
@@ -295,6 +307,11 @@ TEST_CASE("softmax rows and the online softmax give the same bits at the AVX2 an
       CHECK(same_bits(softmax_at<float, float16>(isa::avx2, nan_row), softmax_at<float, float16>(wide, nan_row)));
       const std::vector<float> masked(n, -inf);
       CHECK(same_bits(softmax_at<float, float>(isa::avx2, masked), softmax_at<float, float>(wide, masked)));
+      std::vector<float> inf_row = x;
+      inf_row[0] = inf;  // +Inf - +Inf is NaN: the whole row is NaN
+      const auto inf_out = softmax_at<float, bfloat16>(wide, inf_row);
+      CHECK(same_bits(softmax_at<float, bfloat16>(isa::avx2, inf_row), inf_out));
+      CHECK(std::all_of(inf_out.begin(), inf_out.end(), [](bfloat16 v) { return std::isnan(static_cast<float>(v)); }));
     }
     // The online softmax over the row in blocks of `block` scores, at each level.
     for (const std::size_t block : {std::size_t{7}, std::size_t{16}, std::size_t{40}, n == 0 ? 1 : n}) {

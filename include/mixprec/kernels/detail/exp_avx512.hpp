@@ -1,11 +1,12 @@
 /// \file
-/// \brief Private: exp of 16 floats with AVX-512 (`exp16`, `exp16_nonpositive`), for the softmax rows
-/// and the online softmax; compiled through a `target` attribute and called only when
+/// \brief Private: exp of 16 floats with AVX-512 (`exp16`, `exp16_shifted`, `exp16_nonpositive`), for
+/// the softmax rows and the online softmax; compiled through a `target` attribute and called only when
 /// `mixprec::active_isa()` is at least `isa::avx512`.
 ///
-/// Lane for lane the operations of exp_avx2.hpp's `exp8` and `exp8_nonpositive` (the same reduction,
-/// polynomial, clamps and scaling, each an IEEE operation rounded alike), so both give the AVX2
-/// functions' bits, and their error bounds (tests/kernels/exp_avx512_test.cpp compares them bit for
+/// exp_avx2.hpp's `exp8` and `exp8_nonpositive` on 16 lanes: the same reduction, polynomial and
+/// clamps, each an IEEE operation rounded alike, and a scaling that rounds the same exact product once
+/// (VSCALEFPS where exp8 takes two products), so they give the AVX2 functions' bits, and their error
+/// bounds (tests/kernels/exp_avx512_test.cpp compares them bit for
 /// bit). The zero-masking forms of the instructions that have them, every lane selected: GCC 12's
 /// plain forms pass an undefined register that -Wmaybe-uninitialized reports at -O2.
 #pragma once
@@ -29,11 +30,6 @@ using exp_avx2::ln2_lo;
 /// Every lane of a 16-lane mask.
 inline constexpr __mmask16 all_lanes = static_cast<__mmask16>(~__mmask16{0});
 
-/// 2^e as floats, for e in [-126, 127] (the exponent field set directly).
-MIXPREC_TARGET_AVX512_INLINE inline __m512 power_of_two(__m512i e) noexcept {
-  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all_lanes, _mm512_add_epi32(e, _mm512_set1_epi32(127)), 23));
-}
-
 /// exp(r) for r = x - k ln 2 (|r| <= ln 2 / 2): exp_avx2::reduced_exp on 16 lanes.
 MIXPREC_TARGET_AVX512_INLINE inline __m512 reduced_exp(__m512 x, __m512 k) noexcept {
   __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(ln2_hi), x);
@@ -49,24 +45,23 @@ MIXPREC_TARGET_AVX512_INLINE inline __m512 reduced_exp(__m512 x, __m512 k) noexc
   return p;
 }
 
-/// exp(x) of 16 floats: exp_avx2::exp8's bits (at most 2 ulp; +0 below ln(2^-150), +Inf above
-/// 128 ln 2, NaN propagates).
-MIXPREC_TARGET_AVX512_INLINE inline __m512 exp16(__m512 x) noexcept {
+/// exp(x) of 16 floats x <= 0 or -Inf, never NaN (the x_j - max of a softmax row without NaN or
+/// +Inf): exp_avx2::exp8's bits there. The scaling p · 2^k is one VSCALEFPS, which rounds the exact
+/// product once: exp8's two products by normal powers of two round only in the second, so both give
+/// round(p · 2^k) for every k in [-150, 0]; lanes below ln(2^-150) (and -Inf) are zeroed by the mask.
+MIXPREC_TARGET_AVX512_INLINE inline __m512 exp16_shifted(__m512 x) noexcept {
   const __m512 k = _mm512_maskz_roundscale_ps(all_lanes, _mm512_mul_ps(x, _mm512_set1_ps(std::numbers::log2e_v<float>)),
                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 p = reduced_exp(x, k);
-  // p · 2^k1 · 2^k2 with k1 = k / 2 (toward 0) and k2 = k - k1, k clamped to [-150, 128] (exp8).
-  const __m512 clamped = _mm512_maskz_max_ps(all_lanes, _mm512_maskz_min_ps(all_lanes, k, _mm512_set1_ps(128.0F)),
-                                             _mm512_set1_ps(-150.0F));
-  const __m512i ki = _mm512_maskz_cvtps_epi32(all_lanes, clamped);
-  const __m512i k1 =
-      _mm512_maskz_srai_epi32(all_lanes, _mm512_add_epi32(ki, _mm512_maskz_srli_epi32(all_lanes, ki, 31)), 1);
-  const __m512i k2 = _mm512_sub_epi32(ki, k1);
-  __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, power_of_two(k1)), power_of_two(k2));
-  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(exp_avx2::underflow_below), _CMP_LT_OQ), y,
-                           _mm512_setzero_ps());
-  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(exp_avx2::overflow_above), _CMP_GT_OQ), y,
-                           _mm512_set1_ps(std::numeric_limits<float>::infinity()));
+  const __mmask16 in_range = _mm512_cmp_ps_mask(x, _mm512_set1_ps(exp_avx2::underflow_below), _CMP_NLT_UQ);
+  return _mm512_maskz_scalef_ps(in_range, reduced_exp(x, k), k);
+}
+
+/// exp(x) of 16 floats: exp_avx2::exp8's bits (at most 2 ulp; +0 below ln(2^-150), +Inf above
+/// 128 ln 2, NaN propagates). `exp16_shifted` rounds p · 2^k once for every k of the domain, [-150, 128]
+/// (a NaN lane passes its mask, unordered, and is restored below); the masks give +Inf and x itself.
+MIXPREC_TARGET_AVX512_INLINE inline __m512 exp16(__m512 x) noexcept {
+  const __m512 y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(exp_avx2::overflow_above), _CMP_GT_OQ),
+                                        exp16_shifted(x), _mm512_set1_ps(std::numeric_limits<float>::infinity()));
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);  // NaN in, NaN out
 }
 

@@ -3,13 +3,13 @@
 /// `online_softmax<float>`, through a `target` attribute, called only when `mixprec::active_isa()` is
 /// at least `isa::avx512`.
 ///
-/// softmax_avx2.hpp's rows on 16 lanes, giving their bits: `exp16` is `exp8` lane for lane
-/// (exp_avx512.hpp), each vector partial sum of the AVX2 rows is one half of a 16-lane accumulator
-/// here (the float64 chains of `exp_sums`, the online softmax's first and last 8 of every 16), and the
-/// values after the last full 16 are handed to the AVX2 rows' `_from` functions with those partial
-/// sums. So a softmax does not depend on the level it runs at
-/// (tests/kernels/softmax_test.cpp compares the levels bit for bit). Elements other than float are
-/// converted by norm_avx512's loads and stores (norm_avx2's exact conversions).
+/// softmax_avx2.hpp's rows on 16 lanes, giving their bits: `exp16_shifted` is `exp8` lane for lane
+/// for the x_j - max a row can hold (exp_avx512.hpp), each vector partial sum of the AVX2 rows is one half of a 16-lane
+/// accumulator here (the float32 block sums and float64 chains of `exp_sum_from`, the online softmax's first and last 8
+/// of every 16), and the values after the last full 16 are handed to the AVX2 rows' `_from` functions with those
+/// partial sums. So a softmax does not depend on the level it runs at (tests/kernels/softmax_test.cpp compares the
+/// levels bit for bit). Elements other than float are converted by norm_avx512's loads and stores (norm_avx2's exact
+/// conversions).
 #pragma once
 
 #include <cstddef>
@@ -59,8 +59,8 @@ MIXPREC_TARGET_AVX512 inline row_max max_of(const I* x, std::size_t n) noexcept 
 }
 
 /// e_j = exp(x_j - m) for x [n]; stored to `e` when it is non-null (may be x itself when I is float);
-/// returns Σ e_j in float64 (softmax_avx2::exp_sum's chains, order and bits). `next` (the following
-/// row, or null) is prefetched.
+/// returns Σ e_j (softmax_avx2::exp_sum_from's float32 blocks and float64 chains: its order and bits).
+/// `next` (the following row, or null) is prefetched.
 template <class I>
 MIXPREC_TARGET_AVX512 inline double exp_sum(const I* x, std::size_t n, float m, float* e, const I* next) noexcept {
   const __m512 mv = _mm512_set1_ps(m);
@@ -68,12 +68,16 @@ MIXPREC_TARGET_AVX512 inline double exp_sum(const I* x, std::size_t n, float m, 
   __m512d high = _mm512_setzero_pd();  // its s[2] and s[3]
   constexpr auto all8 = static_cast<__mmask8>(0xFF);
   std::size_t j = 0;
-  for (; n - j >= 16; j += 16) {
-    norm_avx512::prefetch_next<I>(next, j);
-    const __m512 v = exp_avx512::exp16(_mm512_sub_ps(load16<I>(x + j), mv));
-    if (e != nullptr) _mm512_storeu_ps(e + j, v);
-    low = _mm512_add_pd(low, _mm512_maskz_cvtps_pd(all8, lower_half(v)));
-    high = _mm512_add_pd(high, _mm512_maskz_cvtps_pd(all8, upper_half(v)));
+  while (n - j >= 16) {
+    __m512 f = _mm512_setzero_ps();  // lanes 0-7: softmax_avx2's f0, lanes 8-15: its f1
+    for (std::size_t step = 0; step < softmax_avx2::float32_steps && n - j >= 16; ++step, j += 16) {
+      norm_avx512::prefetch_next<I>(next, j);
+      const __m512 v = exp_avx512::exp16_shifted(_mm512_sub_ps(load16<I>(x + j), mv));
+      if (e != nullptr) _mm512_storeu_ps(e + j, v);
+      f = _mm512_add_ps(f, v);
+    }
+    low = _mm512_add_pd(low, _mm512_maskz_cvtps_pd(all8, lower_half(f)));
+    high = _mm512_add_pd(high, _mm512_maskz_cvtps_pd(all8, upper_half(f)));
   }
   return softmax_avx2::exp_sum_from<I>(x, n, j, m, e,
                                        {{lower_half(low), upper_half(low), lower_half(high), upper_half(high)}},
@@ -87,8 +91,8 @@ template <class I, class O>
 MIXPREC_TARGET_AVX512 inline void softmax_row(const I* x, O* y, std::size_t n, float* scratch, const I* next) noexcept {
   const row_max mx = max_of<I>(x, n);
   std::size_t j = 0;
-  if (mx.nan || mx.max == -std::numeric_limits<float>::infinity()) {
-    const float f = mx.nan ? std::numeric_limits<float>::quiet_NaN() : 0.0F;
+  float f = 0.0F;
+  if (softmax_avx2::uniform_row(mx, f)) {
     for (; n - j >= 16; j += 16) store16<O>(y + j, _mm512_set1_ps(f));
     softmax_avx2::fill_from<O>(y, n, j, f);
     return;
