@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "mixprec/arch/isa.hpp"
@@ -18,6 +19,10 @@ namespace {
 
 MIXPREC_TARGET_AVX2 void exp_of(const float* x, float* y) {
   _mm256_storeu_ps(y, mixprec::detail::exp_avx2::exp8(_mm256_loadu_ps(x)));
+}
+
+MIXPREC_TARGET_AVX2 void exp_shifted_of(const float* x, float* y) {
+  _mm256_storeu_ps(y, mixprec::detail::exp_avx2::exp8_shifted(_mm256_loadu_ps(x)));
 }
 
 MIXPREC_TARGET_AVX2 void exp_nonpositive_of(const float* x, float* y) {
@@ -96,6 +101,36 @@ TEST_CASE("exp8 gives 0 for -Inf and below the subnormal range, Inf above float'
   // exp(-103.9) = 8.6e-46 is subnormal: rounds to 1 × 2^-149, as std::exp rounds it.
   CHECK(y[7] == std::exp(-103.9F));
   CHECK(y[7] == std::numeric_limits<float>::denorm_min());
+}
+
+TEST_CASE("exp8_shifted, the softmax rows' exp, gives exp8's bits for every x <= 0 and -Inf", "[kernels][exp]") {
+  if (mixprec::detected_isa() < mixprec::isa::avx2) {
+    WARN("SKIPPED: this CPU has no AVX2 + FMA");
+    return;
+  }
+  // -0 to -Inf, every 61st pattern, and every pattern whose result is subnormal or underflows.
+  const auto bits = [](float f) { return static_cast<std::uint64_t>(std::bit_cast<std::uint32_t>(f)); };
+  std::uint64_t differ = 0;
+  float where = 0.0F;
+  const auto compare = [&](std::uint64_t first, std::uint64_t last, std::uint64_t stride) {
+    float x[8];
+    float a[8];
+    float b[8];
+    for (std::uint64_t u = first; u <= last; u += 8 * stride) {
+      for (std::uint64_t i = 0; i < 8; ++i) {
+        x[i] = std::bit_cast<float>(static_cast<std::uint32_t>(std::min(u + i * stride, last)));
+      }
+      exp_shifted_of(x, a);
+      exp_of(x, b);
+      for (int i = 0; i < 8; ++i) {
+        if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && differ++ == 0) where = x[i];
+      }
+    }
+  };
+  compare(bits(-0.0F), bits(-std::numeric_limits<float>::infinity()), 61);
+  compare(bits(-87.0F), bits(-105.0F), 1);
+  INFO("first difference at x = " << where);
+  CHECK(differ == 0);
 }
 
 TEST_CASE("exp8_nonpositive, the online softmax's exp, is within 1 ulp of exp for normal results, else 0",

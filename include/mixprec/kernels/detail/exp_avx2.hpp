@@ -66,22 +66,28 @@ MIXPREC_TARGET_AVX2_INLINE inline __m256 reduced_exp(__m256 x, __m256 k) noexcep
   return p;
 }
 
-/// exp(x) of 8 floats (see the file comment for the error).
-MIXPREC_TARGET_AVX2_INLINE inline __m256 exp8(__m256 x) noexcept {
+/// exp(x) of 8 floats x <= 0 or -Inf, never NaN (the x_j - max of a softmax row without NaN or +Inf):
+/// `exp8` without its overflow and NaN masks, which no such x reaches (the same bits there).
+MIXPREC_TARGET_AVX2_INLINE inline __m256 exp8_shifted(__m256 x) noexcept {
   const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(std::numbers::log2e_v<float>)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m256 p = reduced_exp(x, k);
   // p · 2^k as p · 2^k1 · 2^k2 with k1 = k / 2 (toward 0) and k2 = k - k1: both normal powers of two
   // for k in [-150, 128], so only the last product rounds (and only when the result is subnormal).
-  // Outside the domain k is clamped first; the blends below give the limits.
+  // Outside the domain k is clamped first; the blends give the limits.
   const __m256i ki =
       _mm256_cvtps_epi32(_mm256_max_ps(_mm256_min_ps(k, _mm256_set1_ps(128.0F)), _mm256_set1_ps(-150.0F)));
   const __m256i k1 = _mm256_srai_epi32(_mm256_add_epi32(ki, _mm256_srli_epi32(ki, 31)), 1);
   const __m256i k2 = _mm256_sub_epi32(ki, k1);
-  __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, power_of_two(k1)), power_of_two(k2));
-  y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(underflow_below), _CMP_LT_OQ));
-  y = _mm256_blendv_ps(y, _mm256_set1_ps(std::numeric_limits<float>::infinity()),
-                       _mm256_cmp_ps(x, _mm256_set1_ps(overflow_above), _CMP_GT_OQ));
+  const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, power_of_two(k1)), power_of_two(k2));
+  return _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(underflow_below), _CMP_LT_OQ));
+}
+
+/// exp(x) of 8 floats (see the file comment for the error): `exp8_shifted` with +Inf above the
+/// overflow bound and x itself for NaN.
+MIXPREC_TARGET_AVX2_INLINE inline __m256 exp8(__m256 x) noexcept {
+  const __m256 y = _mm256_blendv_ps(exp8_shifted(x), _mm256_set1_ps(std::numeric_limits<float>::infinity()),
+                                    _mm256_cmp_ps(x, _mm256_set1_ps(overflow_above), _CMP_GT_OQ));
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));  // NaN in, NaN out
 }
 

@@ -46,9 +46,9 @@ MIXPREC_TARGET_AVX512_INLINE inline __m512 reduced_exp(__m512 x, __m512 k) noexc
 }
 
 /// exp(x) of 16 floats x <= 0 or -Inf, never NaN (the x_j - max of a softmax row without NaN or
-/// +Inf): exp_avx2::exp8's bits there. The scaling p · 2^k is one VSCALEFPS, which rounds the exact
-/// product once: exp8's two products by normal powers of two round only in the second, so both give
-/// round(p · 2^k) for every k in [-150, 0]; lanes below ln(2^-150) (and -Inf) are zeroed by the mask.
+/// +Inf): exp_avx2::exp8_shifted's (and exp8's) bits there. The scaling p · 2^k is one VSCALEFPS, which rounds the
+/// exact product once: exp8's two products by normal powers of two round only in the second, so both give round(p ·
+/// 2^k) for every k in [-150, 0]; lanes below ln(2^-150) (and -Inf) are zeroed by the mask.
 MIXPREC_TARGET_AVX512_INLINE inline __m512 exp16_shifted(__m512 x) noexcept {
   const __m512 k = _mm512_maskz_roundscale_ps(all_lanes, _mm512_mul_ps(x, _mm512_set1_ps(std::numbers::log2e_v<float>)),
                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

@@ -32,6 +32,7 @@
 
 #include "mixprec/arch/detail/target.hpp"
 #include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/formats/float_format.hpp"
 #include "mixprec/kernels/detail/gemm_avx512.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
 #include "mixprec/kernels/detail/norm_avx512.hpp"
@@ -171,6 +172,13 @@ inline constexpr std::array<std::uint16_t, 32> pair_words = [] {
   return words;
 }();
 
+/// bfloat16's magnitude bits, its Inf pattern and the quiet bit of its NaNs (formats::bfloat16), as
+/// 16-bit lanes: a word w is a NaN when (w & magnitude) > infinity, and quiet when the bit is set.
+inline constexpr auto bf16_magnitude = static_cast<short>(formats::bfloat16.magnitude_mask());
+inline constexpr auto bf16_infinity = static_cast<short>(formats::bfloat16.exponent_mask());
+inline constexpr auto bf16_quiet_bit =
+    static_cast<short>(formats::bfloat16.quiet_nan_bits() & ~formats::bfloat16.exponent_mask());
+
 /// Lanes [0, t) of 16 set (t ≤ 16).
 [[nodiscard]] inline __mmask16 lanes16(std::size_t t) noexcept {
   return static_cast<__mmask16>(t >= 16 ? 0xFFFFU : (1U << t) - 1U);
@@ -204,9 +212,9 @@ MIXPREC_TARGET_AVX512BF16 inline void row_pairs(const S* x, std::size_t kc, std:
       // element 2t, in the low word of lane t, and 2t + 1, in the high one, swap places.
       const auto loaded = static_cast<__mmask32>(t >= 32 ? 0xFFFFFFFFU : (1U << t) - 1U);
       const __m512i w = _mm512_maskz_loadu_epi16(loaded, x + j);
-      const __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(w, _mm512_set1_epi16(0x7FFF)),
-                                                    _mm512_set1_epi16(static_cast<short>(0x7F80)));
-      const __m512i quieted = _mm512_mask_mov_epi16(w, nan, _mm512_or_si512(w, _mm512_set1_epi16(0x0040)));
+      const __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(w, _mm512_set1_epi16(bf16_magnitude)),
+                                                    _mm512_set1_epi16(bf16_infinity));
+      const __m512i quieted = _mm512_mask_mov_epi16(w, nan, _mm512_or_si512(w, _mm512_set1_epi16(bf16_quiet_bit)));
       pairs = _mm512_maskz_rol_epi32(lanes16(16), quieted, 16);
     }
     _mm512_mask_storeu_epi32(out + j / 2, lanes16((t + 1) / 2), pairs);

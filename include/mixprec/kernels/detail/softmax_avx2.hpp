@@ -4,8 +4,8 @@
 /// at least `isa::avx2`.
 ///
 /// The same conventions as the portable rows of kernels/softmax.hpp (NaN anywhere: all NaN; every
-/// value -Inf: all zeros); exp is `exp_avx2::exp8` (< 1 ulp), the sum of the exponentials l adds
-/// float32 lane sums of at most 4 values each into float64 chains (`exp_sums`, `float32_steps`; the
+/// value -Inf: all zeros); exp is `exp_avx2::exp8_shifted` (exp8 for x - max <= 0: < 1 ulp), the sum of the
+/// exponentials l adds float32 lane sums of at most 4 values each into float64 chains (`exp_sums`, `float32_steps`; the
 /// online softmax's block pass sums in float32), and each probability is e_j · (1 / l) rounded once
 /// to the output type. Before that rounding, within 8u relative (u = 2^-24) of the exact
 /// exp(x_j - m) / Σ exp(x_t - m) of the rounded differences: 2u from exp, 3u from the float32 lane sums,
@@ -110,8 +110,8 @@ MIXPREC_TARGET_AVX2_INLINE inline double exp_sum_from(const I* x, std::size_t n,
     __m256 f1 = _mm256_setzero_ps();  // values 8-15
     for (std::size_t step = 0; step < float32_steps && n - j >= 16; ++step, j += 16) {
       norm_avx2::prefetch_next<I>(next, j);
-      const __m256 v0 = exp_avx2::exp8(_mm256_sub_ps(load8<I>(x + j), mv));
-      const __m256 v1 = exp_avx2::exp8(_mm256_sub_ps(load8<I>(x + j + 8), mv));
+      const __m256 v0 = exp_avx2::exp8_shifted(_mm256_sub_ps(load8<I>(x + j), mv));
+      const __m256 v1 = exp_avx2::exp8_shifted(_mm256_sub_ps(load8<I>(x + j + 8), mv));
       if (e != nullptr) {
         _mm256_storeu_ps(e + j, v0);
         _mm256_storeu_ps(e + j + 8, v1);
@@ -123,14 +123,14 @@ MIXPREC_TARGET_AVX2_INLINE inline double exp_sum_from(const I* x, std::size_t n,
     add_pd8(sums.s[2], sums.s[3], f1);
   }
   if (n - j >= 8) {
-    const __m256 v = exp_avx2::exp8(_mm256_sub_ps(load8<I>(x + j), mv));
+    const __m256 v = exp_avx2::exp8_shifted(_mm256_sub_ps(load8<I>(x + j), mv));
     if (e != nullptr) _mm256_storeu_ps(e + j, v);
     add_pd8(sums.s[0], sums.s[1], v);
     j += 8;
   }
   if (j < n) {
     const std::size_t t = n - j;
-    const __m256 v = _mm256_and_ps(exp_avx2::exp8(_mm256_sub_ps(load_tail<I>(x + j, t), mv)), tail_mask(t));
+    const __m256 v = _mm256_and_ps(exp_avx2::exp8_shifted(_mm256_sub_ps(load_tail<I>(x + j, t), mv)), tail_mask(t));
     if (e != nullptr) store_tail<float>(e + j, v, t);
     add_pd8(sums.s[0], sums.s[1], v);
   }
