@@ -93,13 +93,16 @@ template <float_format F, overflow_mode Mode>
   const __m512i one = splat(1U);
   if constexpr (F == formats::bfloat16 && Mode == overflow_mode::to_inf_or_nan) {
     // convert_avx2.hpp's bfloat16 shortcut on 16 lanes: (u + 0x7FFF + lsb) >> 16 rounds every float
-    // but NaN (subnormals, a carry into Inf), and NaN becomes the canonical quiet NaN with its sign.
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, C::shift), one);
+    // but NaN (subnormals, a carry into Inf), and NaN becomes the canonical quiet NaN with its sign:
+    // (high & sign) | nan_pos of the high half, one VPTERNLOGD ((a & b) | c is truth table 0xEA).
+    static_assert(C::nan_neg == (C::sign | C::nan_pos), "a negative NaN is the positive one with the sign bit");
+    const __m512i high = _mm512_srli_epi32(u, C::shift);
+    const __m512i lsb = _mm512_and_si512(high, one);
     const __m512i rounded =
         _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, splat(C::round_bias)), lsb), C::shift);
-    const __m512i a = _mm512_and_si512(u, splat(float_bits::magnitude));
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, splat(float_bits::infinity));
-    return _mm512_mask_mov_epi32(rounded, nan, by_sign(_mm512_cmpneq_epi32_mask(u, a), C::nan_pos, C::nan_neg));
+    const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(u), _mm512_castsi512_ps(u), _CMP_UNORD_Q);
+    return _mm512_mask_mov_epi32(rounded, nan,
+                                 _mm512_ternarylogic_epi32(high, splat(C::sign), splat(C::nan_pos), 0xEA));
   }
   const __m512i a = _mm512_and_si512(u, splat(float_bits::magnitude));
   const __mmask16 negative = _mm512_cmpneq_epi32_mask(u, a);

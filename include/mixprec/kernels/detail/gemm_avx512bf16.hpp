@@ -161,13 +161,13 @@ MIXPREC_TARGET_AVX512BF16 inline void row_block(std::size_t panels, std::size_t 
 }
 
 /// Word indices (into the 64 16-bit words of two vectors) that gather 32 floats' bfloat16 patterns —
-/// the high word of each 32-bit lane — as 16 pair lanes: lane t's low word is element 2t + 1's
-/// pattern (word 4t + 3), its high word element 2t's (word 4t + 1).
+/// the low word of each 32-bit lane (norm_avx512::bf16_patterns) — as 16 pair lanes: lane t's low
+/// word is element 2t + 1's pattern (word 4t + 2), its high word element 2t's (word 4t).
 inline constexpr std::array<std::uint16_t, 32> pair_words = [] {
   std::array<std::uint16_t, 32> words{};
   for (std::size_t t = 0; t < 16; ++t) {
-    words[2 * t] = static_cast<std::uint16_t>(4 * t + 3);
-    words[2 * t + 1] = static_cast<std::uint16_t>(4 * t + 1);
+    words[2 * t] = static_cast<std::uint16_t>(4 * t + 2);
+    words[2 * t + 1] = static_cast<std::uint16_t>(4 * t);
   }
   return words;
 }();
@@ -186,7 +186,7 @@ inline constexpr auto bf16_quiet_bit =
 
 /// One row x [kc] as (kc + 1) / 2 pair words (kernels::detail::bf16_pair's layout): word t =
 /// bf16(x[2t]) << 16 | bf16(x[2t + 1]), zero past kc; float elements rounded to nearest-even
-/// (norm_avx512::round_bf16_bits: NaN to bfloat16's quiet NaN, the sign kept), bfloat16 ones as
+/// (norm_avx512::bf16_patterns: NaN to bfloat16's quiet NaN, the sign kept), bfloat16 ones as
 /// they are. The kc elements at `ahead` (a row packed later, or null) are prefetched: a's rows are
 /// read from beyond the L2 cache, and the lines of one row are too few for the hardware prefetcher.
 template <class S>
@@ -206,7 +206,7 @@ MIXPREC_TARGET_AVX512BF16 inline void row_pairs(const S* x, std::size_t kc, std:
     if constexpr (std::is_same_v<S, float>) {
       const __m512 low = _mm512_maskz_loadu_ps(lanes16(t), x + j);
       const __m512 high = _mm512_maskz_loadu_ps(lanes16(t > 16 ? t - 16 : 0), x + j + 16);
-      pairs = _mm512_permutex2var_epi16(norm_avx512::round_bf16_bits(low), words, norm_avx512::round_bf16_bits(high));
+      pairs = _mm512_permutex2var_epi16(norm_avx512::bf16_patterns(low), words, norm_avx512::bf16_patterns(high));
     } else {
       // A signalling NaN is quieted (its quiet bit set), as the exact widening to float does; then
       // element 2t, in the low word of lane t, and 2t + 1, in the high one, swap places.

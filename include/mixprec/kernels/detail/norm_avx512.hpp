@@ -13,11 +13,11 @@
 /// normalisation is the AVX2 rows' arithmetic element for element (the same operations in the same
 /// order) in steps of 32, and the elements after the last full step are handed to the AVX2 rows.
 ///
-/// The roundings to bfloat16 and float16 are 16-lane forms of the AVX2 ones with the same bits
-/// (tests/kernels/norm_avx512_test.cpp sweeps them against the scalar codecs): bfloat16 by integer
-/// arithmetic on the float's bits (VCVTNEPS2BF16 would flush subnormal inputs to zero), float16 by
-/// VCVTPS2PH with the NaN lanes repaired. Two 16-lane bfloat16 results are packed by one word
-/// permutation.
+/// The roundings to bfloat16 and float16 are the 16-lane encoders of `mixprec::convert`
+/// (formats/detail/convert_x86.hpp), with the AVX2 roundings' bits (tests/kernels/norm_avx512_test.cpp
+/// sweeps them against the scalar codecs): bfloat16 by integer arithmetic on the float's bits
+/// (VCVTNEPS2BF16 would flush subnormal inputs to zero), float16 by VCVTPS2PH with the NaN lanes
+/// re-encoded. Two 16-lane bfloat16 results are packed by one word permutation.
 ///
 /// Only where it measured faster than the AVX2 rows (docs/performance.md, Zen 5): layer_norm rows,
 /// written with ordinary stores (1.3-1.4x the AVX2 rows' bytes per second at 2048 x 1024 in float32,
@@ -36,6 +36,7 @@
 #include "mixprec/arch/detail/target.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/detail/convert_lanewise.hpp"
+#include "mixprec/formats/detail/convert_x86.hpp"
 #include "mixprec/formats/float16.hpp"
 #include "mixprec/formats/float_format.hpp"
 #include "mixprec/kernels/detail/exp_avx512.hpp"
@@ -108,32 +109,18 @@ MIXPREC_TARGET_AVX512_INLINE inline __m512 load_first(const I* p, std::size_t t)
   }
 }
 
-/// bfloat16 patterns (in the high halves of the 32-bit lanes, low halves zero) of 16 floats, rounded
-/// to nearest-even; NaN becomes bfloat16's quiet NaN with the sign kept (norm_avx2::round_bf16_bits on
-/// 16 lanes, the same bits).
-MIXPREC_TARGET_AVX512_INLINE inline __m512i round_bf16_bits(__m512 v) noexcept {
-  using K = encode_constants<formats::bfloat16, overflow_mode::to_inf_or_nan>;  // shift 16, round_bias 0x7FFF
-  constexpr auto keep = static_cast<int>(~std::uint32_t{0} << K::shift);
-  constexpr auto sign = static_cast<int>(float_bits::sign);
-  constexpr auto quiet_nan = static_cast<int>(K::nan_pos << K::shift);
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(all_lanes, u, K::shift), _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(static_cast<int>(K::round_bias))), odd),
-                       _mm512_set1_epi32(keep));
-  const __m512i nan = _mm512_or_si512(_mm512_and_si512(u, _mm512_set1_epi32(sign)), _mm512_set1_epi32(quiet_nan));
-  return _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+/// bfloat16 patterns of 16 floats, in the low halves of the 32-bit lanes (high halves zero): the
+/// 16-lane encoder of `mixprec::convert` (formats/detail/convert_x86.hpp; nearest-even, NaN to
+/// bfloat16's quiet NaN with the sign kept), the bits of norm_avx2::round_bf16_bits shifted down.
+MIXPREC_TARGET_AVX512_INLINE inline __m512i bf16_patterns(__m512 v) noexcept {
+  return avx512::encode16<formats::bfloat16, overflow_mode::to_inf_or_nan>(_mm512_castps_si512(v));
 }
 
-/// float16 patterns of 16 floats (VCVTPS2PH, nearest-even, overflow to Inf), NaN lanes repaired to
-/// float16's quiet NaN with the sign kept: f16c::encode8_float16<overflow_mode::to_inf_or_nan> on 16
-/// lanes, the same bits.
-MIXPREC_TARGET_AVX512_INLINE inline __m256i encode16_float16(__m512 v) noexcept {
-  using K = encode_constants<formats::float16, overflow_mode::to_inf_or_nan>;
-  const __m256i h = _mm512_maskz_cvtps_ph(all_lanes, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m256i nan = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(static_cast<short>(K::sign))),
-                                      _mm256_set1_epi16(static_cast<short>(K::nan_pos)));
-  return _mm256_mask_mov_epi16(h, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+/// float16 patterns of 16 floats: the 16-lane encoder of `mixprec::convert` (VCVTPS2PH, nearest-even,
+/// overflow to Inf; NaN lanes re-encoded to float16's quiet NaN with the sign kept), the bits of
+/// f16c::encode8_float16<overflow_mode::to_inf_or_nan>.
+MIXPREC_TARGET_AVX512_INLINE inline __m256i float16_patterns(__m512 v) noexcept {
+  return avx512::encode16_narrow<formats::float16, overflow_mode::to_inf_or_nan>(_mm512_castps_si512(v));
 }
 
 /// 16 floats rounded to C and widened back (norm_avx2::round8 on 16 lanes); identity for float.
@@ -142,9 +129,9 @@ MIXPREC_TARGET_AVX512_INLINE inline __m512 round16(__m512 v) noexcept {
   if constexpr (std::is_same_v<C, float>) {
     return v;
   } else if constexpr (std::is_same_v<C, bfloat16>) {
-    return _mm512_castsi512_ps(round_bf16_bits(v));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all_lanes, bf16_patterns(v), 8 * sizeof(bfloat16)));
   } else {
-    return _mm512_maskz_cvtph_ps(all_lanes, encode16_float16(v));
+    return _mm512_maskz_cvtph_ps(all_lanes, float16_patterns(v));
   }
 }
 
@@ -154,23 +141,22 @@ MIXPREC_TARGET_AVX512_INLINE inline void store16(O* p, __m512 v) noexcept {
   if constexpr (std::is_same_v<O, float>) {
     _mm512_storeu_ps(p, v);
   } else if constexpr (std::is_same_v<O, bfloat16>) {
-    const __m512i bits = _mm512_maskz_srli_epi32(all_lanes, round_bf16_bits(v), 16);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_maskz_cvtepi32_epi16(all_lanes, bits));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_maskz_cvtepi32_epi16(all_lanes, bf16_patterns(v)));
   } else {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), encode16_float16(v));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), float16_patterns(v));
   }
 }
 
-/// The 32 bfloat16 patterns of a (elements 0-15) and b (16-31), rounded: the high half of each 32-bit
-/// lane of round_bf16_bits, gathered by one two-source word permutation (odd words of a, then of b).
-inline constexpr std::array<std::uint16_t, 2 * lanes> odd_words = [] {
+/// The 32 bfloat16 patterns of a (elements 0-15) and b (16-31), rounded: the low half of each 32-bit
+/// lane of bf16_patterns, gathered by one two-source word permutation (even words of a, then of b).
+inline constexpr std::array<std::uint16_t, 2 * lanes> even_words = [] {
   std::array<std::uint16_t, 2 * lanes> words{};
-  for (std::size_t j = 0; j < words.size(); ++j) words[j] = static_cast<std::uint16_t>(2 * j + 1);
+  for (std::size_t j = 0; j < words.size(); ++j) words[j] = static_cast<std::uint16_t>(2 * j);
   return words;
 }();
 
 MIXPREC_TARGET_AVX512_INLINE inline __m512i bf16_pair(__m512 a, __m512 b) noexcept {
-  return _mm512_permutex2var_epi16(round_bf16_bits(a), _mm512_loadu_si512(odd_words.data()), round_bf16_bits(b));
+  return _mm512_permutex2var_epi16(bf16_patterns(a), _mm512_loadu_si512(even_words.data()), bf16_patterns(b));
 }
 
 /// 32 floats, elements 0-15 `a` and 16-31 `b`, rounded to O and stored (store16 twice; bfloat16 by
@@ -195,8 +181,8 @@ MIXPREC_TARGET_AVX512_INLINE inline void stream32(O* p, __m512 a, __m512 b) noex
   } else if constexpr (std::is_same_v<O, bfloat16>) {
     _mm512_stream_si512(reinterpret_cast<__m512i*>(p), bf16_pair(a, b));
   } else {
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), encode16_float16(a));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(p + lanes), encode16_float16(b));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), float16_patterns(a));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p + lanes), float16_patterns(b));
   }
 }
 
