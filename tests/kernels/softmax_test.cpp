@@ -73,11 +73,13 @@ TEMPLATE_TEST_CASE("softmax is computed in opmath and rounded once to the output
   using T = TestType;
   using A = kernels::softmax_opmath_t<T>;
   STATIC_REQUIRE(std::is_same_v<A, std::conditional_t<std::is_same_v<T, double>, double, float>>);
-  // Error of the opmath evaluation: x_j - m is exact for x_j >= m / 2 (Sterbenz) and otherwise one
-  // rounding, amplified by exp into |x_j - m| u; exp within 1 ulp (2u relative). The portable rows: the
-  // compensated sum about 2u, the division u. The SIMD rows (float opmath): float32 lane sums of 4
-  // values 3u, the sum rounded to float u, 1 / sum u, the product u. So (|x_j - m| + 8) u_op relative
-  // bounds both. Then one rounding to the output type (u_out).
+  // Error of the opmath evaluation, to first order: x_j - m is exact for x_j >= m / 2 (Sterbenz) and
+  // otherwise one rounding, amplified by exp into |x_j - m| u, in the numerator and, weighted by the
+  // probabilities, in the sum (Σ_t p_t |x_t - m| u); exp within 1 ulp (2u relative), in the numerator
+  // and in the sum. The portable rows: the compensated sum about 2u, the division u. The SIMD rows
+  // (float opmath): float32 lane sums of 4 values 3u, the sum rounded to float u, 1 / sum u, the
+  // product u. So (|x_j - m| + Σ_t p_t |x_t - m| + 10) u_op relative bounds both. Then one rounding to
+  // the output type (u_out).
   for (std::size_t n : {1u, 2u, 7u, 64u, 1000u, 4099u}) {
     const auto x = random_scores<T>(n, 3.0, static_cast<unsigned>(n));
     std::vector<double> xd(n);
@@ -85,13 +87,15 @@ TEMPLATE_TEST_CASE("softmax is computed in opmath and rounded once to the output
     const auto ref = ref_softmax(xd);
     double m = -1e300;
     for (double v : xd) m = std::max(m, v);
+    double weighted_spread = 0.0;  // Σ_t p_t |x_t - m|: the differences' rounding, through the sum
+    for (std::size_t t = 0; t < n; ++t) weighted_spread += static_cast<double>(ref[t]) * std::abs(xd[t] - m);
     std::vector<T> p(n);
     kernels::softmax(x, p);
     std::vector<float> pf(n);  // float output: only the opmath error remains for half inputs
     kernels::softmax(x, pf);
     for (std::size_t j = 0; j < n; ++j) {
       const double r = static_cast<double>(ref[j]);
-      const double op = (std::abs(xd[j] - m) + 8.0) * unit_roundoff<A>() * r;
+      const double op = (std::abs(xd[j] - m) + weighted_spread + 10.0) * unit_roundoff<A>() * r;
       const double u_out = std::is_same_v<T, A> ? 0.0 : unit_roundoff<T>();
       // Results in T's subnormal range are rounded with an absolute error of half its smallest subnormal.
       const double tiny = 0.5 * static_cast<double>(std::numeric_limits<T>::denorm_min());

@@ -180,8 +180,8 @@ concept softmax_output =
 /// The direct softmax of n values at `src` into `dst`, in opmath `A` (two passes over the input, the
 /// sum compensated); the SIMD rows prefetch `next` (the following row, or null). Float opmath with
 /// float/bfloat16/float16 ends takes the AVX2 row of detail/softmax_avx2.hpp when the CPU has it (exp
-/// within 1 ulp, float32 lane sums of 4 values added in float64, a product by 1/sum: within 8u of float
-/// of the exact softmax of the rounded differences x_j - m), or its AVX-512 form
+/// within 1 ulp, float32 lane sums of 4 values added in float64, a product by 1/sum: within 10u of float
+/// of the exact softmax of the rounded differences x_j - m, for normal results), or its AVX-512 form
 /// (detail/softmax_avx512.hpp: the same bits).
 template <class A, class I, class O>
 void softmax_row(const I* src, O* dst, std::size_t n, const I* next = nullptr) {
@@ -234,10 +234,10 @@ inline void check_softmax_sizes(const char* name, std::size_t in, std::size_t ou
 }  // namespace detail
 
 /// Softmax of the whole range `x` into `y` (same size): computed in `softmax_opmath_t` of x's element
-/// type (max, exp(x - max), their sum, division: in float32 opmath within 8u, u = 2^-24, of the exact
-/// softmax of the rounded differences x_j - max, at every SIMD level), each probability rounded once to
-/// y's element type. -Inf entries get probability 0; all -Inf gives all zeros; NaN gives all NaN.
-/// \throws std::invalid_argument if the sizes differ.
+/// type (max, exp(x - max), their sum, division: in float32 opmath within 10u, u = 2^-24, of the exact
+/// softmax of the rounded differences x_j - max for normal results, at every SIMD level), each probability rounded once
+/// to y's element type. -Inf entries get probability 0; all -Inf gives all zeros; NaN gives all NaN. \throws
+/// std::invalid_argument if the sizes differ.
 ///
 /// **Example**:
 ///

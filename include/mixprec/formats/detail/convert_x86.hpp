@@ -100,7 +100,9 @@ template <float_format F, overflow_mode Mode>
     const __m512i lsb = _mm512_and_si512(high, one);
     const __m512i rounded =
         _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, splat(C::round_bias)), lsb), C::shift);
-    const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(u), _mm512_castsi512_ps(u), _CMP_UNORD_Q);
+    // {sae}: a signalling NaN raises no invalid-operation flag (the conversions raise none).
+    const __mmask16 nan =
+        _mm512_cmp_round_ps_mask(_mm512_castsi512_ps(u), _mm512_castsi512_ps(u), _CMP_UNORD_Q, _MM_FROUND_NO_EXC);
     return _mm512_mask_mov_epi32(rounded, nan,
                                  _mm512_ternarylogic_epi32(high, splat(C::sign), splat(C::nan_pos), 0xEA));
   }

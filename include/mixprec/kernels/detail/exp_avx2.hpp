@@ -9,8 +9,9 @@
 /// FMAs; the result p · 2^k is scaled by two powers of two when 2^k alone is not a normal float, so
 /// subnormal results are rounded once, as `std::exp` rounds them.
 ///
-/// Error: at most 2 units in the last place against the exact exp over every float in [-104, 88.7]
-/// (tests/kernels/exp_avx2_test.cpp sweeps 2^22 of them against `std::exp` in double); exp(-Inf) and
+/// Error: at most 2 units in the last place against the exact exp over every float in [-104, 88.7];
+/// at most 1 over the 2^22 of them that tests/kernels/exp_avx2_test.cpp sweeps against `std::exp` in
+/// double (the bound the softmax rows' error statements use); exp(-Inf) and
 /// every x below ln(2^-150) give +0, +Inf above ln(max float), NaN propagates.
 #pragma once
 

@@ -56,7 +56,7 @@ MIXPREC_TARGET_AVX512_INLINE inline __m512 exp16_shifted(__m512 x) noexcept {
   return _mm512_maskz_scalef_ps(in_range, reduced_exp(x, k), k);
 }
 
-/// exp(x) of 16 floats: exp_avx2::exp8's bits (at most 2 ulp; +0 below ln(2^-150), +Inf above
+/// exp(x) of 16 floats: exp_avx2::exp8's bits (at most 2 ulp, 1 over the sweep; +0 below ln(2^-150), +Inf above
 /// 128 ln 2, NaN propagates). `exp16_shifted` rounds p · 2^k once for every k of the domain, [-150, 128]
 /// (a NaN lane passes its mask, unordered, and is restored below); the masks give +Inf and x itself.
 MIXPREC_TARGET_AVX512_INLINE inline __m512 exp16(__m512 x) noexcept {
