@@ -234,10 +234,11 @@ inline void check_softmax_sizes(const char* name, std::size_t in, std::size_t ou
 }  // namespace detail
 
 /// Softmax of the whole range `x` into `y` (same size): computed in `softmax_opmath_t` of x's element
-/// type (max, exp(x - max), their sum, division: in float32 opmath within 10u, u = 2^-24, of the exact
-/// softmax of the rounded differences x_j - max for normal results, at every SIMD level), each probability rounded once
-/// to y's element type. -Inf entries get probability 0; all -Inf gives all zeros; NaN gives all NaN. \throws
-/// std::invalid_argument if the sizes differ.
+/// type (max, exp(x - max), their sum, division: in float32 opmath within 10u, u = 2^-24, of the
+/// exact softmax of the rounded differences x_j - max for normal results, at every SIMD level), each
+/// probability rounded once to y's element type. -Inf entries get probability 0; all -Inf gives all
+/// zeros; NaN gives all NaN.
+/// \throws std::invalid_argument if the sizes differ.
 ///
 /// **Example**:
 ///

@@ -6,9 +6,9 @@
 /// exp_avx2.hpp's `exp8` and `exp8_nonpositive` on 16 lanes: the same reduction, polynomial and
 /// clamps, each an IEEE operation rounded alike, and a scaling that rounds the same exact product once
 /// (VSCALEFPS where exp8 takes two products), so they give the AVX2 functions' bits, and their error
-/// bounds (tests/kernels/exp_avx512_test.cpp compares them bit for
-/// bit). The zero-masking forms of the instructions that have them, every lane selected: GCC 12's
-/// plain forms pass an undefined register that -Wmaybe-uninitialized reports at -O2.
+/// bounds (tests/kernels/exp_avx512_test.cpp compares them bit for bit). The zero-masking
+/// forms of the instructions that have them, every lane selected: GCC 12's plain forms pass an
+/// undefined register that -Wmaybe-uninitialized reports at -O2.
 #pragma once
 
 #include <limits>
@@ -46,9 +46,10 @@ MIXPREC_TARGET_AVX512_INLINE inline __m512 reduced_exp(__m512 x, __m512 k) noexc
 }
 
 /// exp(x) of 16 floats x <= 0 or -Inf, never NaN (the x_j - max of a softmax row without NaN or
-/// +Inf): exp_avx2::exp8_shifted's (and exp8's) bits there. The scaling p · 2^k is one VSCALEFPS, which rounds the
-/// exact product once: exp8's two products by normal powers of two round only in the second, so both give round(p ·
-/// 2^k) for every k in [-150, 0]; lanes below ln(2^-150) (and -Inf) are zeroed by the mask.
+/// +Inf): exp_avx2::exp8_shifted's (and exp8's) bits there. The scaling p · 2^k is one VSCALEFPS,
+/// which rounds the exact product once: exp8's two products by normal powers of two round only in the
+/// second, so both give round(p · 2^k) for every k in [-150, 0]; lanes below ln(2^-150) (and -Inf)
+/// are zeroed by the mask.
 MIXPREC_TARGET_AVX512_INLINE inline __m512 exp16_shifted(__m512 x) noexcept {
   const __m512 k = _mm512_maskz_roundscale_ps(all_lanes, _mm512_mul_ps(x, _mm512_set1_ps(std::numbers::log2e_v<float>)),
                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -56,9 +57,10 @@ MIXPREC_TARGET_AVX512_INLINE inline __m512 exp16_shifted(__m512 x) noexcept {
   return _mm512_maskz_scalef_ps(in_range, reduced_exp(x, k), k);
 }
 
-/// exp(x) of 16 floats: exp_avx2::exp8's bits (at most 2 ulp, 1 over the sweep; +0 below ln(2^-150), +Inf above
-/// 128 ln 2, NaN propagates). `exp16_shifted` rounds p · 2^k once for every k of the domain, [-150, 128]
-/// (a NaN lane passes its mask, unordered, and is restored below); the masks give +Inf and x itself.
+/// exp(x) of 16 floats: exp_avx2::exp8's bits (at most 2 ulp, 1 over the sweep; +0 below
+/// ln(2^-150), +Inf above 128 ln 2, NaN propagates). `exp16_shifted` rounds p · 2^k once for every k
+/// of the domain, [-150, 128] (a NaN lane passes its mask, unordered, and is restored below); the
+/// masks give +Inf and x itself.
 MIXPREC_TARGET_AVX512_INLINE inline __m512 exp16(__m512 x) noexcept {
   const __m512 y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(exp_avx2::overflow_above), _CMP_GT_OQ),
                                         exp16_shifted(x), _mm512_set1_ps(std::numeric_limits<float>::infinity()));

@@ -4,16 +4,15 @@
 /// at least `isa::avx2`.
 ///
 /// The same conventions as the portable rows of kernels/softmax.hpp (NaN anywhere: all NaN; every
-/// value -Inf: all zeros); exp is `exp_avx2::exp8_shifted` (exp8 for x - max <= 0: < 1 ulp), the sum of the
-/// exponentials l adds float32 lane sums of at most 4 values each into float64 chains (`exp_sums`, `float32_steps`; the
-/// online softmax's block pass sums in float32), and each probability is e_j · (1 / l) rounded once
-/// to the output type. Before that rounding, for normal e_j, within 10u relative (u = 2^-24, to first
-/// order) of the exact exp(x_j - m) / Σ exp(x_t - m) of the rounded differences: 2u from e_j's exp,
-/// 2u from the exps in l, 3u from the float32 lane sums, u each from l rounded to float, from 1 / l
-/// and from the product. Three passes over a row: max, exp
-/// (stored: in the output when it is float, else in a row of scratch), scale. softmax_avx512.hpp runs the same rows on
-/// 16 lanes with the same bits; the
-/// `_from` functions below finish its rows.
+/// value -Inf: all zeros); exp is `exp_avx2::exp8_shifted` (exp8 for x - max <= 0: < 1 ulp), the
+/// sum of the exponentials l adds float32 lane sums of at most 4 values each into float64 chains
+/// (`exp_sums`, `float32_steps`; the online softmax's block pass sums in float32), and each
+/// probability is e_j · (1 / l) rounded once to the output type. Before that rounding, for normal
+/// e_j, within 10u relative (u = 2^-24, to first order) of the exact exp(x_j - m) / Σ exp(x_t - m) of
+/// the rounded differences: 2u from e_j's exp, 2u from the exps in l, 3u from the float32 lane sums,
+/// u each from l rounded to float, from 1 / l and from the product. Three passes over a row: max,
+/// exp (stored: in the output when it is float, else in a row of scratch), scale. softmax_avx512.hpp
+/// runs the same rows on 16 lanes with the same bits; the `_from` functions below finish its rows.
 #pragma once
 
 #include <algorithm>

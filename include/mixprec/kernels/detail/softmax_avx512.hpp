@@ -4,12 +4,12 @@
 /// at least `isa::avx512`.
 ///
 /// softmax_avx2.hpp's rows on 16 lanes, giving their bits: `exp16_shifted` is `exp8` lane for lane
-/// for the x_j - max a row can hold (exp_avx512.hpp), each vector partial sum of the AVX2 rows is one half of a 16-lane
-/// accumulator here (the float32 block sums and float64 chains of `exp_sum_from`, the online softmax's first and last 8
-/// of every 16), and the values after the last full 16 are handed to the AVX2 rows' `_from` functions with those
-/// partial sums. So a softmax does not depend on the level it runs at (tests/kernels/softmax_test.cpp compares the
-/// levels bit for bit). Elements other than float are converted by norm_avx512's loads and stores (norm_avx2's exact
-/// conversions).
+/// for the x_j - max a row can hold (exp_avx512.hpp), each vector partial sum of the AVX2 rows is one
+/// half of a 16-lane accumulator here (the float32 block sums and float64 chains of `exp_sum_from`,
+/// the online softmax's first and last 8 of every 16), and the values after the last full 16 are
+/// handed to the AVX2 rows' `_from` functions with those partial sums. So a softmax does not depend
+/// on the level it runs at (tests/kernels/softmax_test.cpp compares the levels bit for bit). Elements
+/// other than float are converted by norm_avx512's loads and stores (norm_avx2's exact conversions).
 #pragma once
 
 #include <cstddef>
