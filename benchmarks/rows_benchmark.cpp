@@ -14,6 +14,10 @@
 //  - rms_norm_residual/f32:  the fused nn::rms_norm<policy<float>>: float x and residual stream in,
 //                            float out, stream updated in place (llama's pre-norm)
 //  - softmax/f32, /bf16:     kernels::softmax_rows, float in and out / bfloat16 in and out
+//  - silu/f32, /bf16, gelu_tanh/f32: kernels::silu / kernels::gelu (tanh) on a range, float or
+//                            bfloat16 in and out, on the calling thread (the threads argument does
+//                            not split it); silu/f32/portable: the same at MIXPREC_ISA=portable
+//                            (the scalar formulas with std::exp), the baseline of the kernel
 //  - memcpy/<bytes>:         std::memcpy of <bytes> per element of the problem, split over the threads
 //                            (4: what layer_norm/f32 reads and writes, 2: bf16, 8: rms_norm_residual)
 //  - onednn_f32/_bf16:       oneDNN's layer_normalization_forward (inference, scale and shift)
@@ -29,8 +33,11 @@
 #include <thread>
 #include <vector>
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/kernels/activations.hpp"
+#include "mixprec/kernels/detail/activation_kind.hpp"
 #include "mixprec/kernels/softmax.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/rms_norm.hpp"
@@ -125,6 +132,39 @@ void softmax(benchmark::State& state) {
   set_bytes(state, static_cast<double>(s.size() * 2 * sizeof(T)));
 }
 
+/// The element-wise SiLU or tanh-GELU of kernels/activations.hpp over rows × features values of T (on
+/// the calling thread); `level` limits the ISA (isa::portable: the scalar formulas, std::exp).
+template <class T, mixprec::kernels::detail::activation_kind K>
+void activation(benchmark::State& state, mixprec::isa level) {
+  const shape s = shape_of(state);
+  const mixprec::isa_limit_scope limit(level);
+  const auto x = random_rows<T>(s, 8);
+  auto y = xt::xtensor<T, 2>::from_shape({s.rows, s.features});
+  const auto run = [&] {
+    if constexpr (K == mixprec::kernels::detail::activation_kind::silu) {
+      mixprec::kernels::silu(x, y);
+    } else {
+      mixprec::kernels::gelu(x, y, mixprec::kernels::gelu_approximation::tanh);
+    }
+  };
+  run();  // untimed: faults the output in
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, static_cast<double>(s.size() * 2 * sizeof(T)));
+}
+
+using mixprec::kernels::detail::activation_kind;
+constexpr mixprec::isa no_limit = mixprec::isa::avx512bf16;  // isa_limit_scope's "every level this CPU has"
+void silu_f32(benchmark::State& state) { activation<float, activation_kind::silu>(state, no_limit); }
+void silu_bf16(benchmark::State& state) { activation<bfloat16, activation_kind::silu>(state, no_limit); }
+void gelu_tanh_f32(benchmark::State& state) { activation<float, activation_kind::gelu_tanh>(state, no_limit); }
+void silu_f32_portable(benchmark::State& state) {
+  activation<float, activation_kind::silu>(state, mixprec::isa::portable);
+}
+
 /// memcpy of bytes_per_element × rows × features bytes, in as many contiguous parts as threads.
 void memcpy_peer(benchmark::State& state, std::size_t bytes_per_element) {
   const shape s = shape_of(state);
@@ -213,6 +253,10 @@ BENCHMARK_TEMPLATE(layer_norm, bfloat16, policy<float, bfloat16, bfloat16>)->Nam
 BENCHMARK(rms_norm_residual)->Name("rms_norm_residual/f32")->Apply(shapes);
 BENCHMARK_TEMPLATE(softmax, float)->Name("softmax/f32")->Apply(shapes);
 BENCHMARK_TEMPLATE(softmax, bfloat16)->Name("softmax/bf16")->Apply(shapes);
+BENCHMARK(silu_f32)->Name("silu/f32")->Apply(shapes);
+BENCHMARK(silu_bf16)->Name("silu/bf16")->Apply(shapes);
+BENCHMARK(gelu_tanh_f32)->Name("gelu_tanh/f32")->Apply(shapes);
+BENCHMARK(silu_f32_portable)->Name("silu/f32/portable")->Apply(shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 4, 4)->Name("memcpy/4B")->Apply(shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 2, 2)->Name("memcpy/2B")->Apply(shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 8, 8)->Name("memcpy/8B")->Apply(shapes);

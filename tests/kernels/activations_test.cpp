@@ -2,14 +2,18 @@
 // definitions (x86-64 long double: 64-bit significand, unit roundoff 2^-64).
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <iomanip>
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/core.hpp"
 #include "mixprec/kernels/activations.hpp"
 
@@ -50,29 +54,60 @@ std::vector<double> test_points() {
   return xs;
 }
 
-/// Checks f(T(x)) against ref(x_T) for every test point, where x_T is x rounded to T, with
+/// Checks a result f(x) against ref(x) (check_point; x a T value), and f(T(x)) for every test point
+/// (check_against_reference), with
 ///   |f - ref| <= u_T |ref| (the one rounding of the result to T) + rel_op(x) u_op |ref| + tiny
 /// rel_op(x): the error of the opmath evaluation in units of u_op (derived per function below);
 /// tiny: half the smallest subnormal of T (results that round into or below T's subnormals), plus
 /// the long double reference's own error |x| 2^-63 (the textbook GELU forms add 1 + erf(..) or
 /// 1 + tanh(..) with an absolute error of 2^-64, times 0.5 |x|): it matters only for double near -5.5,
 /// where 1 + erf(x / sqrt 2) is 4e-8.
-template <class T, class F, class Ref, class RelOp>
-void check_against_reference(F f, Ref ref, RelOp rel_op) {
+template <class T, class Ref, class RelOp>
+void check_point(T x, T result, Ref ref, RelOp rel_op) {
   using Op = kernels::opmath_t<T>;
   const double u_t = std::is_same_v<T, Op> ? 0.0 : unit_roundoff<T>();
   const double u_op = unit_roundoff<Op>();
   const double tiny = 0.5 * static_cast<double>(std::numeric_limits<T>::denorm_min());
+  const ld xv = static_cast<ld>(static_cast<double>(x));
+  const ld r = ref(xv);
+  const double got = static_cast<double>(result);
+  const double tol = (u_t + rel_op(static_cast<double>(xv)) * u_op) * std::abs(static_cast<double>(r)) + tiny +
+                     std::abs(static_cast<double>(xv)) * std::ldexp(1.0, -63);
+  INFO(std::setprecision(17) << "x = " << static_cast<double>(xv) << ", got " << got << ", reference "
+                             << static_cast<double>(r) << ", tolerance " << tol);
+  REQUIRE(std::abs(got - static_cast<double>(r)) <= tol);
+}
+
+template <class T, class F, class Ref, class RelOp>
+void check_against_reference(F f, Ref ref, RelOp rel_op) {
   for (double x0 : test_points()) {
     const T x = static_cast<T>(x0);
-    const ld xv = static_cast<ld>(static_cast<double>(x));
-    const ld r = ref(xv);
-    const double got = static_cast<double>(f(x));
-    const double tol = (u_t + rel_op(static_cast<double>(xv)) * u_op) * std::abs(static_cast<double>(r)) + tiny +
-                       std::abs(static_cast<double>(xv)) * std::ldexp(1.0, -63);
-    INFO(std::setprecision(17) << "x = " << static_cast<double>(xv) << ", got " << got << ", reference "
-                               << static_cast<double>(r) << ", tolerance " << tol);
-    REQUIRE(std::abs(got - static_cast<double>(r)) <= tol);
+    check_point(x, f(x), ref, rel_op);
+  }
+}
+
+/// The levels this CPU runs: the range activations take the vectorised kernel from `isa::avx2` up
+/// (kernels/detail/activation_rows.hpp) and the scalar formulas at `isa::portable`.
+std::vector<mixprec::isa> levels() {
+  std::vector<mixprec::isa> out;
+  for (const mixprec::isa level : mixprec::all_isas) {
+    if (level <= mixprec::detected_isa()) out.push_back(level);
+  }
+  return out;
+}
+
+/// check_against_reference for a range function `range(in, out)` (in of T, out of T), called once
+/// on all the test points (whole vectors of the kernel and a tail), on every level.
+template <class T, class Range, class Ref, class RelOp>
+void check_range_against_reference(Range range, Ref ref, RelOp rel_op) {
+  std::vector<T> xs;
+  for (double x0 : test_points()) xs.push_back(static_cast<T>(x0));
+  for (const mixprec::isa level : levels()) {
+    CAPTURE(level);
+    const mixprec::isa_limit_scope limit(level);
+    std::vector<T> ys(xs.size());
+    range(xs, ys);
+    for (std::size_t i = 0; i < xs.size(); ++i) check_point(xs[i], ys[i], ref, rel_op);
   }
 }
 
@@ -120,6 +155,102 @@ TEMPLATE_TEST_CASE("SiLU and sigmoid match x / (1 + e^-x) and 1 / (1 + e^-x) wit
   check_against_reference<TestType>([](TestType x) { return kernels::silu(x); }, ref_silu, [](double) { return 6.0; });
   check_against_reference<TestType>([](TestType x) { return kernels::sigmoid(x); }, ref_sigmoid,
                                     [](double) { return 6.0; });
+}
+
+TEMPLATE_TEST_CASE("range SiLU, sigmoid and tanh-GELU meet the scalar functions' bounds on every level",
+                   "[kernels][activations]", float, double, bfloat16, float16) {
+  // The same bounds as the scalar tests above: the vectorised kernel evaluates the same formulas with
+  // an exp within 2 ulps (kernels/detail/exp_avx2.hpp), inside the margins those bounds leave for exp.
+  using T = TestType;
+  check_range_against_reference<T>([](const auto& in, auto& out) { kernels::silu(in, out); }, ref_silu,
+                                   [](double) { return 6.0; });
+  check_range_against_reference<T>([](const auto& in, auto& out) { kernels::sigmoid(in, out); }, ref_sigmoid,
+                                   [](double) { return 6.0; });
+  check_range_against_reference<T>(
+      [](const auto& in, auto& out) { kernels::gelu(in, out, gelu_approximation::tanh); }, ref_gelu_tanh,
+      [](double x) { return 2.0 * (12.0 * std::abs(static_cast<double>(ref_gelu_tanh_y(x))) + 4.0); });
+}
+
+TEST_CASE("range SiLU and tanh-GELU keep the tails and the special values on every level", "[kernels][activations]") {
+  // The negative tail as in the scalar test below (relative bounds while e^-2y is finite, then |x|
+  // FLT_MIN), and Inf, NaN, signed zeros, and |x| up to the largest float: the same class of result as
+  // the scalar functions (the formulas' limits: silu(-Inf) and gelu(-Inf) NaN, +0 or -0 far below 0).
+  const double u = std::ldexp(1.0, -24);
+  const double flt_min = static_cast<double>(std::numeric_limits<float>::min());
+  const double tiny = static_cast<double>(std::numeric_limits<float>::denorm_min());
+  std::vector<float> tail;
+  for (double x = -30.0; x < -5.5; x += 0.25) tail.push_back(static_cast<float>(x));
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> specials{inf,    -inf,    std::nanf(""), 0.0f,   -0.0f,   1e-30f,  -1e-30f,
+                                    88.0f,  -88.0f,  89.0f,         -89.0f, -104.0f, -200.0f, 1e30f,
+                                    -1e30f, 3.4e38f, -3.4e38f,      1e-45f, -1e-45f};
+  for (const mixprec::isa level : levels()) {
+    CAPTURE(level);
+    const mixprec::isa_limit_scope limit(level);
+    std::vector<float> silu(tail.size()), gelu(tail.size());
+    kernels::silu(tail, silu);
+    kernels::gelu(tail, gelu, gelu_approximation::tanh);
+    for (std::size_t i = 0; i < tail.size(); ++i) {
+      const double x = static_cast<double>(tail[i]);
+      INFO("x = " << x);
+      const ld y = ref_gelu_tanh_y(x);
+      const double ref_tanh = static_cast<double>(x / (1.0L + std::exp(-2.0L * y)));
+      const double ref_s = static_cast<double>(ref_silu(x));
+      CHECK(std::abs(static_cast<double>(silu[i]) - ref_s) <= 6.0 * u * std::abs(ref_s) + tiny);
+      if (x >= -10.0) {
+        CHECK(std::abs(static_cast<double>(gelu[i]) - ref_tanh) <=
+              2.0 * (12.0 * std::abs(static_cast<double>(y)) + 4.0) * u * std::abs(ref_tanh) + tiny);
+      } else {
+        CHECK(std::abs(static_cast<double>(gelu[i]) - ref_tanh) <= std::abs(x) * flt_min);
+      }
+    }
+    std::vector<float> s(specials.size()), g(specials.size()), q(specials.size());
+    kernels::silu(specials, s);
+    kernels::gelu(specials, g, gelu_approximation::tanh);
+    kernels::sigmoid(specials, q);
+    auto same_class = [](float got, float want) {
+      if (std::isnan(want)) return std::isnan(got);
+      if (std::isinf(want) || want == 0.0f) return got == want && std::signbit(got) == std::signbit(want);
+      return std::abs(static_cast<double>(got) - static_cast<double>(want)) <=
+             8.0 * std::ldexp(1.0, -24) * std::abs(static_cast<double>(want));
+    };
+    for (std::size_t i = 0; i < specials.size(); ++i) {
+      INFO("x = " << specials[i] << ": silu " << s[i] << ", gelu " << g[i] << ", sigmoid " << q[i]);
+      CHECK(same_class(s[i], kernels::silu(specials[i])));
+      CHECK(same_class(g[i], kernels::gelu(specials[i], gelu_approximation::tanh)));
+      CHECK(same_class(q[i], kernels::sigmoid(specials[i])));
+    }
+  }
+}
+
+TEST_CASE("range SiLU, sigmoid and tanh-GELU give the same bits on every SIMD level", "[kernels][activations]") {
+  // The 8-lane (avx2) and 16-lane (avx512 and up) kernels evaluate the same operations with exps of the
+  // same bits: their results must match bit for bit, tails included (100003 values, not a multiple of
+  // 16), over magnitudes from subnormal to the largest float.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> exponent(-46.0, 38.5);
+  std::bernoulli_distribution negative(0.5);
+  std::vector<float> x(100003);
+  for (float& v : x) v = static_cast<float>((negative(rng) ? -1.0 : 1.0) * std::pow(10.0, exponent(rng)));
+  std::vector<std::vector<std::uint32_t>> bits;
+  for (const mixprec::isa level : levels()) {
+    if (level == mixprec::isa::portable) continue;
+    const mixprec::isa_limit_scope limit(level);
+    std::vector<float> s(x.size()), q(x.size()), g(x.size());
+    kernels::silu(x, s);
+    kernels::sigmoid(x, q);
+    kernels::gelu(x, g, gelu_approximation::tanh);
+    std::vector<std::uint32_t> all;
+    for (const auto* out : {&s, &q, &g}) {
+      for (const float v : *out) all.push_back(std::bit_cast<std::uint32_t>(v));
+    }
+    bits.push_back(std::move(all));
+  }
+  for (std::size_t l = 1; l < bits.size(); ++l) {
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < bits[0].size(); ++i) mismatches += bits[l][i] != bits[0][i] ? 1 : 0;
+    CHECK(mismatches == 0);
+  }
 }
 
 TEMPLATE_TEST_CASE("exp and rsqrt are evaluated in opmath and rounded once", "[kernels][activations]", float, double,

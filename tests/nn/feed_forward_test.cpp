@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/core.hpp"
 #include "mixprec/diagnostics/recording_probe.hpp"
 #include "mixprec/nn/error_bound.hpp"
@@ -66,76 +67,83 @@ TEMPLATE_LIST_TEST_CASE("feed_forward matches a float64 reference for every acti
                         "[nn][feed_forward]", all_policies) {
   using P = TestType;
   const std::size_t in = 12, hidden = 20, rows = 4;
-  for (ffn_activation act : all_activations) {
-    CAPTURE(nn::activation_name(act));
-    std::mt19937 rng(static_cast<unsigned>(act) + 100);
-    const auto ffn = nn::feed_forward<P>::init(act, in, hidden, rng, nn::use_bias::yes);
-    auto xf = xt::xtensor<float, 2>::from_shape({rows, in});
-    std::normal_distribution<float> normal(0.0f, 1.5f);
-    for (auto& v : xf) v = normal(rng);
-    // Inputs of float under every policy, and of bfloat16, float16 and double where they make a case of
-    // their own (input_case, policies.hpp): the same values rounded to the input type.
-    for_each_type<float, bfloat16, float16, double>([&]<class T>() {
-      if constexpr (input_case<P, T>) {
-        using O = nn::output_t<P, T>;
-        const mixprec::dtype input = mixprec::dtype_of_v<T>;
-        CAPTURE(input);
-        auto x = xt::xtensor<T, 2>::from_shape({rows, in});
-        for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = static_cast<T>(xf.data()[i]);
-        const auto y = ffn(x);
-        STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<O, 2>>);
-        REQUIRE(y.shape()[1] == in);
-        // The bound, propagated through the block by nn::error_bound (nn/error_bound.hpp) from this file's
-        // float64 reference values:
-        //  h = x.w + b: (2 u_C + u_C^2) S + (K + 2) u_acc (1 + u_C)^2 S (as in dense_test.cpp);
-        //  act(h): Lipschitz constant 1.13 (max |gelu'| = 1.129; silu' < 1.1) times e_h, plus the opmath
-        //  error, <= 32 u_acc (|h| + 1) (activations_test.cpp bounds);
-        //  gated a = act(h1) h3: dact |h3| + |act| e3 + dact e3 + u_acc |a|;
-        //  y = a.w2 + b2, with a rounded to C (u_C (|a| + da)), w2 and b2 rounded to C, the accumulation
-        //  bound, and the output rounding.
-        const auto bound = nn::error_bound<T>(ffn);
-        for (std::size_t r = 0; r < rows; ++r) {
-          // Hidden layer: value a_k and a bound da_k on |computed a_k - a_k| before its rounding to C.
-          std::vector<double> a(hidden), da(hidden);
-          for (std::size_t k = 0; k < hidden; ++k) {
-            auto project = [&](const nn::dense<P>& d, double& err) {
-              double h = b(d, k), s = std::abs(b(d, k));
-              for (std::size_t i = 0; i < in; ++i) {
-                h += static_cast<double>(x(r, i)) * w(d, i, k);
-                s += std::abs(static_cast<double>(x(r, i)) * w(d, i, k));
-              }
-              err = bound.projection.accumulated(s);
-              return h;
-            };
-            double e1 = 0.0;
-            const double h1 = project(ffn.w1(), e1);
-            const double act_v = ref_act(act, h1);
-            const double dact = bound.activation(std::abs(h1), e1);
-            if (nn::is_gated(act)) {
-              double e3 = 0.0;
-              const double h3 = project(*ffn.w3(), e3);
-              a[k] = act_v * h3;
-              da[k] = bound.gate(act_v, dact, h3, e3);
-            } else {
-              a[k] = act_v;
-              da[k] = dact;
-            }
-          }
-          for (std::size_t o = 0; o < in; ++o) {
-            double ref = b(ffn.w2(), o);
-            auto sum = bound.output(b(ffn.w2(), o));
+  // Every level this CPU runs: SiLU and tanh-GELU take the vectorised kernel from avx2 up
+  // (kernels/detail/activation_rows.hpp), the scalar formulas at portable.
+  for (const mixprec::isa level : mixprec::all_isas) {
+    if (level > mixprec::detected_isa()) continue;
+    CAPTURE(level);
+    const mixprec::isa_limit_scope limit(level);
+    for (ffn_activation act : all_activations) {
+      CAPTURE(nn::activation_name(act));
+      std::mt19937 rng(static_cast<unsigned>(act) + 100);
+      const auto ffn = nn::feed_forward<P>::init(act, in, hidden, rng, nn::use_bias::yes);
+      auto xf = xt::xtensor<float, 2>::from_shape({rows, in});
+      std::normal_distribution<float> normal(0.0f, 1.5f);
+      for (auto& v : xf) v = normal(rng);
+      // Inputs of float under every policy, and of bfloat16, float16 and double where they make a case of
+      // their own (input_case, policies.hpp): the same values rounded to the input type.
+      for_each_type<float, bfloat16, float16, double>([&]<class T>() {
+        if constexpr (input_case<P, T>) {
+          using O = nn::output_t<P, T>;
+          const mixprec::dtype input = mixprec::dtype_of_v<T>;
+          CAPTURE(input);
+          auto x = xt::xtensor<T, 2>::from_shape({rows, in});
+          for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = static_cast<T>(xf.data()[i]);
+          const auto y = ffn(x);
+          STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(y)>, xt::xtensor<O, 2>>);
+          REQUIRE(y.shape()[1] == in);
+          // The bound, propagated through the block by nn::error_bound (nn/error_bound.hpp) from this file's
+          // float64 reference values:
+          //  h = x.w + b: (2 u_C + u_C^2) S + (K + 2) u_acc (1 + u_C)^2 S (as in dense_test.cpp);
+          //  act(h): Lipschitz constant 1.13 (max |gelu'| = 1.129; silu' < 1.1) times e_h, plus the opmath
+          //  error, <= 32 u_acc (|h| + 1) (activations_test.cpp bounds);
+          //  gated a = act(h1) h3: dact |h3| + |act| e3 + dact e3 + u_acc |a|;
+          //  y = a.w2 + b2, with a rounded to C (u_C (|a| + da)), w2 and b2 rounded to C, the accumulation
+          //  bound, and the output rounding.
+          const auto bound = nn::error_bound<T>(ffn);
+          for (std::size_t r = 0; r < rows; ++r) {
+            // Hidden layer: value a_k and a bound da_k on |computed a_k - a_k| before its rounding to C.
+            std::vector<double> a(hidden), da(hidden);
             for (std::size_t k = 0; k < hidden; ++k) {
-              ref += a[k] * w(ffn.w2(), k, o);
-              sum.add(a[k], da[k], w(ffn.w2(), k, o));
+              auto project = [&](const nn::dense<P>& d, double& err) {
+                double h = b(d, k), s = std::abs(b(d, k));
+                for (std::size_t i = 0; i < in; ++i) {
+                  h += static_cast<double>(x(r, i)) * w(d, i, k);
+                  s += std::abs(static_cast<double>(x(r, i)) * w(d, i, k));
+                }
+                err = bound.projection.accumulated(s);
+                return h;
+              };
+              double e1 = 0.0;
+              const double h1 = project(ffn.w1(), e1);
+              const double act_v = ref_act(act, h1);
+              const double dact = bound.activation(std::abs(h1), e1);
+              if (nn::is_gated(act)) {
+                double e3 = 0.0;
+                const double h3 = project(*ffn.w3(), e3);
+                a[k] = act_v * h3;
+                da[k] = bound.gate(act_v, dact, h3, e3);
+              } else {
+                a[k] = act_v;
+                da[k] = dact;
+              }
             }
-            const double tol = sum(std::abs(ref));
-            const double got = static_cast<double>(y(r, o));
-            INFO("row " << r << " out " << o << ": got " << got << ", reference " << ref << ", tolerance " << tol);
-            REQUIRE(std::abs(got - ref) <= tol);
+            for (std::size_t o = 0; o < in; ++o) {
+              double ref = b(ffn.w2(), o);
+              auto sum = bound.output(b(ffn.w2(), o));
+              for (std::size_t k = 0; k < hidden; ++k) {
+                ref += a[k] * w(ffn.w2(), k, o);
+                sum.add(a[k], da[k], w(ffn.w2(), k, o));
+              }
+              const double tol = sum(std::abs(ref));
+              const double got = static_cast<double>(y(r, o));
+              INFO("row " << r << " out " << o << ": got " << got << ", reference " << ref << ", tolerance " << tol);
+              REQUIRE(std::abs(got - ref) <= tol);
+            }
           }
         }
-      }
-    });
+      });
+    }
   }
 }
 

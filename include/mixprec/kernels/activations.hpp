@@ -42,19 +42,32 @@
 /// and -1.2785), where the error is relative to the magnitude of the two terms, not to the result.
 /// At +-Inf the derivatives are their limits (1 at +Inf, 0 at -Inf; relu' and sigmoid' follow their
 /// formulas: 1 and 0, 0 and 0), not the NaN of Inf * 0.
+/// Range forms (`silu(in, out)` etc.): `sigmoid`, `silu` and the tanh form of `gelu` are vectorised for
+/// float opmath, chosen at run time (kernels/detail/activation_rows.hpp: 16 lanes from the avx512
+/// level, 8 at avx2; the same bits on both), the same formulas with a vectorised exp within 2 ulps
+/// (kernels/detail/exp_avx2.hpp) where glibc's `expf` is within 1: the error bounds the tests hold the
+/// scalar forms to hold for them too, but a result can differ from the scalar function's by an ulp of
+/// opmath (and then, rarely, by one in the output type). The portable level, double opmath, the erf form
+/// and the derivatives evaluate the scalar formulas element by element.
 /// Light: no Eigen, no xtensor.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <numbers>
 #include <ranges>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "mixprec/arrays/accumulator.hpp"
+#include "mixprec/formats/convert.hpp"
+#include "mixprec/kernels/detail/activation_kind.hpp"
+#include "mixprec/kernels/detail/activation_rows.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 
@@ -97,12 +110,10 @@ template <std::floating_point A>
   constexpr A inv_sqrt2 = static_cast<A>(std::numbers::sqrt2 / 2.0);
   return A{0.5} * x * std::erfc(-x * inv_sqrt2);
 }
-/// The cubic coefficient of the tanh approximation of GELU (Hendrycks & Gimpel 2016, eq. in section 2).
-inline constexpr double gelu_tanh_cubic = 0.044715;
 template <std::floating_point A>
 [[nodiscard]] inline A gelu_tanh_op(A x) noexcept {
-  // sqrt(2 / pi) = sqrt(2) * (1 / sqrt(pi)), rounded once from double.
-  constexpr A sqrt_2_over_pi = static_cast<A>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
+  // gelu_tanh_scale and gelu_tanh_cubic (detail/activation_kind.hpp) rounded once from double.
+  constexpr A sqrt_2_over_pi = static_cast<A>(gelu_tanh_scale);
   constexpr A cubic = static_cast<A>(gelu_tanh_cubic);
   const A y = sqrt_2_over_pi * (x + cubic * x * x * x);
   return x / (A{1} + std::exp(A{-2} * y));
@@ -183,19 +194,59 @@ concept activation_output =
     std::ranges::contiguous_range<R> && std::ranges::sized_range<R> && activation_scalar<range_element_t<R>> &&
     !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
+/// \throws std::invalid_argument naming the function `name` unless the output has the input's size.
+inline void check_same_size(const char* name, std::size_t in, std::size_t out) {
+  if (out != in) {
+    throw std::invalid_argument(concat("kernels::", name, ": the output has ", out, " elements but the input has ", in,
+                                       "; pass an output of the same size."));
+  }
+}
+
 /// out[i] = round_to<Out>(op(widen(in[i]))), after checking the sizes.
 template <class In, class Out, class Op>
 void transform(const char* name, const In& in, Out&& out, Op op) {
   using I = range_element_t<In>;
   using O = range_element_t<Out>;
   const auto n = std::ranges::size(in);
-  if (std::ranges::size(out) != n) {
-    throw std::invalid_argument(concat("kernels::", name, ": the output has ", std::ranges::size(out),
-                                       " elements but the input has ", n, "; pass an output of the same size."));
-  }
+  check_same_size(name, n, std::ranges::size(out));
   const I* src = std::ranges::data(in);
   O* dst = std::ranges::data(out);
   for (std::size_t i = 0; i < n; ++i) dst[i] = round_out<O>(op(widen(src[i])));
+}
+
+/// `transform` for an activation with a vectorised kernel (detail/activation_rows.hpp): when the
+/// input's opmath is float, blocks of 256 values are widened to float (`mixprec::convert`, exact), run
+/// through the kernel (or `op` at the portable level) and rounded once to the output type in bulk.
+template <class In, class Out, class Op>
+void transform_activation(const char* name, const In& in, Out&& out, activation_kind kind, Op op) {
+  using I = range_element_t<In>;
+  using O = range_element_t<Out>;
+  if constexpr (std::same_as<opmath_t<I>, float>) {
+    const auto n = std::ranges::size(in);
+    check_same_size(name, n, std::ranges::size(out));
+    const I* src = std::ranges::data(in);
+    O* dst = std::ranges::data(out);
+    constexpr std::size_t block = 256;
+    float wide[block];
+    float values[block];
+    for (std::size_t i0 = 0; i0 < n; i0 += block) {
+      const std::size_t m = std::min(block, n - i0);
+      const float* x = wide;
+      if constexpr (std::same_as<I, float>) {
+        x = src + i0;
+      } else {
+        mixprec::convert(std::span<const I>(src + i0, m), std::span<float>(wide, m));
+      }
+      float* y = values;
+      if constexpr (std::same_as<O, float>) y = dst + i0;
+      if (!activation_rows_simd(kind, x, nullptr, y, m)) {
+        for (std::size_t i = 0; i < m; ++i) y[i] = op(x[i]);
+      }
+      if constexpr (!std::same_as<O, float>) round_n<O>(values, m, dst + i0);
+    }
+  } else {
+    transform(name, in, out, op);
+  }
 }
 
 }  // namespace detail
@@ -284,20 +335,30 @@ template <detail::activation_input In, detail::activation_output Out>
 void relu(const In& in, Out&& out) {
   detail::transform("relu", in, out, [](auto v) { return detail::relu_op(v); });
 }
-/// Element-wise `sigmoid` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+/// Element-wise `sigmoid` (see `relu` for the range rules; vectorised for float opmath, see the file
+/// comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void sigmoid(const In& in, Out&& out) {
-  detail::transform("sigmoid", in, out, [](auto v) { return detail::sigmoid_op(v); });
+  detail::transform_activation("sigmoid", in, out, detail::activation_kind::sigmoid,
+                               [](auto v) { return detail::sigmoid_op(v); });
 }
-/// Element-wise `silu` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+/// Element-wise `silu` (see `relu` for the range rules; vectorised for float opmath, see the file
+/// comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void silu(const In& in, Out&& out) {
-  detail::transform("silu", in, out, [](auto v) { return detail::silu_op(v); });
+  detail::transform_activation("silu", in, out, detail::activation_kind::silu,
+                               [](auto v) { return detail::silu_op(v); });
 }
-/// Element-wise `gelu` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+/// Element-wise `gelu` (see `relu` for the range rules; the tanh form vectorised for float opmath, see the
+/// file comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void gelu(const In& in, Out&& out, gelu_approximation approximation = gelu_approximation::none) {
-  detail::transform("gelu", in, out, [approximation](auto v) { return detail::gelu_op(v, approximation); });
+  if (approximation == gelu_approximation::tanh) {
+    detail::transform_activation("gelu", in, out, detail::activation_kind::gelu_tanh,
+                                 [](auto v) { return detail::gelu_tanh_op(v); });
+  } else {
+    detail::transform("gelu", in, out, [](auto v) { return detail::gelu_erf_op(v); });
+  }
 }
 /// Element-wise `relu_derivative` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>

@@ -20,6 +20,8 @@
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/activations.hpp"
+#include "mixprec/kernels/detail/activation_kind.hpp"
+#include "mixprec/kernels/detail/activation_rows.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/gemm.hpp"
@@ -518,11 +520,46 @@ class feed_forward {
     layer.template project<C>(in, n, out);
   }
 
-  /// h[i] = round_to<C>(act(h1[i]) [* h3[i]]), the activation and gate product in opmath (Acc).
+  /// The vectorised kernel of this block's activation (kernels/detail/activation_rows.hpp), if it has one.
+  [[nodiscard]] std::optional<kernels::detail::activation_kind> simd_activation() const noexcept {
+    switch (activation_) {
+      case ffn_activation::silu:
+      case ffn_activation::swiglu: return kernels::detail::activation_kind::silu;
+      case ffn_activation::gelu_tanh:
+      case ffn_activation::geglu_tanh: return kernels::detail::activation_kind::gelu_tanh;
+      case ffn_activation::relu:
+      case ffn_activation::gelu:
+      case ffn_activation::geglu: break;
+    }
+    return std::nullopt;
+  }
+
+  /// h[i] = round_to<C>(act(h1[i]) [* h3[i]]), the activation and gate product in opmath (Acc): for
+  /// float opmath and SiLU or tanh-GELU, through the vectorised kernel in blocks (the scalar formula
+  /// at the portable level), each block rounded to C in bulk.
   template <class C, class Acc>
   void activate(std::size_t count, const Acc* h1, const Acc* h3, C* h) const {
+    const bool gated = is_gated(activation_);
+    if constexpr (std::same_as<Acc, float>) {
+      if (const auto kind = simd_activation()) {
+        const float* gate = gated ? h3 : nullptr;
+        if constexpr (std::same_as<C, float>) {
+          if (kernels::detail::activation_rows_simd(*kind, h1, gate, h, count)) return;
+        } else {
+          constexpr std::size_t block = 256;
+          float values[block];
+          bool done = true;
+          for (std::size_t i0 = 0; done && i0 < count; i0 += block) {
+            const std::size_t m = std::min(block, count - i0);
+            done =
+                kernels::detail::activation_rows_simd(*kind, h1 + i0, gate != nullptr ? gate + i0 : nullptr, values, m);
+            if (done) kernels::detail::round_n<C>(values, m, h + i0);
+          }
+          if (done) return;
+        }
+      }
+    }
     with_activation<Acc>([&](auto act, auto) {
-      const bool gated = is_gated(activation_);
       if constexpr (std::same_as<C, Acc>) {
         if (gated) {
           for (std::size_t i = 0; i < count; ++i) h[i] = act(h1[i]) * h3[i];

@@ -1,0 +1,75 @@
+/// \file
+/// \brief Private: the AVX2 + FMA kernel of the element-wise sigmoid, SiLU and tanh-GELU (optionally
+/// times a gate, SwiGLU's and GEGLU's product) on float32 values, compiled through a `target` attribute
+/// and called only when `mixprec::active_isa()` is at least `isa::avx2` (kernels/detail/activation_rows.hpp).
+///
+/// Each lane evaluates the scalar formula of kernels/activations.hpp operation for operation — `x / (1
+/// + e^-z)` with z = x (SiLU, sigmoid with 1 for the numerator) or z = 2 sqrt(2/pi) (x + 0.044715 x^3)
+/// (tanh-GELU, the cube and the sums as the scalar code orders them) — with exp_avx2::exp8 for
+/// `std::exp`: every other operation is one IEEE operation rounded alike, so a result differs from the
+/// scalar one only through exp8's error (at most 2 ulp against the exact exp, where glibc's expf is
+/// within 1), which the error statements of activations.hpp already allow for. Infinities and NaN
+/// follow the formulas as the scalar code does (exp8 gives +Inf above its overflow bound, +0 below its
+/// underflow bound and keeps NaN).
+#pragma once
+
+#include <cstddef>
+
+#include "mixprec/arch/detail/target.hpp"
+#include "mixprec/kernels/detail/activation_kind.hpp"
+#include "mixprec/kernels/detail/exp_avx2.hpp"
+
+#if MIXPREC_X86_DISPATCH
+#include <immintrin.h>
+
+MIXPREC_BEGIN_ISA_NAMESPACE
+namespace activation_avx2 {
+
+using kernels::detail::activation_kind;
+
+/// The activation K of 8 floats, in float32 (see the file comment).
+template <activation_kind K>
+MIXPREC_TARGET_AVX2_INLINE inline __m256 activation8(__m256 x) noexcept {
+  const __m256 one = _mm256_set1_ps(1.0F);
+  if constexpr (K == activation_kind::gelu_tanh) {
+    const __m256 cube = _mm256_mul_ps(
+        _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(static_cast<float>(kernels::detail::gelu_tanh_cubic)), x), x), x);
+    const __m256 y =
+        _mm256_mul_ps(_mm256_set1_ps(static_cast<float>(kernels::detail::gelu_tanh_scale)), _mm256_add_ps(x, cube));
+    return _mm256_div_ps(x, _mm256_add_ps(one, exp_avx2::exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0F), y))));
+  } else {
+    // -x by the sign bit: exact, as the scalar negation.
+    const __m256 e = exp_avx2::exp8(_mm256_xor_ps(x, _mm256_set1_ps(-0.0F)));
+    return _mm256_div_ps(K == activation_kind::sigmoid ? one : x, _mm256_add_ps(one, e));
+  }
+}
+
+/// The lane mask of the first t (< 8) lanes, for masked loads and stores.
+MIXPREC_TARGET_AVX2_INLINE inline __m256i first_lanes(std::size_t t) noexcept {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(t)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/// y[i] = act_K(x[i]), times gate[i] (one more float32 product) when `gate` is not null, for i < n.
+/// y may be x (in place); nothing past n is read or written.
+template <activation_kind K>
+MIXPREC_TARGET_AVX2 inline void activation_row(const float* x, const float* gate, float* y, std::size_t n) noexcept {
+  std::size_t i = 0;
+  if (gate != nullptr) {
+    for (; n - i >= 8; i += 8) {
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(activation8<K>(_mm256_loadu_ps(x + i)), _mm256_loadu_ps(gate + i)));
+    }
+  } else {
+    for (; n - i >= 8; i += 8) _mm256_storeu_ps(y + i, activation8<K>(_mm256_loadu_ps(x + i)));
+  }
+  if (i < n) {
+    const __m256i lanes = first_lanes(n - i);
+    __m256 v = activation8<K>(_mm256_maskload_ps(x + i, lanes));
+    if (gate != nullptr) v = _mm256_mul_ps(v, _mm256_maskload_ps(gate + i, lanes));
+    _mm256_maskstore_ps(y + i, lanes, v);
+  }
+}
+
+}  // namespace activation_avx2
+MIXPREC_END_ISA_NAMESPACE
+
+#endif  // MIXPREC_X86_DISPATCH

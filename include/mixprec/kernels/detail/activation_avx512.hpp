@@ -1,0 +1,66 @@
+/// \file
+/// \brief Private: activation_avx2.hpp's kernel on 16 lanes (AVX-512), compiled through a `target`
+/// attribute and called only when `mixprec::active_isa()` is at least `isa::avx512`.
+///
+/// The same operations in the same order as `activation_avx2::activation8`, with exp_avx512::exp16 for
+/// exp_avx2::exp8 (the same bits: tests/kernels/exp_avx512_test.cpp), so both levels give the same
+/// bits (tests/kernels/activations_test.cpp compares them).
+#pragma once
+
+#include <cstddef>
+
+#include "mixprec/arch/detail/target.hpp"
+#include "mixprec/kernels/detail/activation_kind.hpp"
+#include "mixprec/kernels/detail/exp_avx512.hpp"
+
+#if MIXPREC_X86_DISPATCH
+#include <immintrin.h>
+
+MIXPREC_BEGIN_ISA_NAMESPACE
+namespace activation_avx512 {
+
+using kernels::detail::activation_kind;
+
+/// The activation K of 16 floats, in float32 (activation_avx2::activation8 on 16 lanes).
+template <activation_kind K>
+MIXPREC_TARGET_AVX512_INLINE inline __m512 activation16(__m512 x) noexcept {
+  const __m512 one = _mm512_set1_ps(1.0F);
+  if constexpr (K == activation_kind::gelu_tanh) {
+    const __m512 cube = _mm512_mul_ps(
+        _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(static_cast<float>(kernels::detail::gelu_tanh_cubic)), x), x), x);
+    const __m512 y =
+        _mm512_mul_ps(_mm512_set1_ps(static_cast<float>(kernels::detail::gelu_tanh_scale)), _mm512_add_ps(x, cube));
+    return _mm512_div_ps(x, _mm512_add_ps(one, exp_avx512::exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0F), y))));
+  } else {
+    // -x by the sign bit: exact, as the scalar negation.
+    const __m512 minus_x =
+        _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000U))));
+    const __m512 e = exp_avx512::exp16(minus_x);
+    return _mm512_div_ps(K == activation_kind::sigmoid ? one : x, _mm512_add_ps(one, e));
+  }
+}
+
+/// activation_avx2::activation_row on 16 lanes: y[i] = act_K(x[i]) (times gate[i] when `gate` is not
+/// null) for i < n; y may be x or gate; nothing past n is read or written.
+template <activation_kind K>
+MIXPREC_TARGET_AVX512 inline void activation_row(const float* x, const float* gate, float* y, std::size_t n) noexcept {
+  std::size_t i = 0;
+  if (gate != nullptr) {
+    for (; n - i >= 16; i += 16) {
+      _mm512_storeu_ps(y + i, _mm512_mul_ps(activation16<K>(_mm512_loadu_ps(x + i)), _mm512_loadu_ps(gate + i)));
+    }
+  } else {
+    for (; n - i >= 16; i += 16) _mm512_storeu_ps(y + i, activation16<K>(_mm512_loadu_ps(x + i)));
+  }
+  if (i < n) {
+    const auto lanes = static_cast<__mmask16>((1U << (n - i)) - 1U);
+    __m512 v = activation16<K>(_mm512_maskz_loadu_ps(lanes, x + i));
+    if (gate != nullptr) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(lanes, gate + i));
+    _mm512_mask_storeu_ps(y + i, lanes, v);
+  }
+}
+
+}  // namespace activation_avx512
+MIXPREC_END_ISA_NAMESPACE
+
+#endif  // MIXPREC_X86_DISPATCH
