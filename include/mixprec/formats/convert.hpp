@@ -72,6 +72,12 @@ inline void decode_portable(const From* in, float* out, std::size_t n) noexcept 
 template <class To, overflow_mode Mode, bool Simd>
 inline void encode_n(const float* in, To* out, std::size_t n) noexcept {
 #if MIXPREC_X86_DISPATCH && !defined(MIXPREC_DETAIL_CONVERT_AVX512)
+  if constexpr (Simd && To::format == formats::bfloat16) {  // VCVTNEPS2BF16, chosen at run time
+    if (active_isa() >= isa::avx512bf16) {
+      avx512::encode_bfloat16_native<To, Mode>(in, out, n);
+      return;
+    }
+  }
   if constexpr (Simd && avx512::handles<To::format>) {  // 16 lanes (convert_x86.hpp), chosen at run time
     if (active_isa() >= isa::avx512) {
       avx512::encode<To, Mode>(in, out, n);
@@ -200,8 +206,9 @@ inline namespace MIXPREC_DETAIL_CONVERT_ISA {
 /// The instruction sets `convert` is compiled for in this translation unit (fixed at compile time by
 /// the compiler's target flags): "avx512f+avx512bw+avx512vl+avx512bf16", "avx512f+avx512bw+avx512vl",
 /// "f16c" (float16 in F16C) or "portable". In a "portable" build on x86 (no -m flags: the default),
-/// every format still takes the AVX-512 lanes (decoding e5m2 and e4m3fn excepted) when
-/// `mixprec::active_isa()` is at least `isa::avx512` at run time, else float16 the F16C loops and the other formats the
+/// every format still takes the AVX-512 lanes (decoding e5m2 and e4m3fn excepted; encoding bfloat16
+/// takes VCVTNEPS2BF16 at `isa::avx512bf16`) when `mixprec::active_isa()` is at least `isa::avx512` at
+/// run time, else float16 the F16C loops and the other formats the
 /// AVX2 integer lanes (both directions) at `isa::avx2`; an "f16c" build (-mf16c) chooses the AVX-512 lanes, and the
 /// AVX2 lanes for the formats other than float16, the same way.
 inline constexpr std::string_view convert_instruction_sets =

@@ -30,6 +30,9 @@
 #define MIXPREC_TARGET_AVX512_INLINE \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"), always_inline))
 #define MIXPREC_TARGET_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")))
+/// MIXPREC_TARGET_AVX512BF16 for small vector helpers, always inlined (MIXPREC_TARGET_AVX2_INLINE's reason).
+#define MIXPREC_TARGET_AVX512BF16_INLINE \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c"), always_inline))
 #else
 #define MIXPREC_X86_DISPATCH 0
 #endif

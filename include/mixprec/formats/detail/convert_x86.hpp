@@ -15,10 +15,11 @@
 ///    rounds to the same +-0) and VCVTPH2PS (exact; NaN keeps its payload and gets the quiet bit, which
 ///    is the scalar definition). VCVTPS2PH keeps NaN payload bits where the scalar codec gives the
 ///    canonical quiet NaN, and gives Inf where saturation wants +-max: those lanes are redone.
-///  - bfloat16 with AVX512-BF16 (compiled with -mavx512bf16 only) uses VCVTNEPS2BF16 (round to nearest
-///    even; never consults MXCSR), which flushes float subnormal inputs to zero and keeps NaN payloads:
-///    those lanes, and overflowing lanes when saturating, are redone with the integer path. A `kortest`
-///    skips the repair when no lane needs it. At run time bfloat16 takes the integer path.
+///  - bfloat16 with AVX512-BF16 uses VCVTNEPS2BF16 (round to nearest even; never consults MXCSR), which
+///    flushes float subnormal inputs to zero and keeps NaN payloads: those lanes, and overflowing lanes
+///    when saturating, are redone with the integer path. A `kortest` skips the repair when no lane needs
+///    it. Compiled in with -mavx512bf16, and chosen at run time on the avx512bf16 level otherwise
+///    (`encode_bfloat16_native`).
 ///  - F16C alone (AVX2-class CPUs): float16 with the 256-bit forms of the same instructions.
 #pragma once
 
@@ -221,6 +222,20 @@ MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline void store_patterns(T* p, __m512i r,
   }
 }
 
+/// The lanes of 16 floats (bits `u`) whose bfloat16 VCVTNEPS2BF16 rounds differently from the scalar
+/// codec: float subnormals (the instruction reads them as zero) and NaN (it keeps the payload), and,
+/// when saturating, lanes above bfloat16's largest finite value. Found on the integer bits: VFPCLASSPS
+/// would read a subnormal as zero under MXCSR.DAZ.
+template <overflow_mode Mode>
+[[nodiscard]] MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline __mmask16 bfloat16_native_misses(__m512i u) noexcept {
+  const __m512i a = _mm512_and_si512(u, splat(float_bits::magnitude));
+  __mmask16 redo = _mm512_cmpgt_epu32_mask(a, splat(float_bits::infinity));  // NaN
+  if constexpr (Mode == overflow_mode::saturate) {
+    redo = _mm512_cmpgt_epu32_mask(a, splat(encode_constants<formats::bfloat16, Mode>::max_float_bits));
+  }
+  return redo | _mm512_cmplt_epu32_mask(_mm512_sub_epi32(a, splat(1U)), splat(float_bits::mantissa));  // subnormal
+}
+
 /// Encodes 16 floats (bits `u`) into the 16-bit patterns of F, for the hardware-assisted formats.
 template <float_format F, overflow_mode Mode>
 [[nodiscard]] MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline __m256i encode16_narrow(__m512i u) noexcept {
@@ -237,8 +252,7 @@ template <float_format F, overflow_mode Mode>
     static_assert(F == formats::bfloat16);
 #if defined(MIXPREC_DETAIL_CONVERT_AVX512BF16)
     h = std::bit_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_castsi512_ps(u)));
-    // Float subnormals (0 < |x| < 2^-126): the instruction reads them as zero.
-    redo |= _mm512_cmplt_epu32_mask(_mm512_sub_epi32(a, splat(1U)), splat(float_bits::mantissa));
+    redo = bfloat16_native_misses<Mode>(u);
 #endif
   }
   if (redo != 0) h = _mm256_mask_mov_epi16(h, redo, _mm512_cvtepi32_epi16(encode16<F, Mode>(u)));
@@ -280,6 +294,37 @@ MIXPREC_DETAIL_CONVERT_AVX512_FN inline void encode(const float* in, To* out, st
   for (; n - i >= 16; i += 16) encode_block<To, Mode, true>(in + i, out + i, 0xFFFF);
   if (i < n) encode_block<To, Mode, false>(in + i, out + i, first_lanes(n - i));
 }
+
+#if MIXPREC_X86_DISPATCH
+/// The bfloat16 patterns of 16 floats (bits `u`) on the run-time avx512bf16 level: VCVTNEPS2BF16 (round
+/// to nearest even, whatever MXCSR says), the lanes of bfloat16_native_misses redone by encode16.
+template <overflow_mode Mode>
+[[nodiscard]] MIXPREC_TARGET_AVX512BF16_INLINE inline __m256i encode16_bfloat16_native(__m512i u) noexcept {
+  const __mmask16 redo = bfloat16_native_misses<Mode>(u);
+  __m256i h = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_castsi512_ps(u)));  // no std::bit_cast: -Wpsabi
+  if (redo != 0) h = _mm256_mask_mov_epi16(h, redo, _mm512_cvtepi32_epi16(encode16<formats::bfloat16, Mode>(u)));
+  return h;
+}
+
+/// `encode` for bfloat16 on the run-time avx512bf16 level (encode16_bfloat16_native): the same bits.
+template <class To, overflow_mode Mode>
+MIXPREC_TARGET_AVX512BF16 inline void encode_bfloat16_native(const float* in, To* out, std::size_t n) noexcept {
+  static_assert(To::format == formats::bfloat16);
+  std::size_t i = std::min(n, aligned_head<float>(in));  // encode's aligned loads
+  if (i > 0) {
+    const __mmask16 mask = first_lanes(i);
+    _mm256_mask_storeu_epi16(out, mask, encode16_bfloat16_native<Mode>(_mm512_maskz_loadu_epi32(mask, in)));
+  }
+  for (; n - i >= 16; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        encode16_bfloat16_native<Mode>(_mm512_loadu_si512(in + i)));
+  }
+  if (i < n) {
+    const __mmask16 mask = first_lanes(n - i);
+    _mm256_mask_storeu_epi16(out + i, mask, encode16_bfloat16_native<Mode>(_mm512_maskz_loadu_epi32(mask, in + i)));
+  }
+}
+#endif
 
 /// Decodes 16 patterns (`Full`) or the lanes of `mask`.
 template <class From, bool Full>

@@ -186,9 +186,10 @@ inline constexpr auto bf16_quiet_bit =
 
 /// One row x [kc] as (kc + 1) / 2 pair words (kernels::detail::bf16_pair's layout): word t =
 /// bf16(x[2t]) << 16 | bf16(x[2t + 1]), zero past kc; float elements rounded to nearest-even
-/// (norm_avx512::bf16_patterns: NaN to bfloat16's quiet NaN, the sign kept), bfloat16 ones as
-/// they are. The kc elements at `ahead` (a row packed later, or null) are prefetched: a's rows are
-/// read from beyond the L2 cache, and the lines of one row are too few for the hardware prefetcher.
+/// (VCVTNE2PS2BF16, or norm_avx512::bf16_patterns for 32 elements with a subnormal or a NaN among them:
+/// NaN to bfloat16's quiet NaN, the sign kept), bfloat16 ones as they are. The kc elements at `ahead` (a row packed
+/// later, or null) are prefetched: a's rows are read from beyond the L2 cache, and the lines of one row are too few for
+/// the hardware prefetcher.
 template <class S>
 MIXPREC_TARGET_AVX512BF16 inline void row_pairs(const S* x, std::size_t kc, std::uint32_t* out,
                                                 const S* ahead) noexcept {
@@ -206,7 +207,15 @@ MIXPREC_TARGET_AVX512BF16 inline void row_pairs(const S* x, std::size_t kc, std:
     if constexpr (std::is_same_v<S, float>) {
       const __m512 low = _mm512_maskz_loadu_ps(lanes16(t), x + j);
       const __m512 high = _mm512_maskz_loadu_ps(lanes16(t > 16 ? t - 16 : 0), x + j + 16);
-      pairs = _mm512_permutex2var_epi16(norm_avx512::bf16_patterns(low), words, norm_avx512::bf16_patterns(high));
+      constexpr auto nearest = overflow_mode::to_inf_or_nan;
+      if ((avx512::bfloat16_native_misses<nearest>(_mm512_castps_si512(low)) |
+           avx512::bfloat16_native_misses<nearest>(_mm512_castps_si512(high))) == 0) {
+        // VCVTNE2PS2BF16 (the same bits where no lane is subnormal or NaN): element e in word e, so each
+        // 32-bit lane holds x[2t] low and x[2t + 1] high, swapped into place by a rotation.
+        pairs = _mm512_maskz_rol_epi32(lanes16(16), reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low)), 16);
+      } else {
+        pairs = _mm512_permutex2var_epi16(norm_avx512::bf16_patterns(low), words, norm_avx512::bf16_patterns(high));
+      }
     } else {
       // A signalling NaN is quieted (its quiet bit set), as the exact widening to float does; then
       // element 2t, in the low word of lane t, and 2t + 1, in the high one, swap places.
