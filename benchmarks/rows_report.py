@@ -35,6 +35,10 @@ ROWS = [
     ("rms_norm_residual/f32", "rms_norm + residual f32 (stream in place)", "memcpy/8B", None),
     ("softmax/f32", "softmax f32", "memcpy/4B", None),
     ("softmax/bf16", "softmax bf16 in/out", "memcpy/2B", None),
+    ("silu/f32", "SiLU f32 (range, on the calling thread)", "memcpy/4B", None),
+    ("silu/bf16", "SiLU bf16 in/out (range, on the calling thread)", "memcpy/2B", None),
+    ("gelu_tanh/f32", "tanh-GELU f32 (range, on the calling thread)", "memcpy/4B", None),
+    ("silu/f32/portable", "SiLU f32 at the portable level (std::exp)", "memcpy/4B", None),
 ]
 
 
