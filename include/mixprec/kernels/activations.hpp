@@ -215,7 +215,7 @@ void transform(const char* name, const In& in, Out&& out, Op op) {
 }
 
 /// `transform` for an activation with a vectorised kernel (detail/activation_rows.hpp): when the
-/// input's opmath is float, blocks of 256 values are widened to float (`mixprec::convert`, exact), run
+/// input's opmath is float, blocks of 1024 values are widened to float (`mixprec::convert`, exact), run
 /// through the kernel (or `op` at the portable level) and rounded once to the output type in bulk.
 template <class In, class Out, class Op>
 void transform_activation(const char* name, const In& in, Out&& out, activation_kind kind, Op op) {
@@ -226,7 +226,7 @@ void transform_activation(const char* name, const In& in, Out&& out, activation_
     check_same_size(name, n, std::ranges::size(out));
     const I* src = std::ranges::data(in);
     O* dst = std::ranges::data(out);
-    constexpr std::size_t block = 256;
+    constexpr std::size_t block = 1024;  // 2 x 4 KiB on the stack; fewer calls of the bulk conversions
     float wide[block];
     float values[block];
     for (std::size_t i0 = 0; i0 < n; i0 += block) {

@@ -546,7 +546,7 @@ class feed_forward {
         if constexpr (std::same_as<C, float>) {
           if (kernels::detail::activation_rows_simd(*kind, h1, gate, h, count)) return;
         } else {
-          constexpr std::size_t block = 256;
+          constexpr std::size_t block = 1024;  // 4 KiB on the stack, one bulk rounding per block
           float values[block];
           bool done = true;
           for (std::size_t i0 = 0; done && i0 < count; i0 += block) {
