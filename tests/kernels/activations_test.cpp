@@ -171,7 +171,8 @@ TEMPLATE_TEST_CASE("range SiLU, sigmoid and tanh-GELU meet the scalar functions'
       [](double x) { return 2.0 * (12.0 * std::abs(static_cast<double>(ref_gelu_tanh_y(x))) + 4.0); });
 }
 
-TEST_CASE("range SiLU and tanh-GELU keep the tails and the special values on every level", "[kernels][activations]") {
+TEST_CASE("range SiLU and tanh-GELU (and their derivatives' special values) keep the tails on every level",
+          "[kernels][activations]") {
   // The negative tail as in the scalar test below (relative bounds while e^-2y is finite, then |x|
   // FLT_MIN), and Inf, NaN, signed zeros, and |x| up to the largest float: the same class of result as
   // the scalar functions (the formulas' limits: silu(-Inf) and gelu(-Inf) NaN, +0 or -0 far below 0).
@@ -214,16 +215,25 @@ TEST_CASE("range SiLU and tanh-GELU keep the tails and the special values on eve
       return std::abs(static_cast<double>(got) - static_cast<double>(want)) <=
              8.0 * std::ldexp(1.0, -24) * std::abs(static_cast<double>(want));
     };
+    std::vector<float> ds(specials.size()), dg(specials.size()), dq(specials.size());
+    kernels::silu_derivative(specials, ds);
+    kernels::gelu_derivative(specials, dg, gelu_approximation::tanh);
+    kernels::sigmoid_derivative(specials, dq);
     for (std::size_t i = 0; i < specials.size(); ++i) {
-      INFO("x = " << specials[i] << ": silu " << s[i] << ", gelu " << g[i] << ", sigmoid " << q[i]);
+      INFO("x = " << specials[i] << ": silu " << s[i] << ", gelu " << g[i] << ", sigmoid " << q[i] << "; derivatives "
+                  << ds[i] << ", " << dg[i] << ", " << dq[i]);
       CHECK(same_class(s[i], kernels::silu(specials[i])));
       CHECK(same_class(g[i], kernels::gelu(specials[i], gelu_approximation::tanh)));
       CHECK(same_class(q[i], kernels::sigmoid(specials[i])));
+      CHECK(same_class(ds[i], kernels::silu_derivative(specials[i])));
+      CHECK(same_class(dg[i], kernels::gelu_derivative(specials[i], gelu_approximation::tanh)));
+      CHECK(same_class(dq[i], kernels::sigmoid_derivative(specials[i])));
     }
   }
 }
 
-TEST_CASE("range SiLU, sigmoid and tanh-GELU give the same bits on every SIMD level", "[kernels][activations]") {
+TEST_CASE("range SiLU, sigmoid and tanh-GELU and their derivatives give the same bits on every SIMD level",
+          "[kernels][activations]") {
   // The 8-lane (avx2) and 16-lane (avx512 and up) kernels evaluate the same operations with exps of the
   // same bits: their results must match bit for bit, tails included (100003 values, not a multiple of
   // 16), over magnitudes from subnormal to the largest float.
@@ -236,12 +246,15 @@ TEST_CASE("range SiLU, sigmoid and tanh-GELU give the same bits on every SIMD le
   for (const mixprec::isa level : levels()) {
     if (level == mixprec::isa::portable) continue;
     const mixprec::isa_limit_scope limit(level);
-    std::vector<float> s(x.size()), q(x.size()), g(x.size());
+    std::vector<float> s(x.size()), q(x.size()), g(x.size()), ds(x.size()), dq(x.size()), dg(x.size());
     kernels::silu(x, s);
     kernels::sigmoid(x, q);
     kernels::gelu(x, g, gelu_approximation::tanh);
+    kernels::silu_derivative(x, ds);
+    kernels::sigmoid_derivative(x, dq);
+    kernels::gelu_derivative(x, dg, gelu_approximation::tanh);
     std::vector<std::uint32_t> all;
-    for (const auto* out : {&s, &q, &g}) {
+    for (const auto* out : {&s, &q, &g, &ds, &dq, &dg}) {
       for (const float v : *out) all.push_back(std::bit_cast<std::uint32_t>(v));
     }
     bits.push_back(std::move(all));
@@ -317,6 +330,9 @@ TEST_CASE("relu is max(x, 0) and keeps NaN", "[kernels][activations]") {
 
 TEST_CASE("range activations compute in the input's opmath and round once to the output type",
           "[kernels][activations]") {
+  // At the portable level the range forms evaluate the scalar formulas: the same bits as the scalar
+  // functions, rounded once. (The vectorised levels are held to the references' bounds above.)
+  const mixprec::isa_limit_scope portable(mixprec::isa::portable);
   const std::vector<float> x{-3.0f, -0.5f, 0.0f, 0.7f, 2.0f, 100.0f};
   std::vector<float16> y(x.size());
   kernels::gelu(x, y, gelu_approximation::tanh);
@@ -376,21 +392,41 @@ ld silu_terms(ld x) { return ref_sigmoid(x) + std::abs(x) * sigmoid_product(x); 
 /// where terms(x) is the magnitude of the summands (see above), tiny_T half of T's smallest subnormal,
 /// and the reference's error (textbook forms: 1 + erf or 1 + tanh carry an absolute 2^-64, times up to
 /// 0.2 |x|^3 for the tanh form's second term) is bounded by 2^-62 (1 + |x|^3).
-template <class T, class F, class Ref, class Terms, class RelOp>
-void check_derivative(F f, Ref ref, Terms terms, RelOp rel_op) {
+template <class T, class Ref, class Terms, class RelOp>
+void check_derivative_point(T x, T result, Ref ref, Terms terms, RelOp rel_op) {
   using Op = kernels::opmath_t<T>;
   const double u_t = std::is_same_v<T, Op> ? 0.0 : unit_roundoff<T>();
   const double u_op = unit_roundoff<Op>();
   const double tiny = 0.5 * static_cast<double>(std::numeric_limits<T>::denorm_min());
+  const double xv = static_cast<double>(x);
+  const double r = static_cast<double>(ref(static_cast<ld>(xv)));
+  const double got = static_cast<double>(result);
+  const double tol = u_t * std::abs(r) + rel_op(xv) * u_op * static_cast<double>(terms(static_cast<ld>(xv))) + tiny +
+                     std::ldexp(1.0 + std::abs(xv * xv * xv), -62);
+  INFO(std::setprecision(17) << "x = " << xv << ", got " << got << ", reference " << r << ", tolerance " << tol);
+  REQUIRE(std::abs(got - r) <= tol);
+}
+
+template <class T, class F, class Ref, class Terms, class RelOp>
+void check_derivative(F f, Ref ref, Terms terms, RelOp rel_op) {
   for (double x0 : test_points()) {
     const T x = static_cast<T>(x0);
-    const double xv = static_cast<double>(x);
-    const double r = static_cast<double>(ref(static_cast<ld>(xv)));
-    const double got = static_cast<double>(f(x));
-    const double tol = u_t * std::abs(r) + rel_op(xv) * u_op * static_cast<double>(terms(static_cast<ld>(xv))) + tiny +
-                       std::ldexp(1.0 + std::abs(xv * xv * xv), -62);
-    INFO(std::setprecision(17) << "x = " << xv << ", got " << got << ", reference " << r << ", tolerance " << tol);
-    REQUIRE(std::abs(got - r) <= tol);
+    check_derivative_point(x, f(x), ref, terms, rel_op);
+  }
+}
+
+/// check_derivative for a range function `range(in, out)`, called once on all the test points, on
+/// every level.
+template <class T, class Range, class Ref, class Terms, class RelOp>
+void check_range_derivative(Range range, Ref ref, Terms terms, RelOp rel_op) {
+  std::vector<T> xs;
+  for (double x0 : test_points()) xs.push_back(static_cast<T>(x0));
+  for (const mixprec::isa level : levels()) {
+    CAPTURE(level);
+    const mixprec::isa_limit_scope limit(level);
+    std::vector<T> ys(xs.size());
+    range(xs, ys);
+    for (std::size_t i = 0; i < xs.size(); ++i) check_derivative_point(xs[i], ys[i], ref, terms, rel_op);
   }
 }
 
@@ -441,6 +477,23 @@ TEMPLATE_TEST_CASE("SiLU's and sigmoid's derivatives match sigmoid (1 + x (1 - s
                              [](ld x) { return ref_sigmoid_derivative(x); }, [](double) { return 6.0; });
 }
 
+TEMPLATE_TEST_CASE(
+    "range derivatives of SiLU, sigmoid and tanh-GELU meet the scalar derivatives' bounds on every level",
+    "[kernels][activations]", float, double, bfloat16, float16) {
+  // The bounds of the two tests above: the vectorised kernel evaluates the same formulas with an exp
+  // within 2 ulps, inside the margins they leave for exp.
+  using T = TestType;
+  check_range_derivative<T>([](const auto& in, auto& out) { kernels::silu_derivative(in, out); }, ref_silu_derivative,
+                            silu_terms, [](double) { return 10.0; });
+  check_range_derivative<T>([](const auto& in, auto& out) { kernels::sigmoid_derivative(in, out); },
+                            ref_sigmoid_derivative, [](ld x) { return ref_sigmoid_derivative(x); },
+                            [](double) { return 6.0; });
+  check_range_derivative<T>(
+      [](const auto& in, auto& out) { kernels::gelu_derivative(in, out, gelu_approximation::tanh); },
+      ref_gelu_tanh_derivative, gelu_tanh_terms,
+      [](double x) { return 2.0 * (12.0 * std::abs(static_cast<double>(ref_gelu_tanh_y(x))) + 16.0); });
+}
+
 TEMPLATE_TEST_CASE("GELU's and SiLU's derivatives keep their accuracy in the tails", "[kernels][activations]", float,
                    double, bfloat16, float16) {
   // For x < -5.5 the reference switches to the cancellation-free forms (erfc, e^-|z|), in long double.
@@ -460,23 +513,46 @@ TEMPLATE_TEST_CASE("GELU's and SiLU's derivatives keep their accuracy in the tai
     INFO(std::setprecision(17) << "got " << got << ", reference " << r << ", tolerance " << tol);
     CHECK(std::abs(got - r) <= tol);
   };
+  std::vector<TestType> xs;
   for (double x0 = -30.0; x0 <= 30.0; x0 += 0.25) {
-    if (x0 > -5.5 && x0 < 8.0) continue;  // covered above
-    const TestType xt_(static_cast<float>(x0));
-    const double x = static_cast<double>(xt_);
-    const ld xl = x;
-    INFO("x = " << x);
-    const ld erf_ref = 0.5L * std::erfc(-xl / std::sqrt(2.0L)) + xl * std::exp(-0.5L * xl * xl) / std::sqrt(2.0L * pi);
-    check(static_cast<double>(kernels::gelu_derivative(xt_)), erf_ref, gelu_erf_terms(xl), 12.0 + 3.0 * (x * x + 1.0),
-          std::abs(x));
-    const ld y = ref_gelu_tanh_y(xl);
-    const ld tanh_ref = 1.0L / (1.0L + std::exp(-2.0L * y)) + gelu_tanh_multiplier(xl) * sigmoid_product(2.0L * y);
-    check(static_cast<double>(kernels::gelu_derivative(xt_, gelu_approximation::tanh)), tanh_ref, gelu_tanh_terms(xl),
-          2.0 * (12.0 * std::abs(static_cast<double>(y)) + 16.0),
-          std::abs(static_cast<double>(gelu_tanh_multiplier(xl))));
-    const ld silu_ref = 1.0L / (1.0L + std::exp(-xl)) + xl * sigmoid_product(xl);
-    check(static_cast<double>(kernels::silu_derivative(xt_)), silu_ref, silu_terms(xl), 10.0, std::abs(x));
-    check(static_cast<double>(kernels::sigmoid_derivative(xt_)), sigmoid_product(xl), sigmoid_product(xl), 6.0, 0.0);
+    if (x0 <= -5.5 || x0 >= 8.0) xs.push_back(TestType(static_cast<float>(x0)));  // the rest: covered above
+  }
+  // The scalar functions, then the range forms (the vectorised kernel, float opmath) on every level.
+  std::vector<TestType> d_tanh(xs.size()), d_silu(xs.size()), d_sigmoid(xs.size());
+  auto check_all = [&](bool scalar) {
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const double x = static_cast<double>(xs[i]);
+      const ld xl = x;
+      INFO("x = " << x << (scalar ? " (scalar)" : " (range)"));
+      if (scalar) {
+        const ld erf_ref =
+            0.5L * std::erfc(-xl / std::sqrt(2.0L)) + xl * std::exp(-0.5L * xl * xl) / std::sqrt(2.0L * pi);
+        check(static_cast<double>(kernels::gelu_derivative(xs[i])), erf_ref, gelu_erf_terms(xl),
+              12.0 + 3.0 * (x * x + 1.0), std::abs(x));
+      }
+      const ld y = ref_gelu_tanh_y(xl);
+      const ld tanh_ref = 1.0L / (1.0L + std::exp(-2.0L * y)) + gelu_tanh_multiplier(xl) * sigmoid_product(2.0L * y);
+      check(static_cast<double>(d_tanh[i]), tanh_ref, gelu_tanh_terms(xl),
+            2.0 * (12.0 * std::abs(static_cast<double>(y)) + 16.0),
+            std::abs(static_cast<double>(gelu_tanh_multiplier(xl))));
+      const ld silu_ref = 1.0L / (1.0L + std::exp(-xl)) + xl * sigmoid_product(xl);
+      check(static_cast<double>(d_silu[i]), silu_ref, silu_terms(xl), 10.0, std::abs(x));
+      check(static_cast<double>(d_sigmoid[i]), sigmoid_product(xl), sigmoid_product(xl), 6.0, 0.0);
+    }
+  };
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    d_tanh[i] = kernels::gelu_derivative(xs[i], gelu_approximation::tanh);
+    d_silu[i] = kernels::silu_derivative(xs[i]);
+    d_sigmoid[i] = kernels::sigmoid_derivative(xs[i]);
+  }
+  check_all(true);
+  for (const mixprec::isa level : levels()) {
+    CAPTURE(level);
+    const mixprec::isa_limit_scope limit(level);
+    kernels::gelu_derivative(xs, d_tanh, gelu_approximation::tanh);
+    kernels::silu_derivative(xs, d_silu);
+    kernels::sigmoid_derivative(xs, d_sigmoid);
+    check_all(false);
   }
 }
 
@@ -546,6 +622,8 @@ TEST_CASE("activation derivatives match central differences of the library's own
 
 TEST_CASE("range derivatives compute in the input's opmath and round once to the output type",
           "[kernels][activations]") {
+  // At the portable level: the scalar functions' bits (the vectorised levels: the tests above).
+  const mixprec::isa_limit_scope portable(mixprec::isa::portable);
   const std::vector<float> x{-3.0f, -0.75f, 0.0f, 0.7f, 2.0f, 100.0f};
   std::vector<bfloat16> y(x.size());
   kernels::gelu_derivative(x, y, gelu_approximation::tanh);

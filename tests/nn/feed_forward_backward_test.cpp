@@ -22,6 +22,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/nn/feed_forward.hpp"
 #include "nn/policies.hpp"
 #include "support/gradcheck.hpp"
@@ -429,39 +430,46 @@ TEMPLATE_TEST_CASE(
   // of each element is vjp's running error bound (see `reference`): u_c enters through the three
   // roundings of GEMM operands to C (h, da, db), u through the float32 sums, u_t through dx's rounding.
   auto to_c = [](double v) { return static_cast<double>(static_cast<float>(C(static_cast<float>(v)))); };
-  for (ffn_activation act : all_activations) {
-    for (bool bias : {true, false}) {
-      CAPTURE(nn::activation_name(act), bias);
-      const problem pr = make_problem(act, 16, 32, 48, 24, bias, 90 + static_cast<unsigned>(act), to_c);
-      const auto ref = vjp(pr, u_c, u, u_t);
-      auto ffn = make_ffn<P>(pr);
-      typename nn::feed_forward<P>::template saved<T> ctx;
-      (void)ffn.forward(tensor_from<T, 2>(pr.x, {pr.rows, pr.in}), ctx);
-      auto g = ffn.zero_gradients();
-      const auto dx = ffn.backward(ctx, tensor_from<T, 2>(pr.dy, {pr.rows, pr.out}), g);
-      STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(dx)>, xt::xtensor<T, 2>>);
-      STATIC_REQUIRE(std::is_same_v<typename decltype(g.w1.kernel)::value_type, float>);
-      require_within("dx", dx, ref.dx, ref.e_dx);
-      require_within("w1.kernel", g.w1.kernel, ref.dw1, ref.e_dw1);
-      require_within("w2.kernel", g.w2.kernel, ref.dw2, ref.e_dw2);
-      if (bias) {
-        require_within("w1.bias", *g.w1.bias, ref.db1, ref.e_db1);
-        require_within("w2.bias", *g.w2.bias, ref.db2, ref.e_db2);
+  // Every level this CPU runs: SiLU's and tanh-GELU's forward and backward element-wise parts take the
+  // vectorised kernels from avx2 up (kernels/detail/activation_rows.hpp), the scalar formulas at portable.
+  for (const mixprec::isa level : mixprec::all_isas) {
+    if (level > mixprec::detected_isa()) continue;
+    CAPTURE(level);
+    const mixprec::isa_limit_scope limit(level);
+    for (ffn_activation act : all_activations) {
+      for (bool bias : {true, false}) {
+        CAPTURE(nn::activation_name(act), bias);
+        const problem pr = make_problem(act, 16, 32, 48, 24, bias, 90 + static_cast<unsigned>(act), to_c);
+        const auto ref = vjp(pr, u_c, u, u_t);
+        auto ffn = make_ffn<P>(pr);
+        typename nn::feed_forward<P>::template saved<T> ctx;
+        (void)ffn.forward(tensor_from<T, 2>(pr.x, {pr.rows, pr.in}), ctx);
+        auto g = ffn.zero_gradients();
+        const auto dx = ffn.backward(ctx, tensor_from<T, 2>(pr.dy, {pr.rows, pr.out}), g);
+        STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(dx)>, xt::xtensor<T, 2>>);
+        STATIC_REQUIRE(std::is_same_v<typename decltype(g.w1.kernel)::value_type, float>);
+        require_within("dx", dx, ref.dx, ref.e_dx);
+        require_within("w1.kernel", g.w1.kernel, ref.dw1, ref.e_dw1);
+        require_within("w2.kernel", g.w2.kernel, ref.dw2, ref.e_dw2);
+        if (bias) {
+          require_within("w1.bias", *g.w1.bias, ref.db1, ref.e_db1);
+          require_within("w2.bias", *g.w2.bias, ref.db2, ref.e_db2);
+        }
+        if (nn::is_gated(act)) {
+          require_within("w3.kernel", g.w3->kernel, ref.dw3, ref.e_dw3);
+          if (bias) require_within("w3.bias", *g.w3->bias, ref.db3, ref.e_db3);
+        }
+        // Backstop, whole tensors: relative L2 error below 4 u_C, for the at most three chained roundings
+        // to C on any path (h or da/db in the GEMM operands, then dx's own rounding to T = C for p_bf16)
+        // plus margin; float32 sums add (k + 1) u_f32 < 0.01 u_C.
+        auto rel = [](const auto& got, const std::vector<double>& r) {
+          return gradcheck::relative_l2(flat(got.data(), got.size()), std::span<const double>(r));
+        };
+        CHECK(rel(dx, ref.dx) <= 4 * u_c);
+        CHECK(rel(g.w1.kernel, ref.dw1) <= 4 * u_c);
+        CHECK(rel(g.w2.kernel, ref.dw2) <= 4 * u_c);
+        if (nn::is_gated(act)) CHECK(rel(g.w3->kernel, ref.dw3) <= 4 * u_c);
       }
-      if (nn::is_gated(act)) {
-        require_within("w3.kernel", g.w3->kernel, ref.dw3, ref.e_dw3);
-        if (bias) require_within("w3.bias", *g.w3->bias, ref.db3, ref.e_db3);
-      }
-      // Backstop, whole tensors: relative L2 error below 4 u_C, for the at most three chained roundings
-      // to C on any path (h or da/db in the GEMM operands, then dx's own rounding to T = C for p_bf16)
-      // plus margin; float32 sums add (k + 1) u_f32 < 0.01 u_C.
-      auto rel = [](const auto& got, const std::vector<double>& r) {
-        return gradcheck::relative_l2(flat(got.data(), got.size()), std::span<const double>(r));
-      };
-      CHECK(rel(dx, ref.dx) <= 4 * u_c);
-      CHECK(rel(g.w1.kernel, ref.dw1) <= 4 * u_c);
-      CHECK(rel(g.w2.kernel, ref.dw2) <= 4 * u_c);
-      if (nn::is_gated(act)) CHECK(rel(g.w3->kernel, ref.dw3) <= 4 * u_c);
     }
   }
 }

@@ -42,13 +42,13 @@
 /// and -1.2785), where the error is relative to the magnitude of the two terms, not to the result.
 /// At +-Inf the derivatives are their limits (1 at +Inf, 0 at -Inf; relu' and sigmoid' follow their
 /// formulas: 1 and 0, 0 and 0), not the NaN of Inf * 0.
-/// Range forms (`silu(in, out)` etc.): `sigmoid`, `silu` and the tanh form of `gelu` are vectorised for
-/// float opmath, chosen at run time (kernels/detail/activation_rows.hpp: 16 lanes from the avx512
-/// level, 8 at avx2; the same bits on both), the same formulas with a vectorised exp within 2 ulps
+/// Range forms (`silu(in, out)` etc.): `sigmoid`, `silu` and the tanh form of `gelu`, and their
+/// derivatives, are vectorised for float opmath, chosen at run time (kernels/detail/activation_rows.hpp: 16 lanes from
+/// the avx512 level, 8 at avx2; the same bits on both), the same formulas with a vectorised exp within 2 ulps
 /// (kernels/detail/exp_avx2.hpp) where glibc's `expf` is within 1: the error bounds the tests hold the
 /// scalar forms to hold for them too, but a result can differ from the scalar function's by an ulp of
-/// opmath (and then, rarely, by one in the output type). The portable level, double opmath, the erf form
-/// and the derivatives evaluate the scalar formulas element by element.
+/// opmath (and then, rarely, by one in the output type). The portable level, double opmath and the erf
+/// form evaluate the scalar formulas element by element.
 /// Light: no Eigen, no xtensor.
 #pragma once
 
@@ -64,6 +64,7 @@
 #include <string>
 #include <type_traits>
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/formats/convert.hpp"
 #include "mixprec/kernels/detail/activation_kind.hpp"
@@ -158,9 +159,9 @@ template <std::floating_point A>
 }
 template <std::floating_point A>
 [[nodiscard]] inline A gelu_tanh_derivative_op(A x) noexcept {
-  constexpr A sqrt_2_over_pi = static_cast<A>(std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
+  constexpr A sqrt_2_over_pi = static_cast<A>(gelu_tanh_scale);
   constexpr A cubic = static_cast<A>(gelu_tanh_cubic);
-  constexpr A two_k = static_cast<A>(2.0 * std::numbers::sqrt2 * std::numbers::inv_sqrtpi);
+  constexpr A two_k = static_cast<A>(2.0 * gelu_tanh_scale);
   constexpr A three_a = static_cast<A>(3.0 * gelu_tanh_cubic);
   const A y = sqrt_2_over_pi * (x + cubic * x * x * x);
   const A e = std::exp(A{-2} * std::abs(y));
@@ -229,6 +230,8 @@ void transform_activation(const char* name, const In& in, Out&& out, activation_
     constexpr std::size_t block = 1024;  // 2 x 4 KiB on the stack; fewer calls of the bulk conversions
     float wide[block];
     float values[block];
+    const isa level = active_isa();  // one level for the whole call
+    const bool simd = activation_simd(level);
     for (std::size_t i0 = 0; i0 < n; i0 += block) {
       const std::size_t m = std::min(block, n - i0);
       const float* x = wide;
@@ -239,7 +242,9 @@ void transform_activation(const char* name, const In& in, Out&& out, activation_
       }
       float* y = values;
       if constexpr (std::same_as<O, float>) y = dst + i0;
-      if (!activation_rows_simd(kind, x, nullptr, y, m)) {
+      if (simd) {
+        activation_rows(level, kind, x, nullptr, y, m);
+      } else {
         for (std::size_t i = 0; i < m; ++i) y[i] = op(x[i]);
       }
       if constexpr (!std::same_as<O, float>) round_n<O>(values, m, dst + i0);
@@ -365,22 +370,30 @@ template <detail::activation_input In, detail::activation_output Out>
 void relu_derivative(const In& in, Out&& out) {
   detail::transform("relu_derivative", in, out, [](auto v) { return detail::relu_derivative_op(v); });
 }
-/// Element-wise `sigmoid_derivative` (see `relu` for the range rules). \throws std::invalid_argument if the sizes
-/// differ.
+/// Element-wise `sigmoid_derivative` (see `relu` for the range rules; vectorised for float opmath, see the
+/// file comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void sigmoid_derivative(const In& in, Out&& out) {
-  detail::transform("sigmoid_derivative", in, out, [](auto v) { return detail::sigmoid_derivative_op(v); });
+  detail::transform_activation("sigmoid_derivative", in, out, detail::activation_kind::sigmoid_derivative,
+                               [](auto v) { return detail::sigmoid_derivative_op(v); });
 }
-/// Element-wise `silu_derivative` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+/// Element-wise `silu_derivative` (see `relu` for the range rules; vectorised for float opmath, see the file
+/// comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void silu_derivative(const In& in, Out&& out) {
-  detail::transform("silu_derivative", in, out, [](auto v) { return detail::silu_derivative_op(v); });
+  detail::transform_activation("silu_derivative", in, out, detail::activation_kind::silu_derivative,
+                               [](auto v) { return detail::silu_derivative_op(v); });
 }
-/// Element-wise `gelu_derivative` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
+/// Element-wise `gelu_derivative` (see `relu` for the range rules; the tanh form vectorised for float opmath,
+/// see the file comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void gelu_derivative(const In& in, Out&& out, gelu_approximation approximation = gelu_approximation::none) {
-  detail::transform("gelu_derivative", in, out,
-                    [approximation](auto v) { return detail::gelu_derivative_op(v, approximation); });
+  if (approximation == gelu_approximation::tanh) {
+    detail::transform_activation("gelu_derivative", in, out, detail::activation_kind::gelu_tanh_derivative,
+                                 [](auto v) { return detail::gelu_tanh_derivative_op(v); });
+  } else {
+    detail::transform("gelu_derivative", in, out, [](auto v) { return detail::gelu_erf_derivative_op(v); });
+  }
 }
 /// Element-wise `exp` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>

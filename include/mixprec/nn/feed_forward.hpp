@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/arch/isa.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/activations.hpp"
@@ -322,19 +323,21 @@ class feed_forward {
     H* gb = db.data();
     const Acc* a = ctx.a.data();
     const Acc* b = ctx.b.data();
-    with_activation<Acc>([&](auto act, auto act_derivative) {
-      if (is_gated(activation_)) {
-        for (std::size_t i = 0; i < count; ++i) {
-          const Acc gi = kernels::detail::round_to<Acc>(g[i]);
-          gb[i] = kernels::detail::round_to<H>(gi * act(a[i]));
-          g[i] = kernels::detail::round_to<H>((gi * b[i]) * act_derivative(a[i]));
+    if (!simd_activation_backward<Acc, H>(count, a, b, g, gb)) {
+      with_activation<Acc>([&](auto act, auto act_derivative) {
+        if (is_gated(activation_)) {
+          for (std::size_t i = 0; i < count; ++i) {
+            const Acc gi = kernels::detail::round_to<Acc>(g[i]);
+            gb[i] = kernels::detail::round_to<H>(gi * act(a[i]));
+            g[i] = kernels::detail::round_to<H>((gi * b[i]) * act_derivative(a[i]));
+          }
+        } else {
+          for (std::size_t i = 0; i < count; ++i) {
+            g[i] = kernels::detail::round_to<H>(kernels::detail::round_to<Acc>(g[i]) * act_derivative(a[i]));
+          }
         }
-      } else {
-        for (std::size_t i = 0; i < count; ++i) {
-          g[i] = kernels::detail::round_to<H>(kernels::detail::round_to<Acc>(g[i]) * act_derivative(a[i]));
-        }
-      }
-    });
+      });
+    }
     // dx = da · W1ᵀ (+ db · W3ᵀ): each half in H by dense::backward (W1 += xᵀ da, W3 += xᵀ db), summed in
     // Acc, rounded once to T.
     const auto dx1 = w1_.backward(ctx.input, dh, grads.w1);
@@ -534,6 +537,37 @@ class feed_forward {
     return std::nullopt;
   }
 
+  /// backward's element-wise part on the vectorised kernels (float opmath and float hidden gradients,
+  /// SiLU or tanh-GELU): g = g · act'(a), or, gated, gb = g · act(a) and g = (g · b) · act'(a) — the
+  /// scalar loop's products in its order. False, having written nothing, where that does not apply
+  /// (other types or activations, the portable level).
+  template <class Acc, class H>
+  bool simd_activation_backward(std::size_t count, const Acc* a, const Acc* b, H* g, H* gb) const {
+    if constexpr (std::same_as<Acc, float> && std::same_as<H, float>) {
+      const auto kind = simd_activation();
+      const isa level = active_isa();  // one level for the whole call
+      if (!kind || !kernels::detail::activation_simd(level)) return false;
+      const auto derivative = kernels::detail::derivative_of(*kind);
+      if (!is_gated(activation_)) {
+        kernels::detail::activation_rows(level, derivative, a, g, g, count);
+        return true;
+      }
+      constexpr std::size_t block = 1024;
+      float gate_product[block];  // g · b of one block, before g is overwritten
+      for (std::size_t i0 = 0; i0 < count; i0 += block) {
+        const std::size_t m = std::min(block, count - i0);
+        for (std::size_t i = 0; i < m; ++i) gate_product[i] = g[i0 + i] * b[i0 + i];
+        kernels::detail::activation_rows(level, *kind, a + i0, g + i0, gb + i0, m);
+        kernels::detail::activation_rows(level, derivative, a + i0, gate_product, g + i0, m);
+      }
+      return true;
+    } else {
+      static_cast<void>(count), static_cast<void>(a), static_cast<void>(b), static_cast<void>(g);
+      static_cast<void>(gb);
+      return false;
+    }
+  }
+
   /// h[i] = round_to<C>(act(h1[i]) [* h3[i]]), the activation and gate product in opmath (Acc): for
   /// float opmath and SiLU or tanh-GELU, through the vectorised kernel in blocks (the scalar formula
   /// at the portable level), each block rounded to C in bulk.
@@ -541,22 +575,22 @@ class feed_forward {
   void activate(std::size_t count, const Acc* h1, const Acc* h3, C* h) const {
     const bool gated = is_gated(activation_);
     if constexpr (std::same_as<Acc, float>) {
-      if (const auto kind = simd_activation()) {
+      const isa level = active_isa();  // one level for the whole call
+      const auto kind = simd_activation();
+      if (kind && kernels::detail::activation_simd(level)) {
         const float* gate = gated ? h3 : nullptr;
         if constexpr (std::same_as<C, float>) {
-          if (kernels::detail::activation_rows_simd(*kind, h1, gate, h, count)) return;
+          kernels::detail::activation_rows(level, *kind, h1, gate, h, count);
         } else {
           constexpr std::size_t block = 1024;  // 4 KiB on the stack, one bulk rounding per block
           float values[block];
-          bool done = true;
-          for (std::size_t i0 = 0; done && i0 < count; i0 += block) {
+          for (std::size_t i0 = 0; i0 < count; i0 += block) {
             const std::size_t m = std::min(block, count - i0);
-            done =
-                kernels::detail::activation_rows_simd(*kind, h1 + i0, gate != nullptr ? gate + i0 : nullptr, values, m);
-            if (done) kernels::detail::round_n<C>(values, m, h + i0);
+            kernels::detail::activation_rows(level, *kind, h1 + i0, gate != nullptr ? gate + i0 : nullptr, values, m);
+            kernels::detail::round_n<C>(values, m, h + i0);
           }
-          if (done) return;
         }
+        return;
       }
     }
     with_activation<Acc>([&](auto act, auto) {

@@ -27,19 +27,56 @@ namespace activation_avx2 {
 
 using kernels::detail::activation_kind;
 
-/// The activation K of 8 floats, in float32 (see the file comment).
+/// tanh-GELU's y = sqrt(2/pi) (x + 0.044715 x^3) of 8 floats, the scalar code's operations in its order.
+MIXPREC_TARGET_AVX2_INLINE inline __m256 gelu_tanh_y8(__m256 x) noexcept {
+  const __m256 cube = _mm256_mul_ps(
+      _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(static_cast<float>(kernels::detail::gelu_tanh_cubic)), x), x), x);
+  return _mm256_mul_ps(_mm256_set1_ps(static_cast<float>(kernels::detail::gelu_tanh_scale)), _mm256_add_ps(x, cube));
+}
+
+/// The derivatives' shared part, from e = e^-|z| (activations.hpp's sigmoid_product_op and the
+/// sigmoid by sign): s = (z >= 0 ? 1 : e) / (1 + e) and q = e / (1 + e)^2.
+struct sigmoid_parts8 {
+  __m256 s, q;
+};
+MIXPREC_TARGET_AVX2_INLINE inline sigmoid_parts8 sigmoid_parts(__m256 z, __m256 e) noexcept {
+  const __m256 one = _mm256_set1_ps(1.0F);
+  const __m256 d = _mm256_add_ps(one, e);
+  // z >= 0 is false for NaN: e / (1 + e), NaN, as the scalar code's else branch.
+  const __m256 numerator = _mm256_blendv_ps(e, one, _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_GE_OQ));
+  return {_mm256_div_ps(numerator, d), _mm256_div_ps(e, _mm256_mul_ps(d, d))};
+}
+
+/// The activation or derivative K of 8 floats, in float32 (see the file comment).
 template <activation_kind K>
 MIXPREC_TARGET_AVX2_INLINE inline __m256 activation8(__m256 x) noexcept {
   const __m256 one = _mm256_set1_ps(1.0F);
+  const __m256 sign = _mm256_set1_ps(-0.0F);
   if constexpr (K == activation_kind::gelu_tanh) {
-    const __m256 cube = _mm256_mul_ps(
-        _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(static_cast<float>(kernels::detail::gelu_tanh_cubic)), x), x), x);
-    const __m256 y =
-        _mm256_mul_ps(_mm256_set1_ps(static_cast<float>(kernels::detail::gelu_tanh_scale)), _mm256_add_ps(x, cube));
+    const __m256 y = gelu_tanh_y8(x);
     return _mm256_div_ps(x, _mm256_add_ps(one, exp_avx2::exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0F), y))));
+  } else if constexpr (K == activation_kind::sigmoid_derivative) {
+    return sigmoid_parts(x, exp_avx2::exp8(_mm256_or_ps(x, sign))).q;  // e^-|x|: the sign bit set
+  } else if constexpr (K == activation_kind::silu_derivative) {
+    const __m256 e = exp_avx2::exp8(_mm256_or_ps(x, sign));
+    const sigmoid_parts8 p = sigmoid_parts(x, e);
+    // e = 0 (|x| huge or Inf): s alone, not s + Inf · 0.
+    return _mm256_blendv_ps(_mm256_add_ps(p.s, _mm256_mul_ps(x, p.q)), p.s,
+                            _mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_EQ_OQ));
+  } else if constexpr (K == activation_kind::gelu_tanh_derivative) {
+    const __m256 y = gelu_tanh_y8(x);
+    // e^-2|y|: -2 |y| as the scalar A{-2} * std::abs(y).
+    const __m256 e = exp_avx2::exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0F), _mm256_andnot_ps(sign, y)));
+    const sigmoid_parts8 p = sigmoid_parts(y, e);
+    const __m256 three_a_x2 =
+        _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(static_cast<float>(3.0 * kernels::detail::gelu_tanh_cubic)), x), x);
+    const __m256 slope = _mm256_mul_ps(_mm256_set1_ps(static_cast<float>(2.0 * kernels::detail::gelu_tanh_scale)),
+                                       _mm256_add_ps(one, three_a_x2));
+    return _mm256_blendv_ps(_mm256_add_ps(p.s, _mm256_mul_ps(_mm256_mul_ps(x, p.q), slope)), p.s,
+                            _mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_EQ_OQ));
   } else {
     // -x by the sign bit: exact, as the scalar negation.
-    const __m256 e = exp_avx2::exp8(_mm256_xor_ps(x, _mm256_set1_ps(-0.0F)));
+    const __m256 e = exp_avx2::exp8(_mm256_xor_ps(x, sign));
     return _mm256_div_ps(K == activation_kind::sigmoid ? one : x, _mm256_add_ps(one, e));
   }
 }

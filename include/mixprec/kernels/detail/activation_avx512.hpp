@@ -21,20 +21,63 @@ namespace activation_avx512 {
 
 using kernels::detail::activation_kind;
 
-/// The activation K of 16 floats, in float32 (activation_avx2::activation8 on 16 lanes).
+/// The bits of the float sign.
+inline constexpr int sign_bit = static_cast<int>(0x80000000U);
+
+/// x with its sign bit set (-|x|) or cleared (|x|): exact.
+MIXPREC_TARGET_AVX512_INLINE inline __m512 minus_abs(__m512 x) noexcept {
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), _mm512_set1_epi32(sign_bit)));
+}
+MIXPREC_TARGET_AVX512_INLINE inline __m512 abs(__m512 x) noexcept {
+  // AND with the magnitude bits (GCC 12's _mm512_andnot_si512 passes an undefined register).
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(~sign_bit)));
+}
+
+/// activation_avx2::gelu_tanh_y8 on 16 lanes.
+MIXPREC_TARGET_AVX512_INLINE inline __m512 gelu_tanh_y16(__m512 x) noexcept {
+  const __m512 cube = _mm512_mul_ps(
+      _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(static_cast<float>(kernels::detail::gelu_tanh_cubic)), x), x), x);
+  return _mm512_mul_ps(_mm512_set1_ps(static_cast<float>(kernels::detail::gelu_tanh_scale)), _mm512_add_ps(x, cube));
+}
+
+/// activation_avx2::sigmoid_parts on 16 lanes: s = (z >= 0 ? 1 : e) / (1 + e), q = e / (1 + e)^2.
+struct sigmoid_parts16 {
+  __m512 s, q;
+};
+MIXPREC_TARGET_AVX512_INLINE inline sigmoid_parts16 sigmoid_parts(__m512 z, __m512 e) noexcept {
+  const __m512 one = _mm512_set1_ps(1.0F);
+  const __m512 d = _mm512_add_ps(one, e);
+  const __m512 numerator = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GE_OQ), e, one);
+  return {_mm512_div_ps(numerator, d), _mm512_div_ps(e, _mm512_mul_ps(d, d))};
+}
+
+/// The activation or derivative K of 16 floats, in float32 (activation_avx2::activation8 on 16 lanes).
 template <activation_kind K>
 MIXPREC_TARGET_AVX512_INLINE inline __m512 activation16(__m512 x) noexcept {
   const __m512 one = _mm512_set1_ps(1.0F);
   if constexpr (K == activation_kind::gelu_tanh) {
-    const __m512 cube = _mm512_mul_ps(
-        _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(static_cast<float>(kernels::detail::gelu_tanh_cubic)), x), x), x);
-    const __m512 y =
-        _mm512_mul_ps(_mm512_set1_ps(static_cast<float>(kernels::detail::gelu_tanh_scale)), _mm512_add_ps(x, cube));
+    const __m512 y = gelu_tanh_y16(x);
     return _mm512_div_ps(x, _mm512_add_ps(one, exp_avx512::exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0F), y))));
+  } else if constexpr (K == activation_kind::sigmoid_derivative) {
+    return sigmoid_parts(x, exp_avx512::exp16(minus_abs(x))).q;
+  } else if constexpr (K == activation_kind::silu_derivative) {
+    const __m512 e = exp_avx512::exp16(minus_abs(x));
+    const sigmoid_parts16 p = sigmoid_parts(x, e);
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(e, _mm512_setzero_ps(), _CMP_EQ_OQ),
+                                _mm512_add_ps(p.s, _mm512_mul_ps(x, p.q)), p.s);
+  } else if constexpr (K == activation_kind::gelu_tanh_derivative) {
+    const __m512 y = gelu_tanh_y16(x);
+    const __m512 e = exp_avx512::exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0F), abs(y)));
+    const sigmoid_parts16 p = sigmoid_parts(y, e);
+    const __m512 three_a_x2 =
+        _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(static_cast<float>(3.0 * kernels::detail::gelu_tanh_cubic)), x), x);
+    const __m512 slope = _mm512_mul_ps(_mm512_set1_ps(static_cast<float>(2.0 * kernels::detail::gelu_tanh_scale)),
+                                       _mm512_add_ps(one, three_a_x2));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(e, _mm512_setzero_ps(), _CMP_EQ_OQ),
+                                _mm512_add_ps(p.s, _mm512_mul_ps(_mm512_mul_ps(x, p.q), slope)), p.s);
   } else {
     // -x by the sign bit: exact, as the scalar negation.
-    const __m512 minus_x =
-        _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000U))));
+    const __m512 minus_x = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(sign_bit)));
     const __m512 e = exp_avx512::exp16(minus_x);
     return _mm512_div_ps(K == activation_kind::sigmoid ? one : x, _mm512_add_ps(one, e));
   }

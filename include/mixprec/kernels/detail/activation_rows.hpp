@@ -1,6 +1,6 @@
 /// \file
-/// \brief Private: how the element-wise sigmoid, SiLU and tanh-GELU on float32 values reach their
-/// vectorised kernels — the run-time choice by `mixprec::active_isa()`, read once per call: the
+/// \brief Private: how the element-wise sigmoid, SiLU and tanh-GELU and their derivatives on float32
+/// values reach their vectorised kernels — the run-time choice by `mixprec::active_isa()`, read once per call: the
 /// 16-lane kernel (activation_avx512.hpp) from the avx512 level up, the 8-lane one (activation_avx2.hpp)
 /// at avx2. The two give the same bits; the portable level keeps the scalar formulas of
 /// kernels/activations.hpp (`std::exp`).
@@ -15,35 +15,52 @@
 
 namespace mixprec::kernels::detail {
 
-/// y[i] = act(x[i]) (times gate[i] when `gate` is not null) for i < n, in float32, through the
-/// level's kernel; returns false, having written nothing, when the level in use is portable (the caller then
-/// evaluates the scalar formula). y may be x or gate (element-wise, in place).
-inline bool activation_rows_simd(activation_kind kind, const float* x, const float* gate, float* y,
-                                 std::size_t n) noexcept {
 #if MIXPREC_X86_DISPATCH
-  const isa level = active_isa();
-  if (level < isa::avx2) return false;
-  namespace a2 = mixprec::detail::activation_avx2;
-  namespace a5 = mixprec::detail::activation_avx512;
+/// activation_rows for one kind: the 16-lane kernel when `wide`, else the 8-lane one.
+template <activation_kind K>
+void activation_row_at(bool wide, const float* x, const float* gate, float* y, std::size_t n) noexcept {
+  if (wide) {
+    mixprec::detail::activation_avx512::activation_row<K>(x, gate, y, n);
+  } else {
+    mixprec::detail::activation_avx2::activation_row<K>(x, gate, y, n);
+  }
+}
+#endif
+
+/// Whether `level` (`mixprec::active_isa()`, read once per operation) runs the vectorised kernels.
+[[nodiscard]] inline bool activation_simd(isa level) noexcept {
+#if MIXPREC_X86_DISPATCH
+  return level >= isa::avx2;
+#else
+  static_cast<void>(level);
+  return false;
+#endif
+}
+
+/// y[i] = f(x[i]) (times gate[i] when `gate` is not null) for i < n, in float32, f the activation or
+/// derivative `kind`, through the kernel of `level`, for which `activation_simd(level)` must hold (the
+/// caller evaluates the scalar formula otherwise). y may be x or gate (element-wise, in place).
+inline void activation_rows(isa level, activation_kind kind, const float* x, const float* gate, float* y,
+                            std::size_t n) noexcept {
+#if MIXPREC_X86_DISPATCH
   const bool wide = level >= isa::avx512;
   switch (kind) {
-    case activation_kind::sigmoid:
-      wide ? a5::activation_row<activation_kind::sigmoid>(x, gate, y, n)
-           : a2::activation_row<activation_kind::sigmoid>(x, gate, y, n);
+    case activation_kind::sigmoid: activation_row_at<activation_kind::sigmoid>(wide, x, gate, y, n); break;
+    case activation_kind::silu: activation_row_at<activation_kind::silu>(wide, x, gate, y, n); break;
+    case activation_kind::gelu_tanh: activation_row_at<activation_kind::gelu_tanh>(wide, x, gate, y, n); break;
+    case activation_kind::sigmoid_derivative:
+      activation_row_at<activation_kind::sigmoid_derivative>(wide, x, gate, y, n);
       break;
-    case activation_kind::silu:
-      wide ? a5::activation_row<activation_kind::silu>(x, gate, y, n)
-           : a2::activation_row<activation_kind::silu>(x, gate, y, n);
+    case activation_kind::silu_derivative:
+      activation_row_at<activation_kind::silu_derivative>(wide, x, gate, y, n);
       break;
-    case activation_kind::gelu_tanh:
-      wide ? a5::activation_row<activation_kind::gelu_tanh>(x, gate, y, n)
-           : a2::activation_row<activation_kind::gelu_tanh>(x, gate, y, n);
+    case activation_kind::gelu_tanh_derivative:
+      activation_row_at<activation_kind::gelu_tanh_derivative>(wide, x, gate, y, n);
       break;
   }
-  return true;
 #else
-  static_cast<void>(kind), static_cast<void>(x), static_cast<void>(gate), static_cast<void>(y), static_cast<void>(n);
-  return false;
+  static_cast<void>(level), static_cast<void>(kind), static_cast<void>(x), static_cast<void>(gate);
+  static_cast<void>(y), static_cast<void>(n);
 #endif
 }
 
