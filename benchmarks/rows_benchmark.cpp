@@ -18,6 +18,7 @@
 //                            bfloat16 in and out, on the calling thread (the threads argument does
 //                            not split it); silu/f32/portable: the same at MIXPREC_ISA=portable
 //                            (the scalar formulas with std::exp), the baseline of the kernel
+//  - silu_derivative/f32, /f32/portable: kernels::silu_derivative, the same way
 //  - memcpy/<bytes>:         std::memcpy of <bytes> per element of the problem, split over the threads
 //                            (4: what layer_norm/f32 reads and writes, 2: bf16, 8: rms_norm_residual)
 //  - onednn_f32/_bf16:       oneDNN's layer_normalization_forward (inference, scale and shift)
@@ -132,8 +133,8 @@ void softmax(benchmark::State& state) {
   set_bytes(state, static_cast<double>(s.size() * 2 * sizeof(T)));
 }
 
-/// The element-wise SiLU or tanh-GELU of kernels/activations.hpp over rows × features values of T (on
-/// the calling thread); `level` limits the ISA (isa::portable: the scalar formulas, std::exp).
+/// The element-wise SiLU, SiLU's derivative or tanh-GELU of kernels/activations.hpp over rows × features values of T
+/// (on the calling thread); `level` limits the ISA (isa::portable: the scalar formulas, std::exp).
 template <class T, mixprec::kernels::detail::activation_kind K>
 void activation(benchmark::State& state, mixprec::isa level) {
   const shape s = shape_of(state);
@@ -143,6 +144,8 @@ void activation(benchmark::State& state, mixprec::isa level) {
   const auto run = [&] {
     if constexpr (K == mixprec::kernels::detail::activation_kind::silu) {
       mixprec::kernels::silu(x, y);
+    } else if constexpr (K == mixprec::kernels::detail::activation_kind::silu_derivative) {
+      mixprec::kernels::silu_derivative(x, y);
     } else {
       mixprec::kernels::gelu(x, y, mixprec::kernels::gelu_approximation::tanh);
     }
@@ -163,6 +166,12 @@ void silu_bf16(benchmark::State& state) { activation<bfloat16, activation_kind::
 void gelu_tanh_f32(benchmark::State& state) { activation<float, activation_kind::gelu_tanh>(state, no_limit); }
 void silu_f32_portable(benchmark::State& state) {
   activation<float, activation_kind::silu>(state, mixprec::isa::portable);
+}
+void silu_derivative_f32(benchmark::State& state) {
+  activation<float, activation_kind::silu_derivative>(state, no_limit);
+}
+void silu_derivative_f32_portable(benchmark::State& state) {
+  activation<float, activation_kind::silu_derivative>(state, mixprec::isa::portable);
 }
 
 /// memcpy of bytes_per_element × rows × features bytes, in as many contiguous parts as threads.
@@ -257,6 +266,8 @@ BENCHMARK(silu_f32)->Name("silu/f32")->Apply(shapes);
 BENCHMARK(silu_bf16)->Name("silu/bf16")->Apply(shapes);
 BENCHMARK(gelu_tanh_f32)->Name("gelu_tanh/f32")->Apply(shapes);
 BENCHMARK(silu_f32_portable)->Name("silu/f32/portable")->Apply(shapes);
+BENCHMARK(silu_derivative_f32)->Name("silu_derivative/f32")->Apply(shapes);
+BENCHMARK(silu_derivative_f32_portable)->Name("silu_derivative/f32/portable")->Apply(shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 4, 4)->Name("memcpy/4B")->Apply(shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 2, 2)->Name("memcpy/2B")->Apply(shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 8, 8)->Name("memcpy/8B")->Apply(shapes);

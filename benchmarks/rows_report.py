@@ -39,6 +39,8 @@ ROWS = [
     ("silu/bf16", "SiLU bf16 in/out (range, on the calling thread)", "memcpy/2B", None),
     ("gelu_tanh/f32", "tanh-GELU f32 (range, on the calling thread)", "memcpy/4B", None),
     ("silu/f32/portable", "SiLU f32 at the portable level (std::exp)", "memcpy/4B", None),
+    ("silu_derivative/f32", "SiLU' f32 (range, on the calling thread)", "memcpy/4B", None),
+    ("silu_derivative/f32/portable", "SiLU' f32 at the portable level (std::exp)", "memcpy/4B", None),
 ]
 
 
