@@ -96,10 +96,10 @@ std::vector<mixprec::isa> levels() {
   return out;
 }
 
-/// check_against_reference for a range function `range(in, out)` (in of T, out of T), called once
-/// on all the test points (whole vectors of the kernel and a tail), on every level.
-template <class T, class Range, class Ref, class RelOp>
-void check_range_against_reference(Range range, Ref ref, RelOp rel_op) {
+/// Calls `range(in, out)` (in and out of T) once on all the test points (whole vectors of the kernel
+/// and a tail) on every level, then `check(x, result)` for each point.
+template <class T, class Range, class Check>
+void on_every_level(Range range, Check check) {
   std::vector<T> xs;
   for (double x0 : test_points()) xs.push_back(static_cast<T>(x0));
   for (const mixprec::isa level : levels()) {
@@ -107,8 +107,14 @@ void check_range_against_reference(Range range, Ref ref, RelOp rel_op) {
     const mixprec::isa_limit_scope limit(level);
     std::vector<T> ys(xs.size());
     range(xs, ys);
-    for (std::size_t i = 0; i < xs.size(); ++i) check_point(xs[i], ys[i], ref, rel_op);
+    for (std::size_t i = 0; i < xs.size(); ++i) check(xs[i], ys[i]);
   }
+}
+
+/// check_against_reference for a range function, on every level (on_every_level).
+template <class T, class Range, class Ref, class RelOp>
+void check_range_against_reference(Range range, Ref ref, RelOp rel_op) {
+  on_every_level<T>(range, [&](T x, T y) { check_point(x, y, ref, rel_op); });
 }
 
 }  // namespace
@@ -415,19 +421,10 @@ void check_derivative(F f, Ref ref, Terms terms, RelOp rel_op) {
   }
 }
 
-/// check_derivative for a range function `range(in, out)`, called once on all the test points, on
-/// every level.
+/// check_derivative for a range function, on every level (on_every_level).
 template <class T, class Range, class Ref, class Terms, class RelOp>
 void check_range_derivative(Range range, Ref ref, Terms terms, RelOp rel_op) {
-  std::vector<T> xs;
-  for (double x0 : test_points()) xs.push_back(static_cast<T>(x0));
-  for (const mixprec::isa level : levels()) {
-    CAPTURE(level);
-    const mixprec::isa_limit_scope limit(level);
-    std::vector<T> ys(xs.size());
-    range(xs, ys);
-    for (std::size_t i = 0; i < xs.size(); ++i) check_derivative_point(xs[i], ys[i], ref, terms, rel_op);
-  }
+  on_every_level<T>(range, [&](T x, T y) { check_derivative_point(x, y, ref, terms, rel_op); });
 }
 
 }  // namespace
