@@ -1,16 +1,17 @@
 /// \file
-/// \brief Private: the AVX2 + FMA kernel of the element-wise sigmoid, SiLU and tanh-GELU (optionally
-/// times a gate, SwiGLU's and GEGLU's product) on float32 values, compiled through a `target` attribute
-/// and called only when `mixprec::active_isa()` is at least `isa::avx2` (kernels/detail/activation_rows.hpp).
+/// \brief Private: the AVX2 + FMA kernel of the element-wise sigmoid, SiLU and tanh-GELU and their
+/// derivatives (optionally times a gate: SwiGLU's and GEGLU's products, and the backward's) on float32
+/// values, compiled through a `target` attribute and called only when `mixprec::active_isa()` is at
+/// least `isa::avx2` (kernels/detail/activation_rows.hpp).
 ///
-/// Each lane evaluates the scalar formula of kernels/activations.hpp operation for operation — `x / (1
-/// + e^-z)` with z = x (SiLU, sigmoid with 1 for the numerator) or z = 2 sqrt(2/pi) (x + 0.044715 x^3)
-/// (tanh-GELU, the cube and the sums as the scalar code orders them) — with exp_avx2::exp8 for
-/// `std::exp`: every other operation is one IEEE operation rounded alike, so a result differs from the
-/// scalar one only through exp8's error (at most 2 ulp against the exact exp, where glibc's expf is
-/// within 1), which the error statements of activations.hpp already allow for. Infinities and NaN
-/// follow the formulas as the scalar code does (exp8 gives +Inf above its overflow bound, +0 below its
-/// underflow bound and keeps NaN).
+/// Each lane evaluates the scalar formula of kernels/activations.hpp operation for operation, with
+/// exp_avx2::exp8 for `std::exp`: the activations as `x / (1 + e^-z)`, z = x (SiLU; sigmoid with 1 for
+/// the numerator) or 2 sqrt(2/pi) (x + 0.044715 x^3) (tanh-GELU, the cube and the sums in the scalar
+/// code's order), the derivatives from e = e^-|z| without cancellation. Every other operation is one
+/// IEEE operation rounded alike, so a result differs from the scalar one only through exp8's error (at
+/// most 2 ulp against the exact exp, where glibc's expf is within 1), which the error statements of
+/// activations.hpp already allow for. Infinities and NaN follow the formulas as the scalar code does
+/// (exp8 gives +Inf above its overflow bound, +0 below its underflow bound and keeps NaN).
 #pragma once
 
 #include <cstddef>
