@@ -133,8 +133,9 @@ void softmax(benchmark::State& state) {
   set_bytes(state, static_cast<double>(s.size() * 2 * sizeof(T)));
 }
 
-/// The element-wise SiLU, SiLU's derivative or tanh-GELU of kernels/activations.hpp over rows × features values of T
-/// (on the calling thread); `level` limits the ISA (isa::portable: the scalar formulas, std::exp).
+/// The element-wise SiLU, SiLU's derivative, erf-GELU, its derivative or tanh-GELU of kernels/activations.hpp over
+/// rows × features values of T (on the calling thread); `level` limits the ISA (isa::portable: the scalar
+/// formulas, std::exp and std::erfc).
 template <class T, mixprec::kernels::detail::activation_kind K>
 void activation(benchmark::State& state, mixprec::isa level) {
   const shape s = shape_of(state);
@@ -146,6 +147,10 @@ void activation(benchmark::State& state, mixprec::isa level) {
       mixprec::kernels::silu(x, y);
     } else if constexpr (K == mixprec::kernels::detail::activation_kind::silu_derivative) {
       mixprec::kernels::silu_derivative(x, y);
+    } else if constexpr (K == mixprec::kernels::detail::activation_kind::gelu_erf) {
+      mixprec::kernels::gelu(x, y);
+    } else if constexpr (K == mixprec::kernels::detail::activation_kind::gelu_erf_derivative) {
+      mixprec::kernels::gelu_derivative(x, y);
     } else {
       mixprec::kernels::gelu(x, y, mixprec::kernels::gelu_approximation::tanh);
     }
@@ -172,6 +177,13 @@ void silu_derivative_f32(benchmark::State& state) {
 }
 void silu_derivative_f32_portable(benchmark::State& state) {
   activation<float, activation_kind::silu_derivative>(state, mixprec::isa::portable);
+}
+void gelu_erf_f32(benchmark::State& state) { activation<float, activation_kind::gelu_erf>(state, no_limit); }
+void gelu_erf_f32_portable(benchmark::State& state) {
+  activation<float, activation_kind::gelu_erf>(state, mixprec::isa::portable);
+}
+void gelu_erf_derivative_f32(benchmark::State& state) {
+  activation<float, activation_kind::gelu_erf_derivative>(state, no_limit);
 }
 
 /// memcpy of bytes_per_element × rows × features bytes, in as many contiguous parts as threads.
@@ -268,6 +280,9 @@ BENCHMARK(gelu_tanh_f32)->Name("gelu_tanh/f32")->Apply(shapes);
 BENCHMARK(silu_f32_portable)->Name("silu/f32/portable")->Apply(shapes);
 BENCHMARK(silu_derivative_f32)->Name("silu_derivative/f32")->Apply(shapes);
 BENCHMARK(silu_derivative_f32_portable)->Name("silu_derivative/f32/portable")->Apply(shapes);
+BENCHMARK(gelu_erf_f32)->Name("gelu_erf/f32")->Apply(shapes);
+BENCHMARK(gelu_erf_f32_portable)->Name("gelu_erf/f32/portable")->Apply(shapes);
+BENCHMARK(gelu_erf_derivative_f32)->Name("gelu_erf_derivative/f32")->Apply(shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 4, 4)->Name("memcpy/4B")->Apply(shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 2, 2)->Name("memcpy/2B")->Apply(shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 8, 8)->Name("memcpy/8B")->Apply(shapes);

@@ -41,6 +41,9 @@ ROWS = [
     ("silu/f32/portable", "SiLU f32 at the portable level (std::exp)", "memcpy/4B", None),
     ("silu_derivative/f32", "SiLU' f32 (range, on the calling thread)", "memcpy/4B", None),
     ("silu_derivative/f32/portable", "SiLU' f32 at the portable level (std::exp)", "memcpy/4B", None),
+    ("gelu_erf/f32", "erf-GELU f32 (range, on the calling thread)", "memcpy/4B", None),
+    ("gelu_erf/f32/portable", "erf-GELU f32 at the portable level (std::erfc)", "memcpy/4B", None),
+    ("gelu_erf_derivative/f32", "erf-GELU' f32 (range, on the calling thread)", "memcpy/4B", None),
 ]
 
 

@@ -211,34 +211,38 @@ TEST_CASE("range SiLU and tanh-GELU (and their derivatives' special values) keep
         CHECK(std::abs(static_cast<double>(gelu[i]) - ref_tanh) <= std::abs(x) * flt_min);
       }
     }
-    std::vector<float> s(specials.size()), g(specials.size()), q(specials.size());
+    std::vector<float> s(specials.size()), g(specials.size()), q(specials.size()), ge(specials.size());
     kernels::silu(specials, s);
     kernels::gelu(specials, g, gelu_approximation::tanh);
     kernels::sigmoid(specials, q);
+    kernels::gelu(specials, ge);
     auto same_class = [](float got, float want) {
       if (std::isnan(want)) return std::isnan(got);
       if (std::isinf(want) || want == 0.0f) return got == want && std::signbit(got) == std::signbit(want);
       return std::abs(static_cast<double>(got) - static_cast<double>(want)) <=
              8.0 * std::ldexp(1.0, -24) * std::abs(static_cast<double>(want));
     };
-    std::vector<float> ds(specials.size()), dg(specials.size()), dq(specials.size());
+    std::vector<float> ds(specials.size()), dg(specials.size()), dq(specials.size()), dge(specials.size());
     kernels::silu_derivative(specials, ds);
     kernels::gelu_derivative(specials, dg, gelu_approximation::tanh);
     kernels::sigmoid_derivative(specials, dq);
+    kernels::gelu_derivative(specials, dge);
     for (std::size_t i = 0; i < specials.size(); ++i) {
-      INFO("x = " << specials[i] << ": silu " << s[i] << ", gelu " << g[i] << ", sigmoid " << q[i] << "; derivatives "
-                  << ds[i] << ", " << dg[i] << ", " << dq[i]);
+      INFO("x = " << specials[i] << ": silu " << s[i] << ", gelu " << g[i] << ", sigmoid " << q[i] << ", erf-GELU "
+                  << ge[i] << "; derivatives " << ds[i] << ", " << dg[i] << ", " << dq[i] << ", " << dge[i]);
       CHECK(same_class(s[i], kernels::silu(specials[i])));
       CHECK(same_class(g[i], kernels::gelu(specials[i], gelu_approximation::tanh)));
       CHECK(same_class(q[i], kernels::sigmoid(specials[i])));
       CHECK(same_class(ds[i], kernels::silu_derivative(specials[i])));
       CHECK(same_class(dg[i], kernels::gelu_derivative(specials[i], gelu_approximation::tanh)));
       CHECK(same_class(dq[i], kernels::sigmoid_derivative(specials[i])));
+      CHECK(same_class(ge[i], kernels::gelu(specials[i])));
+      CHECK(same_class(dge[i], kernels::gelu_derivative(specials[i])));
     }
   }
 }
 
-TEST_CASE("range SiLU, sigmoid and tanh-GELU and their derivatives give the same bits on every SIMD level",
+TEST_CASE("range SiLU, sigmoid and both GELUs and their derivatives give the same bits on every SIMD level",
           "[kernels][activations]") {
   // The 8-lane (avx2) and 16-lane (avx512 and up) kernels evaluate the same operations with exps of the
   // same bits: their results must match bit for bit, tails included (100003 values, not a multiple of
@@ -253,14 +257,17 @@ TEST_CASE("range SiLU, sigmoid and tanh-GELU and their derivatives give the same
     if (level == mixprec::isa::portable) continue;
     const mixprec::isa_limit_scope limit(level);
     std::vector<float> s(x.size()), q(x.size()), g(x.size()), ds(x.size()), dq(x.size()), dg(x.size());
+    std::vector<float> ge(x.size()), dge(x.size());
     kernels::silu(x, s);
     kernels::sigmoid(x, q);
     kernels::gelu(x, g, gelu_approximation::tanh);
+    kernels::gelu(x, ge);
     kernels::silu_derivative(x, ds);
     kernels::sigmoid_derivative(x, dq);
     kernels::gelu_derivative(x, dg, gelu_approximation::tanh);
+    kernels::gelu_derivative(x, dge);
     std::vector<std::uint32_t> all;
-    for (const auto* out : {&s, &q, &g, &ds, &dq, &dg}) {
+    for (const auto* out : {&s, &q, &g, &ge, &ds, &dq, &dg, &dge}) {
       for (const float v : *out) all.push_back(std::bit_cast<std::uint32_t>(v));
     }
     bits.push_back(std::move(all));
@@ -491,6 +498,75 @@ TEMPLATE_TEST_CASE(
       [](double x) { return 2.0 * (12.0 * std::abs(static_cast<double>(ref_gelu_tanh_y(x))) + 16.0); });
 }
 
+/// The error bound of the vectorised erf-GELU kernel (kernels/detail/activation_avx2.hpp's
+/// gelu_erf_parts), in units of u = 2^-24, relative to |gelu| (and, for the derivative, to the terms
+/// Phi + |x| phi), at every x where the result is normal. erfc(a), a = |x| / sqrt 2: e = e^(-x^2/2) from
+/// exp (2 ulps: 4 u) and the FMA correction (1); the factor (1 + s P) / (1 + 2a): a's 2 roundings
+/// (condition <= 1), r = 1 / (1 + 2a) (2), the fit (0.6), s P (its ~7 u scaled by p / (1 + p) <= 0.13:
+/// 1), the FMA (1); the product e q (1): 13 u. 2 - erfc(a) for x > 0 is above 1 (no growth, 1 more);
+/// 0.5 x (exact) times erfc: 1 more. 15 u. The derivative: Phi = 0.5 erfc (14), phi = e times a
+/// rounded constant (7), x phi and the sum (2): 15 u of the terms. The scalar forms' bounds grow as x^2
+/// (the rounding of -x / sqrt 2 inside erfc); the kernel's do not.
+constexpr double gelu_erf_kernel_bound = 15.0;
+
+TEMPLATE_TEST_CASE("range erf-GELU and its derivative: the scalar bounds at the portable level, a flat one vectorised",
+                   "[kernels][activations]", float, double, bfloat16, float16) {
+  // Float opmath on a SIMD level runs the kernel (its bound above); the portable level and double
+  // opmath evaluate the scalar formulas (the bounds of the scalar tests).
+  using T = TestType;
+  std::vector<T> xs;
+  for (double x0 : test_points()) xs.push_back(static_cast<T>(x0));
+  for (const mixprec::isa level : levels()) {
+    CAPTURE(level);
+    const mixprec::isa_limit_scope limit(level);
+    const bool kernel = level >= mixprec::isa::avx2 && std::is_same_v<kernels::opmath_t<T>, float>;
+    std::vector<T> g(xs.size()), d(xs.size());
+    kernels::gelu(xs, g);
+    kernels::gelu_derivative(xs, d);
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      check_point(xs[i], g[i], ref_gelu_erf,
+                  [kernel](double x) { return kernel ? gelu_erf_kernel_bound : 8.0 + 2.0 * (x * x + 1.0); });
+      check_derivative_point(xs[i], d[i], ref_gelu_erf_derivative, gelu_erf_terms, [kernel](double x) {
+        return kernel ? gelu_erf_kernel_bound : 12.0 + 3.0 * (x * x + 1.0);
+      });
+    }
+  }
+}
+
+TEST_CASE("range erf-GELU keeps its relative accuracy in the negative tail on every vectorised level",
+          "[kernels][activations]") {
+  // x in [-30, -5.5]: the reference is 0.5 x erfc(-x / sqrt 2) in long double. The kernel's bound holds
+  // while e^(-x^2/2) is normal (x >= -13.2): relative, gelu_erf_kernel_bound; beyond, the error is
+  // absolute, below |x| FLT_MIN. The scalar form's bound here is 8 + 2 (x^2 + 1) u: up to 350 u.
+  const double u = std::ldexp(1.0, -24);
+  const double flt_min = static_cast<double>(std::numeric_limits<float>::min());
+  const double tiny = static_cast<double>(std::numeric_limits<float>::denorm_min());
+  // Random points: on a grid of multiples of 2^-k, x^2 is often exact, which would hide an error in
+  // the split x^2 = h + l.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-30.0f, -5.5f);
+  std::vector<float> xs(20000);
+  for (float& x : xs) x = dist(rng);
+  for (const mixprec::isa level : levels()) {
+    if (level < mixprec::isa::avx2) continue;
+    CAPTURE(level);
+    const mixprec::isa_limit_scope limit(level);
+    std::vector<float> g(xs.size());
+    kernels::gelu(xs, g);
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const ld x = xs[i];
+      const double ref = static_cast<double>(0.5L * x * std::erfc(-x / std::sqrt(2.0L)));
+      const double got = static_cast<double>(g[i]);
+      INFO(std::setprecision(17) << "x = " << static_cast<double>(x) << ", got " << got << ", reference " << ref);
+      if (x >= -13.0L) {
+        CHECK(std::abs(got - ref) <= gelu_erf_kernel_bound * u * std::abs(ref) + tiny);
+      } else {
+        CHECK(std::abs(got - ref) <= std::abs(static_cast<double>(x)) * flt_min);
+      }
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("GELU's and SiLU's derivatives keep their accuracy in the tails", "[kernels][activations]", float,
                    double, bfloat16, float16) {
   // For x < -5.5 the reference switches to the cancellation-free forms (erfc, e^-|z|), in long double.
@@ -515,18 +591,18 @@ TEMPLATE_TEST_CASE("GELU's and SiLU's derivatives keep their accuracy in the tai
     if (x0 <= -5.5 || x0 >= 8.0) xs.push_back(TestType(static_cast<float>(x0)));  // the rest: covered above
   }
   // The scalar functions, then the range forms (the vectorised kernel, float opmath) on every level.
-  std::vector<TestType> d_tanh(xs.size()), d_silu(xs.size()), d_sigmoid(xs.size());
-  auto check_all = [&](bool scalar) {
+  std::vector<TestType> d_erf(xs.size()), d_tanh(xs.size()), d_silu(xs.size()), d_sigmoid(xs.size());
+  // kernel: the range forms ran the vectorised kernel (float opmath on a SIMD level), whose erf-GELU
+  // derivative has a flat bound (gelu_erf_kernel_bound).
+  auto check_all = [&](bool scalar, bool kernel) {
     for (std::size_t i = 0; i < xs.size(); ++i) {
       const double x = static_cast<double>(xs[i]);
       const ld xl = x;
       INFO("x = " << x << (scalar ? " (scalar)" : " (range)"));
-      if (scalar) {
-        const ld erf_ref =
-            0.5L * std::erfc(-xl / std::sqrt(2.0L)) + xl * std::exp(-0.5L * xl * xl) / std::sqrt(2.0L * pi);
-        check(static_cast<double>(kernels::gelu_derivative(xs[i])), erf_ref, gelu_erf_terms(xl),
-              12.0 + 3.0 * (x * x + 1.0), std::abs(x));
-      }
+      const ld erf_ref =
+          0.5L * std::erfc(-xl / std::sqrt(2.0L)) + xl * std::exp(-0.5L * xl * xl) / std::sqrt(2.0L * pi);
+      check(static_cast<double>(d_erf[i]), erf_ref, gelu_erf_terms(xl),
+            kernel ? gelu_erf_kernel_bound : 12.0 + 3.0 * (x * x + 1.0), std::abs(x));
       const ld y = ref_gelu_tanh_y(xl);
       const ld tanh_ref = 1.0L / (1.0L + std::exp(-2.0L * y)) + gelu_tanh_multiplier(xl) * sigmoid_product(2.0L * y);
       check(static_cast<double>(d_tanh[i]), tanh_ref, gelu_tanh_terms(xl),
@@ -538,18 +614,20 @@ TEMPLATE_TEST_CASE("GELU's and SiLU's derivatives keep their accuracy in the tai
     }
   };
   for (std::size_t i = 0; i < xs.size(); ++i) {
+    d_erf[i] = kernels::gelu_derivative(xs[i]);
     d_tanh[i] = kernels::gelu_derivative(xs[i], gelu_approximation::tanh);
     d_silu[i] = kernels::silu_derivative(xs[i]);
     d_sigmoid[i] = kernels::sigmoid_derivative(xs[i]);
   }
-  check_all(true);
+  check_all(true, false);
   for (const mixprec::isa level : levels()) {
     CAPTURE(level);
     const mixprec::isa_limit_scope limit(level);
+    kernels::gelu_derivative(xs, d_erf);
     kernels::gelu_derivative(xs, d_tanh, gelu_approximation::tanh);
     kernels::silu_derivative(xs, d_silu);
     kernels::sigmoid_derivative(xs, d_sigmoid);
-    check_all(false);
+    check_all(false, level >= mixprec::isa::avx2 && std::is_same_v<Op, float>);
   }
 }
 

@@ -42,13 +42,16 @@
 /// and -1.2785), where the error is relative to the magnitude of the two terms, not to the result.
 /// At +-Inf the derivatives are their limits (1 at +Inf, 0 at -Inf; relu' and sigmoid' follow their
 /// formulas: 1 and 0, 0 and 0), not the NaN of Inf * 0.
-/// Range forms (`silu(in, out)` etc.): `sigmoid`, `silu` and the tanh form of `gelu`, and their
-/// derivatives, are vectorised for float opmath, chosen at run time (kernels/detail/activation_rows.hpp: 16 lanes from
-/// the avx512 level, 8 at avx2; the same bits on both), the same formulas with a vectorised exp within 2 ulps
-/// (kernels/detail/exp_avx2.hpp) where glibc's `expf` is within 1: the error bounds the tests hold the
-/// scalar forms to hold for them too, but a result can differ from the scalar function's by an ulp of
-/// opmath (and then, rarely, by one in the output type). The portable level, double opmath and the erf
-/// form evaluate the scalar formulas element by element.
+/// Range forms (`silu(in, out)` etc.): `sigmoid`, `silu` and both forms of `gelu`, and their
+/// derivatives, are vectorised for float opmath, chosen at run time (kernels/detail/activation_rows.hpp:
+/// 16 lanes from the avx512 level, 8 at avx2; the same bits on both). The logistic ones evaluate the same
+/// formulas with a vectorised exp within 2 ulps (kernels/detail/exp_avx2.hpp) where glibc's `expf` is
+/// within 1; the erf form evaluates erfc by its own approximation (kernels/detail/erfc_fit.hpp) and
+/// e^(-x^2/2) with x^2 split exactly, within ~8 units of 2^-24 at every x (the scalar form's error grows
+/// as x^2 in the negative tail). The error bounds the tests hold the scalar forms to hold for them too,
+/// but a result can differ from the scalar function's by a few ulps of opmath (and then, rarely, by one
+/// in the output type). The portable level and double opmath evaluate the scalar formulas element by
+/// element.
 /// Light: no Eigen, no xtensor.
 #pragma once
 
@@ -107,8 +110,8 @@ template <std::floating_point A>
 }
 template <std::floating_point A>
 [[nodiscard]] inline A gelu_erf_op(A x) noexcept {
-  // 1 / sqrt(2), rounded once from its exact value.
-  constexpr A inv_sqrt2 = static_cast<A>(std::numbers::sqrt2 / 2.0);
+  // gelu_erf_scale = 1 / sqrt(2) (detail/activation_kind.hpp), rounded once from double.
+  constexpr A inv_sqrt2 = static_cast<A>(gelu_erf_scale);
   return A{0.5} * x * std::erfc(-x * inv_sqrt2);
 }
 template <std::floating_point A>
@@ -149,9 +152,8 @@ template <std::floating_point A>
 }
 template <std::floating_point A>
 [[nodiscard]] inline A gelu_erf_derivative_op(A x) noexcept {
-  constexpr A inv_sqrt2 = static_cast<A>(std::numbers::sqrt2 / 2.0);
-  // 1 / sqrt(2 pi) = (1 / sqrt pi) / sqrt 2, rounded once from double.
-  constexpr A inv_sqrt_2pi = static_cast<A>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+  constexpr A inv_sqrt2 = static_cast<A>(gelu_erf_scale);
+  constexpr A inv_sqrt_2pi = static_cast<A>(normal_density_scale);  // 1 / sqrt(2 pi)
   const A cdf = A{0.5} * std::erfc(-x * inv_sqrt2);
   const A pdf = std::exp(A{-0.5} * x * x) * inv_sqrt_2pi;
   if (pdf == A{0}) return cdf;  // |x| huge or Inf: x phi(x) is 0 (not Inf * 0)
@@ -354,15 +356,16 @@ void silu(const In& in, Out&& out) {
   detail::transform_activation("silu", in, out, detail::activation_kind::silu,
                                [](auto v) { return detail::silu_op(v); });
 }
-/// Element-wise `gelu` (see `relu` for the range rules; the tanh form vectorised for float opmath, see the
-/// file comment). \throws std::invalid_argument if the sizes differ.
+/// Element-wise `gelu` (see `relu` for the range rules; vectorised for float opmath, see the file
+/// comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void gelu(const In& in, Out&& out, gelu_approximation approximation = gelu_approximation::none) {
   if (approximation == gelu_approximation::tanh) {
     detail::transform_activation("gelu", in, out, detail::activation_kind::gelu_tanh,
                                  [](auto v) { return detail::gelu_tanh_op(v); });
   } else {
-    detail::transform("gelu", in, out, [](auto v) { return detail::gelu_erf_op(v); });
+    detail::transform_activation("gelu", in, out, detail::activation_kind::gelu_erf,
+                                 [](auto v) { return detail::gelu_erf_op(v); });
   }
 }
 /// Element-wise `relu_derivative` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.
@@ -384,15 +387,16 @@ void silu_derivative(const In& in, Out&& out) {
   detail::transform_activation("silu_derivative", in, out, detail::activation_kind::silu_derivative,
                                [](auto v) { return detail::silu_derivative_op(v); });
 }
-/// Element-wise `gelu_derivative` (see `relu` for the range rules; the tanh form vectorised for float opmath,
-/// see the file comment). \throws std::invalid_argument if the sizes differ.
+/// Element-wise `gelu_derivative` (see `relu` for the range rules; vectorised for float opmath, see the
+/// file comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void gelu_derivative(const In& in, Out&& out, gelu_approximation approximation = gelu_approximation::none) {
   if (approximation == gelu_approximation::tanh) {
     detail::transform_activation("gelu_derivative", in, out, detail::activation_kind::gelu_tanh_derivative,
                                  [](auto v) { return detail::gelu_tanh_derivative_op(v); });
   } else {
-    detail::transform("gelu_derivative", in, out, [](auto v) { return detail::gelu_erf_derivative_op(v); });
+    detail::transform_activation("gelu_derivative", in, out, detail::activation_kind::gelu_erf_derivative,
+                                 [](auto v) { return detail::gelu_erf_derivative_op(v); });
   }
 }
 /// Element-wise `exp` (see `relu` for the range rules). \throws std::invalid_argument if the sizes differ.

@@ -530,15 +530,15 @@ class feed_forward {
       case ffn_activation::swiglu: return kernels::detail::activation_kind::silu;
       case ffn_activation::gelu_tanh:
       case ffn_activation::geglu_tanh: return kernels::detail::activation_kind::gelu_tanh;
-      case ffn_activation::relu:
       case ffn_activation::gelu:
-      case ffn_activation::geglu: break;
+      case ffn_activation::geglu: return kernels::detail::activation_kind::gelu_erf;
+      case ffn_activation::relu: break;
     }
     return std::nullopt;
   }
 
   /// backward's element-wise part on the vectorised kernels (float opmath and float hidden gradients,
-  /// SiLU or tanh-GELU): g = g · act'(a), or, gated, gb = g · act(a) and g = (g · b) · act'(a) — the
+  /// SiLU or GELU): g = g · act'(a), or, gated, gb = g · act(a) and g = (g · b) · act'(a) — the
   /// scalar loop's products in its order. False, having written nothing, where that does not apply
   /// (other types or activations, the portable level).
   template <class Acc, class H>
@@ -569,7 +569,7 @@ class feed_forward {
   }
 
   /// h[i] = round_to<C>(act(h1[i]) [* h3[i]]), the activation and gate product in opmath (Acc): for
-  /// float opmath and SiLU or tanh-GELU, through the vectorised kernel in blocks (the scalar formula
+  /// float opmath and SiLU or GELU, through the vectorised kernel in blocks (the scalar formula
   /// at the portable level), each block rounded to C in bulk.
   template <class C, class Acc>
   void activate(std::size_t count, const Acc* h1, const Acc* h3, C* h) const {

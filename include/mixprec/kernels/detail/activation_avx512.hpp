@@ -11,6 +11,7 @@
 
 #include "mixprec/arch/detail/target.hpp"
 #include "mixprec/kernels/detail/activation_kind.hpp"
+#include "mixprec/kernels/detail/erfc_fit.hpp"
 #include "mixprec/kernels/detail/exp_avx512.hpp"
 
 #if MIXPREC_X86_DISPATCH
@@ -51,6 +52,31 @@ MIXPREC_TARGET_AVX512_INLINE inline sigmoid_parts16 sigmoid_parts(__m512 z, __m5
   return {_mm512_div_ps(numerator, d), _mm512_div_ps(e, _mm512_mul_ps(d, d))};
 }
 
+/// activation_avx2::gelu_erf_parts on 16 lanes: erfc(-x / sqrt 2) and e = e^(-x^2 / 2).
+struct gelu_erf_parts16 {
+  __m512 erfc, e;
+};
+MIXPREC_TARGET_AVX512_INLINE inline gelu_erf_parts16 gelu_erf_parts(__m512 x) noexcept {
+  const __m512 one = _mm512_set1_ps(1.0F);
+  const __m512 minus_half = _mm512_set1_ps(-0.5F);
+  // min returns its second operand for a NaN one: NaN stays NaN through to the results.
+  const __m512 ax = _mm512_maskz_min_ps(exp_avx512::all_lanes, _mm512_set1_ps(kernels::detail::erfc_fit_clamp), abs(x));
+  const __m512 h = _mm512_mul_ps(ax, ax);
+  const __m512 l = _mm512_fmsub_ps(ax, ax, h);
+  const __m512 e_h = exp_avx512::exp16(_mm512_mul_ps(minus_half, h));
+  const __m512 e = _mm512_fmadd_ps(e_h, _mm512_mul_ps(minus_half, l), e_h);
+  const __m512 a = _mm512_mul_ps(ax, _mm512_set1_ps(static_cast<float>(kernels::detail::gelu_erf_scale)));
+  const __m512 s = _mm512_div_ps(_mm512_add_ps(a, a), _mm512_add_ps(a, _mm512_set1_ps(kernels::detail::erfc_fit_k)));
+  const __m512 u = _mm512_sub_ps(s, _mm512_set1_ps(kernels::detail::erfc_fit_centre));
+  constexpr auto& c = kernels::detail::erfc_fit_coefficients;
+  __m512 p = _mm512_set1_ps(c.back());
+  for (std::size_t i = c.size() - 1; i-- > 0;) p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(c[i]));
+  const __m512 r = _mm512_div_ps(one, _mm512_add_ps(one, _mm512_add_ps(a, a)));
+  const __m512 tail = _mm512_mul_ps(e, _mm512_fmadd_ps(_mm512_mul_ps(s, p), r, r));  // erfc(a)
+  const __mmask16 positive = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ);
+  return {_mm512_mask_blend_ps(positive, tail, _mm512_sub_ps(_mm512_set1_ps(2.0F), tail)), e};
+}
+
 /// The activation or derivative K of 16 floats, in float32 (activation_avx2::activation8 on 16 lanes).
 template <activation_kind K>
 MIXPREC_TARGET_AVX512_INLINE inline __m512 activation16(__m512 x) noexcept {
@@ -75,6 +101,14 @@ MIXPREC_TARGET_AVX512_INLINE inline __m512 activation16(__m512 x) noexcept {
                                        _mm512_add_ps(one, three_a_x2));
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(e, _mm512_setzero_ps(), _CMP_EQ_OQ),
                                 _mm512_add_ps(p.s, _mm512_mul_ps(_mm512_mul_ps(x, p.q), slope)), p.s);
+  } else if constexpr (K == activation_kind::gelu_erf) {
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5F), x), gelu_erf_parts(x).erfc);
+  } else if constexpr (K == activation_kind::gelu_erf_derivative) {
+    const gelu_erf_parts16 p = gelu_erf_parts(x);
+    const __m512 cdf = _mm512_mul_ps(_mm512_set1_ps(0.5F), p.erfc);
+    const __m512 pdf = _mm512_mul_ps(p.e, _mm512_set1_ps(static_cast<float>(kernels::detail::normal_density_scale)));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(pdf, _mm512_setzero_ps(), _CMP_EQ_OQ),
+                                _mm512_add_ps(cdf, _mm512_mul_ps(x, pdf)), cdf);
   } else {
     // -x by the sign bit: exact, as the scalar negation.
     const __m512 minus_x = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(sign_bit)));

@@ -1,9 +1,9 @@
 /// \file
-/// \brief Private: how the element-wise sigmoid, SiLU and tanh-GELU and their derivatives on float32
+/// \brief Private: how the element-wise sigmoid, SiLU, tanh-GELU and erf-GELU and their derivatives on float32
 /// values reach their vectorised kernels — the run-time choice by `mixprec::active_isa()`, read once per call: the
 /// 16-lane kernel (activation_avx512.hpp) from the avx512 level up, the 8-lane one (activation_avx2.hpp)
 /// at avx2. The two give the same bits; the portable level keeps the scalar formulas of
-/// kernels/activations.hpp (`std::exp`).
+/// kernels/activations.hpp (`std::exp`, `std::erfc`).
 #pragma once
 
 #include <cstddef>
@@ -48,6 +48,7 @@ inline void activation_rows(isa level, activation_kind kind, const float* x, con
     case activation_kind::sigmoid: activation_row_at<activation_kind::sigmoid>(wide, x, gate, y, n); break;
     case activation_kind::silu: activation_row_at<activation_kind::silu>(wide, x, gate, y, n); break;
     case activation_kind::gelu_tanh: activation_row_at<activation_kind::gelu_tanh>(wide, x, gate, y, n); break;
+    case activation_kind::gelu_erf: activation_row_at<activation_kind::gelu_erf>(wide, x, gate, y, n); break;
     case activation_kind::sigmoid_derivative:
       activation_row_at<activation_kind::sigmoid_derivative>(wide, x, gate, y, n);
       break;
@@ -56,6 +57,9 @@ inline void activation_rows(isa level, activation_kind kind, const float* x, con
       break;
     case activation_kind::gelu_tanh_derivative:
       activation_row_at<activation_kind::gelu_tanh_derivative>(wide, x, gate, y, n);
+      break;
+    case activation_kind::gelu_erf_derivative:
+      activation_row_at<activation_kind::gelu_erf_derivative>(wide, x, gate, y, n);
       break;
   }
 #else
