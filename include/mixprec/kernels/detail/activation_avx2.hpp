@@ -55,6 +55,13 @@ MIXPREC_TARGET_AVX2_INLINE inline sigmoid_parts8 sigmoid_parts(__m256 z, __m256 
   return {_mm256_div_ps(numerator, d), _mm256_div_ps(e, _mm256_mul_ps(d, d))};
 }
 
+/// r, with x's lanes that are NaN instead (quietened, sign and payload kept): erf-GELU combines NaNs of
+/// both signs (x and |x|), and which one an operation returns depends on its operands' order, which the
+/// compiler may swap in a commutative one; this fixes the result's bits on every level.
+MIXPREC_TARGET_AVX2_INLINE inline __m256 nan_as_input(__m256 x, __m256 r) noexcept {
+  return _mm256_blendv_ps(r, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
 /// erf-GELU's parts of 8 floats: erfc(-x / sqrt 2) and e = e^(-x^2 / 2).
 struct gelu_erf_parts8 {
   __m256 erfc, e;
@@ -112,14 +119,14 @@ MIXPREC_TARGET_AVX2_INLINE inline __m256 activation8(__m256 x) noexcept {
     return _mm256_blendv_ps(_mm256_add_ps(p.s, _mm256_mul_ps(_mm256_mul_ps(x, p.q), slope)), p.s,
                             _mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_EQ_OQ));
   } else if constexpr (K == activation_kind::gelu_erf) {
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5F), x), gelu_erf_parts(x).erfc);
+    return nan_as_input(x, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5F), x), gelu_erf_parts(x).erfc));
   } else if constexpr (K == activation_kind::gelu_erf_derivative) {
     const gelu_erf_parts8 p = gelu_erf_parts(x);
     const __m256 cdf = _mm256_mul_ps(_mm256_set1_ps(0.5F), p.erfc);
     const __m256 pdf = _mm256_mul_ps(p.e, _mm256_set1_ps(static_cast<float>(kernels::detail::normal_density_scale)));
     // pdf = 0 (|x| huge or Inf): cdf alone, not cdf + Inf · 0.
-    return _mm256_blendv_ps(_mm256_add_ps(cdf, _mm256_mul_ps(x, pdf)), cdf,
-                            _mm256_cmp_ps(pdf, _mm256_setzero_ps(), _CMP_EQ_OQ));
+    return nan_as_input(x, _mm256_blendv_ps(_mm256_add_ps(cdf, _mm256_mul_ps(x, pdf)), cdf,
+                                            _mm256_cmp_ps(pdf, _mm256_setzero_ps(), _CMP_EQ_OQ)));
   } else {
     // -x by the sign bit: exact, as the scalar negation.
     const __m256 e = exp_avx2::exp8(_mm256_xor_ps(x, sign));

@@ -52,6 +52,11 @@ MIXPREC_TARGET_AVX512_INLINE inline sigmoid_parts16 sigmoid_parts(__m512 z, __m5
   return {_mm512_div_ps(numerator, d), _mm512_div_ps(e, _mm512_mul_ps(d, d))};
 }
 
+/// activation_avx2::nan_as_input on 16 lanes: r, with x's NaN lanes (quietened) instead.
+MIXPREC_TARGET_AVX512_INLINE inline __m512 nan_as_input(__m512 x, __m512 r) noexcept {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, _mm512_add_ps(x, x));
+}
+
 /// activation_avx2::gelu_erf_parts on 16 lanes: erfc(-x / sqrt 2) and e = e^(-x^2 / 2).
 struct gelu_erf_parts16 {
   __m512 erfc, e;
@@ -102,13 +107,13 @@ MIXPREC_TARGET_AVX512_INLINE inline __m512 activation16(__m512 x) noexcept {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(e, _mm512_setzero_ps(), _CMP_EQ_OQ),
                                 _mm512_add_ps(p.s, _mm512_mul_ps(_mm512_mul_ps(x, p.q), slope)), p.s);
   } else if constexpr (K == activation_kind::gelu_erf) {
-    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5F), x), gelu_erf_parts(x).erfc);
+    return nan_as_input(x, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5F), x), gelu_erf_parts(x).erfc));
   } else if constexpr (K == activation_kind::gelu_erf_derivative) {
     const gelu_erf_parts16 p = gelu_erf_parts(x);
     const __m512 cdf = _mm512_mul_ps(_mm512_set1_ps(0.5F), p.erfc);
     const __m512 pdf = _mm512_mul_ps(p.e, _mm512_set1_ps(static_cast<float>(kernels::detail::normal_density_scale)));
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(pdf, _mm512_setzero_ps(), _CMP_EQ_OQ),
-                                _mm512_add_ps(cdf, _mm512_mul_ps(x, pdf)), cdf);
+    return nan_as_input(x, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(pdf, _mm512_setzero_ps(), _CMP_EQ_OQ),
+                                                _mm512_add_ps(cdf, _mm512_mul_ps(x, pdf)), cdf));
   } else {
     // -x by the sign bit: exact, as the scalar negation.
     const __m512 minus_x = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(sign_bit)));
