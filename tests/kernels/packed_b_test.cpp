@@ -205,7 +205,9 @@ TEMPLATE_TEST_CASE("the SIMD levels' micro-kernels give the same bits, for every
   for (const isa level : kernel_levels()) {
     if (level >= isa::avx2) simd_levels.push_back(level);
   }
-  for (const auto& s : std::vector<shape3>{{2, 5, 16},
+  for (const auto& s : std::vector<shape3>{{1, 300, 200},
+                                           {1, 513, 16},
+                                           {2, 5, 16},
                                            {6, 256, 33},
                                            {7, 300, 70},
                                            {12, 17, 32},
@@ -309,22 +311,26 @@ TEST_CASE("a packed b is a snapshot: writing the original afterwards changes not
   CHECK(before == after);
 }
 
-TEST_CASE("a row of the product does not depend on the rows computed with it", "[kernels][packed_b]") {
-  // Batch invariance: decode (m = 1) and prefill (m = 40) give the same bits for the same row.
+TEMPLATE_TEST_CASE("a row of the product does not depend on the rows computed with it", "[kernels][packed_b]", float,
+                   bfloat16, float16) {
+  // Batch invariance: decode (m = 1, its own row kernels: gemm_avx2/gemm_avx512 row_block, VDPBF16PS
+  // rows) and prefill (m = 40, the micro-tiles) give the same bits for the same row. n = 200: 13
+  // panels, one group of eight and a ragged one of five in the 16-lane decode row.
+  using C = TestType;
   for (const isa level : kernel_levels()) {
     const mixprec::isa_limit_scope limit(level);
     CAPTURE(mixprec::name(level));
-    const std::size_t m = 40, k = 700, n = 130;
+    const std::size_t m = 40, k = 700, n = 200;
     const auto a = normals(m * k, 12);
     const auto b = normals(k * n, 13);
-    const mixprec::kernels::packed_b packed = mixprec::kernels::pack_b<bfloat16>(b, k, n, b_layout::n_k);
+    const mixprec::kernels::packed_b packed = mixprec::kernels::pack_b<C>(b, k, n, b_layout::n_k);
     std::vector<float> all(m * n);
-    mixprec::kernels::matmul<bfloat16>(a, packed, all, m);
+    mixprec::kernels::matmul<C>(a, packed, all, m);
     for (const std::size_t row : {std::size_t{0}, std::size_t{5}, std::size_t{6}, std::size_t{39}}) {
       const std::vector<float> one_a(a.begin() + static_cast<std::ptrdiff_t>(row * k),
                                      a.begin() + static_cast<std::ptrdiff_t>((row + 1) * k));
       std::vector<float> one(n);
-      mixprec::kernels::matmul<bfloat16>(one_a, packed, one, 1);
+      mixprec::kernels::matmul<C>(one_a, packed, one, 1);
       CAPTURE(row);
       CHECK(std::memcmp(one.data(), all.data() + row * n, n * sizeof(float)) == 0);
     }

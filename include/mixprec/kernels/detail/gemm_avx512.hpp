@@ -8,11 +8,12 @@
 ///    broadcasts of a and 24 FMAs — the shape of BLIS's and oneDNN's AVX-512 SGEMM kernels, with
 ///    2 + 1 + 24 of the 32 registers in use. The AVX2 kernel's 6 × 16 tile feeds its FMAs with one
 ///    load per 2.4 FMAs; this one with one per 1.7, at twice the width.
-///  - `row_block_e4m3`: the decode kernel for float8_e4m3fn weight panels (one row of a against packed
-///    1-byte b panels: the batch-1 product of weight-only float8 inference). Decoding float8 is what
-///    bounds the AVX2 decode of 1-byte panels (about five vector instructions per 8 weights: a core
-///    streams ~14 G weights/s, below the memory's rate); with 512-bit vectors one panel row of 16
-///    weights takes a sign-extension, a shift, a mask, one VCVTPH2PS and one FMA.
+///  - `row_block`: the decode kernel (one row of a against packed b panels: the batch-1 product) for
+///    float32, float16 and float8_e4m3fn panels, 16 columns per FMA where the AVX2 row takes 8. For
+///    1-byte e4m3 panels decoding float8 is what bounds the AVX2 decode (about five vector instructions
+///    per 8 weights: a core streams ~14 G weights/s, below the memory's rate); with 512-bit vectors one
+///    panel row of 16 weights takes a sign-extension, a shift, a mask, one VCVTPH2PS and one FMA. A
+///    float16 row takes one VCVTPH2PS, a float32 row none.
 ///
 /// Summation order: that of gemm_avx2.hpp (every output element is `c += Σ_p a·b` over each k-slice
 /// in ascending p, one FMA per term into an accumulator that starts at 0), so the results are
@@ -48,60 +49,6 @@ MIXPREC_TARGET_AVX512 inline __m512 load_e4m3_panel_scaled(const std::uint8_t* b
   return _mm512_maskz_cvtph_ps(static_cast<__mmask16>(~__mmask16{0}), h);
 }
 
-/// One row against P consecutive e4m3 panels (P · 16 columns) over kc steps:
-/// c[0, P·16) = (accumulate ? c : 0) + a · b, with a (packed: element p at a[p · gemm_mr]) holding its
-/// values times 2^8. `panel_stride` is the distance between panels (gemm_nr · k bytes).
-template <int P>
-MIXPREC_TARGET_AVX512 inline void micro_row_e4m3(std::size_t kc, const float* a, const std::uint8_t* b,
-                                                 std::size_t panel_stride, float* c, bool accumulate) noexcept {
-  __m512 acc[P];
-#pragma GCC unroll 8
-  for (int q = 0; q < P; ++q) acc[q] = _mm512_setzero_ps();
-  for (std::size_t p = 0; p < kc; ++p) {
-    const __m512 ar = _mm512_set1_ps(*a);
-#pragma GCC unroll 8
-    for (int q = 0; q < P; ++q) {
-      acc[q] = _mm512_fmadd_ps(ar, load_e4m3_panel_scaled(b + static_cast<std::size_t>(q) * panel_stride), acc[q]);
-    }
-    a += gemm_mr;
-    b += gemm_nr;
-  }
-#pragma GCC unroll 8
-  for (int q = 0; q < P; ++q) {
-    float* cq = c + static_cast<std::size_t>(q) * gemm_nr;
-    if (accumulate) acc[q] = _mm512_add_ps(_mm512_loadu_ps(cq), acc[q]);
-    _mm512_storeu_ps(cq, acc[q]);
-  }
-}
-
-/// One row against `panels` e4m3 panels over all of k: c[0, panels·16) = a · b, in k-slices of `kc`,
-/// each group of eight panels (eight independent FMA chains) streamed from start to end; a holds its
-/// values times 2^8 (gemm_engine.hpp's scale_row_up).
-MIXPREC_TARGET_AVX512 inline void row_block_e4m3(std::size_t panels, std::size_t k, std::size_t kc, const float* a,
-                                                 const std::uint8_t* b, std::size_t panel_stride, float* c) noexcept {
-  constexpr std::size_t group = 8;
-  for (std::size_t q = 0; q < panels; q += group) {
-    const std::size_t width = panels - q < group ? panels - q : group;
-    for (std::size_t p0 = 0; p0 < k; p0 += kc) {
-      const std::size_t depth = k - p0 < kc ? k - p0 : kc;
-      const float* ap = a + p0 * gemm_mr;
-      const std::uint8_t* bp = b + q * panel_stride + p0 * gemm_nr;
-      float* cq = c + q * gemm_nr;
-      const bool accumulate = p0 != 0;
-      switch (width) {
-        case 1: micro_row_e4m3<1>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 2: micro_row_e4m3<2>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 3: micro_row_e4m3<3>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 4: micro_row_e4m3<4>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 5: micro_row_e4m3<5>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 6: micro_row_e4m3<6>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 7: micro_row_e4m3<7>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        default: micro_row_e4m3<8>(depth, ap, bp, panel_stride, cq, accumulate); break;
-      }
-    }
-  }
-}
-
 /// Row p of a b panel (16 columns) widened exactly to 16 floats (bfloat16 panels are read a pair of
 /// rows at a time, see micro_tile).
 template <panel_format F>
@@ -114,6 +61,74 @@ MIXPREC_TARGET_AVX512 inline __m512 load_b_row(const panel_element_t<F>* b) noex
   } else {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
     return _mm512_maskz_cvtph_ps(static_cast<__mmask16>(~__mmask16{0}), v);  // see load_e4m3_panel_scaled
+  }
+}
+
+/// One row against P consecutive panels of format F (f32, f16 or e4m3; P · 16 columns) over kc steps:
+/// c[0, P·16) = (accumulate ? c : 0) + a · b, a packed (element p at a[p · gemm_mr]). `panel_stride`
+/// is the distance between panels (panel_stride<F>(k) elements). With `Scaled` (e4m3 panels only) the
+/// rows are read as `load_e4m3_panel_scaled` gives them (the weights / 2^8) and a holds its values
+/// times 2^8: the same products, one multiplication fewer per 16 weights.
+template <int P, panel_format F, bool Scaled>
+MIXPREC_TARGET_AVX512 inline void micro_row(std::size_t kc, const float* a, const panel_element_t<F>* b,
+                                            std::size_t panel_stride, float* c, bool accumulate) noexcept {
+  static_assert(!Scaled || F == panel_format::e4m3, "only e4m3 panels have a scaled load");
+  __m512 acc[P];
+#pragma GCC unroll 8
+  for (int q = 0; q < P; ++q) acc[q] = _mm512_setzero_ps();
+  for (std::size_t p = 0; p < kc; ++p) {
+    const __m512 ar = _mm512_set1_ps(*a);
+#pragma GCC unroll 8
+    for (int q = 0; q < P; ++q) {
+      const panel_element_t<F>* bq = b + static_cast<std::size_t>(q) * panel_stride;
+      if constexpr (Scaled) {
+        acc[q] = _mm512_fmadd_ps(ar, load_e4m3_panel_scaled(bq), acc[q]);
+      } else {
+        acc[q] = _mm512_fmadd_ps(ar, load_b_row<F>(bq), acc[q]);
+      }
+    }
+    a += gemm_mr;
+    b += gemm_nr;
+  }
+#pragma GCC unroll 8
+  for (int q = 0; q < P; ++q) {
+    float* cq = c + static_cast<std::size_t>(q) * gemm_nr;
+    if (accumulate) acc[q] = _mm512_add_ps(_mm512_loadu_ps(cq), acc[q]);
+    _mm512_storeu_ps(cq, acc[q]);
+  }
+}
+
+/// The decode kernel: one row against `panels` panels of format F (f32, f16 or, `Scaled`, e4m3) over
+/// all of k: c[0, panels·16) = a · b, in k-slices of `kc` (a fresh accumulator per slice, added to the
+/// running sum: gemm_avx2::row_block's per-element order, so its bits), each group of panels streamed
+/// from start to end: eight for 1-byte e4m3 panels (eight FMA chains hide the decoding), four for float32
+/// and float16 ones (four weight streams, as the AVX2 row reads: eight streams of 4-byte weights read
+/// 0.6-0.9x as fast from memory at M1·K4096·N4096 on Zen 5). With `Scaled`, a holds its values times
+/// 2^8 (gemm_engine.hpp's scale_row_up).
+template <panel_format F, bool Scaled = false>
+MIXPREC_TARGET_AVX512 inline void row_block(std::size_t panels, std::size_t k, std::size_t kc, const float* a,
+                                            const panel_element_t<F>* b, std::size_t panel_stride, float* c) noexcept {
+  static_assert(F != panel_format::bf16, "bfloat16 panels hold rows in pairs: gemm_avx512bf16::row_block");
+  constexpr std::size_t group = Scaled ? 8 : 4;
+  for (std::size_t q = 0; q < panels; q += group) {
+    const std::size_t width = panels - q < group ? panels - q : group;
+    for (std::size_t p0 = 0; p0 < k; p0 += kc) {
+      const std::size_t depth = k - p0 < kc ? k - p0 : kc;
+      const float* ap = a + p0 * gemm_mr;
+      const panel_element_t<F>* bp = b + q * panel_stride + p0 * gemm_nr;
+      float* cq = c + q * gemm_nr;
+      const bool accumulate = p0 != 0;
+      switch (width) {
+        case 1: micro_row<1, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
+        case 2: micro_row<2, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
+        case 3: micro_row<3, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
+        case 4: micro_row<4, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
+        case 5: micro_row<5, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
+        case 6: micro_row<6, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
+        case 7: micro_row<7, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
+        default: micro_row<8, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
+      }
+    }
   }
 }
 

@@ -207,10 +207,16 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
       // cannot overflow.
       if (scale_row_up(a_row, k)) {
         if (level >= isa::avx512) {
-          ::mixprec::detail::gemm_avx512::row_block_e4m3(panels, k, gemm_kc, a_row, b_panels, stride, tile);
+          ::mixprec::detail::gemm_avx512::row_block<F, true>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
         } else {
           ::mixprec::detail::gemm_avx2::row_block<F, true>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
         }
+        decoded = true;
+      }
+    }
+    if constexpr (F != panel_format::bf16) {
+      if (!decoded && level >= isa::avx512) {  // 16 columns per FMA; the AVX2 row's bits (same per-element order)
+        ::mixprec::detail::gemm_avx512::row_block<F>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
         decoded = true;
       }
     }
