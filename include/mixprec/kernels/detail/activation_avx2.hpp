@@ -16,7 +16,7 @@
 /// erf-GELU and its derivative have no vectorised `std::erfc` to follow: `gelu_erf_parts` evaluates
 /// erfc(-x / sqrt 2) from its own approximation (erfc_fit.hpp) and e^(-x^2 / 2) with x^2 split exactly
 /// by an FMA, so neither carries the rounding of -x / sqrt 2 into the exponent, as the scalar form
-/// does (its error grows as x^2 there; this one stays within ~8 units of 2^-24 over the whole range,
+/// does (its error grows as x^2 there; this one stays within 15 units of 2^-24 over the whole range,
 /// tests/kernels/activations_test.cpp).
 #pragma once
 
