@@ -129,13 +129,21 @@ TEST_CASE("matmul adds the bias in the accumulator and rounds the output once", 
 }
 
 TEST_CASE("matmul with k = 0 gives zeros, or the bias", "[kernels][gemm]") {
-  const std::vector<float> empty;
-  std::vector<float> y(6, 42.0f);
-  matmul<float>(empty, empty, y, {2, 0, 3}, b_layout::k_n);
-  for (float v : y) CHECK(v == 0.0f);
-  const std::vector<float> bias{1.0f, 2.0f, 3.0f};
-  matmul<bfloat16>(empty, empty, bias, y, {2, 0, 3}, b_layout::n_k);
-  CHECK(y == std::vector<float>{1, 2, 3, 1, 2, 3});
+  // n = 3 (a partial panel: the engine's scratch tile) and n = 32 (whole panels: a float y is its own tile).
+  for (const std::size_t n : {std::size_t{3}, std::size_t{32}}) {
+    CAPTURE(n);
+    const std::vector<float> empty;
+    std::vector<float> y(2 * n, 42.0f);
+    matmul<float>(empty, empty, y, {2, 0, n}, b_layout::k_n);
+    for (float v : y) CHECK(v == 0.0f);
+    std::vector<float> bias(n);
+    for (std::size_t j = 0; j < n; ++j) bias[j] = static_cast<float>(j + 1);
+    matmul<bfloat16>(empty, empty, bias, y, {2, 0, n}, b_layout::n_k);
+    for (std::size_t j = 0; j < n; ++j) {
+      CHECK(y[j] == bias[j]);
+      CHECK(y[n + j] == bias[j]);
+    }
+  }
 }
 
 TEMPLATE_TEST_CASE("matmul equals a double sum of the rounded operands within float32 accumulation error",

@@ -54,10 +54,11 @@ MIXPREC_TARGET_AVX512BF16 inline __m512bh load_pairs(const std::uint16_t* b) noe
 /// c[height, W·16] (row stride ldc, height ≤ 6·A) = (accumulate ? c : 0) + a · b over kc steps, for A
 /// a pair panels (pack_a_pairs: 6 rows each, `a_stride` 32-bit elements apart; rows past `height` are
 /// zeros, computed but not stored) against W bfloat16 pair panels (`panel_stride` patterns apart).
-template <int A, int W>
+template <int A, int W, int Ahead = 0>
 MIXPREC_TARGET_AVX512BF16 inline void micro_tile(std::size_t kc, const std::uint32_t* a, std::size_t a_stride,
                                                  const std::uint16_t* b, std::size_t panel_stride, float* c,
-                                                 std::size_t ldc, std::size_t height, bool accumulate) noexcept {
+                                                 std::size_t ldc, std::size_t height, bool accumulate,
+                                                 const std::uint16_t* ahead = nullptr) noexcept {
   constexpr int rows = A * static_cast<int>(gemm_mr);
   __m512 acc[rows][W];
 #pragma GCC unroll 12
@@ -70,6 +71,7 @@ MIXPREC_TARGET_AVX512BF16 inline void micro_tile(std::size_t kc, const std::uint
     __m512bh bw[W];
 #pragma GCC unroll 2
     for (int w = 0; w < W; ++w) bw[w] = load_pairs(b + static_cast<std::size_t>(w) * panel_stride);
+    if constexpr (Ahead > 0) gemm_avx512::prefetch_panel_rows<Ahead>(ahead + t * 2 * gemm_nr, panel_stride);
 #pragma GCC unroll 12
     for (int r = 0; r < rows; ++r) {
       const auto ar = reinterpret_cast<__m512bh>(_mm512_set1_epi32(
@@ -89,6 +91,7 @@ struct dpbf16_tiles {
   const std::uint32_t* a;
   const std::uint16_t* b;
   std::size_t panel_stride;
+  std::size_t panels;
   float* c;
   std::size_t ldc;
   bool accumulate;
@@ -96,8 +99,18 @@ struct dpbf16_tiles {
   template <int A, int W>
   MIXPREC_TARGET_AVX512BF16 void run(std::size_t i, std::size_t q, std::size_t height) const noexcept {
     const std::size_t a_stride = gemm_mr * ((kc + 1) / 2);  // from one pair panel to the next
-    micro_tile<A, W>(kc, a + (i / gemm_mr) * a_stride, a_stride, b + q * panel_stride, panel_stride,
-                     c + i * ldc + q * gemm_nr, ldc, height, accumulate);
+    const std::uint32_t* ai = a + (i / gemm_mr) * a_stride;
+    const std::uint16_t* bq = b + q * panel_stride;
+    float* cq = c + i * ldc + q * gemm_nr;
+    switch (gemm_avx512::panels_ahead(i, q, panels)) {  // the next pair's slice, fetched by its first tile
+      case 2:
+        micro_tile<A, W, 2>(kc, ai, a_stride, bq, panel_stride, cq, ldc, height, accumulate, bq + 2 * panel_stride);
+        break;
+      case 1:
+        micro_tile<A, W, 1>(kc, ai, a_stride, bq, panel_stride, cq, ldc, height, accumulate, bq + 2 * panel_stride);
+        break;
+      default: micro_tile<A, W>(kc, ai, a_stride, bq, panel_stride, cq, ldc, height, accumulate);
+    }
   }
 };
 
@@ -108,7 +121,7 @@ struct dpbf16_tiles {
 MIXPREC_TARGET_AVX512BF16 inline void block(std::size_t rows, std::size_t panels, std::size_t kc,
                                             const std::uint32_t* a, const std::uint16_t* b, std::size_t panel_stride,
                                             float* c, std::size_t ldc, bool accumulate) noexcept {
-  gemm_avx512::walk_tiles(rows, panels, dpbf16_tiles{kc, a, b, panel_stride, c, ldc, accumulate});
+  gemm_avx512::walk_tiles(rows, panels, dpbf16_tiles{kc, a, b, panel_stride, panels, c, ldc, accumulate});
 }
 
 /// One row against P consecutive pair panels over `pairs` pair rows: c[0, P·16) = (accumulate ? c :
