@@ -4,6 +4,7 @@
 Usage (from the repository root, with a Release build of the benchmarks in build-bench/):
 
     build-bench/benchmarks/mixprec_matmul_benchmark --benchmark_repetitions=3 \
+        --benchmark_enable_random_interleaving=true \
         --benchmark_report_aggregates_only=true --benchmark_format=json > matmul.json
     python3 benchmarks/matmul_report.py matmul.json docs/performance.md
 
