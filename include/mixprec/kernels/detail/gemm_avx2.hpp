@@ -104,11 +104,13 @@ MIXPREC_TARGET_AVX2_INLINE inline void fma_step(const float* a, std::size_t lda,
 /// c[R, 16] (row stride ldc) = (accumulate ? c : 0) + a · b_panel over kc steps, with a packed (a
 /// panel: element (r, p) at a[p * 6 + r]) or, when `InPlace`, read in place (row r at `a + r * lda`,
 /// contiguous in k: for small products whose a rows are already in L1, such as attention's query
-/// blocks and weight tiles). The same per-element order either way.
-template <int R, panel_format F, bool InPlace>
+/// blocks and weight tiles). The same per-element order either way. With `Ahead`, the k-slice of the
+/// panel at `ahead` is prefetched into L1 meanwhile, one 64-byte line per step or pair of steps
+/// (block_impl: the next panel's, during the first tile of each panel).
+template <int R, panel_format F, bool InPlace, bool Ahead = false>
 MIXPREC_TARGET_AVX2 inline void micro_tile_impl(std::size_t kc, const float* a, std::size_t lda,
-                                                const panel_element_t<F>* b, float* c, std::size_t ldc,
-                                                bool accumulate) noexcept {
+                                                const panel_element_t<F>* b, float* c, std::size_t ldc, bool accumulate,
+                                                const panel_element_t<F>* ahead = nullptr) noexcept {
   __m256 acc0[R];
   __m256 acc1[R];
 #pragma GCC unroll 6
@@ -121,6 +123,7 @@ MIXPREC_TARGET_AVX2 inline void micro_tile_impl(std::size_t kc, const float* a, 
     std::size_t p = 0;
     for (; p + 2 <= kc; p += 2) {
       __m256 b0, b1;
+      if constexpr (Ahead) _mm_prefetch(reinterpret_cast<const char*>(ahead + p * gemm_nr), _MM_HINT_T0);
       load_bf16_pair_row<false>(b, b0, b1);
       fma_step<R, InPlace>(a, lda, b0, b1, acc0, acc1);
       load_bf16_pair_row<true>(b, b0, b1);
@@ -136,6 +139,11 @@ MIXPREC_TARGET_AVX2 inline void micro_tile_impl(std::size_t kc, const float* a, 
   } else {
     for (std::size_t p = 0; p < kc; ++p) {
       __m256 b0, b1;
+      if constexpr (Ahead) {
+        // One prefetch per 64-byte line: every row of float32 panels, every 2nd of float16, 4th of e4m3.
+        constexpr std::size_t rows_per_line = 64 / (gemm_nr * sizeof(panel_element_t<F>));
+        if (p % rows_per_line == 0) _mm_prefetch(reinterpret_cast<const char*>(ahead + p * gemm_nr), _MM_HINT_T0);
+      }
       load_b_row<F>(b, b0, b1);
       fma_step<R, InPlace>(a, lda, b0, b1, acc0, acc1);
       a += a_step;
@@ -220,6 +228,22 @@ MIXPREC_TARGET_AVX2 inline void micro_row4(std::size_t kc, const float* a, const
   }
 }
 
+/// micro_tile_impl for a tile of `height` (1 to 6) rows.
+template <panel_format F, bool InPlace, bool Ahead>
+MIXPREC_TARGET_AVX2_INLINE inline void tile_of_height(std::size_t height, std::size_t kc, const float* a,
+                                                      std::size_t lda, const panel_element_t<F>* b, float* c,
+                                                      std::size_t ldc, bool accumulate,
+                                                      const panel_element_t<F>* ahead) noexcept {
+  switch (height) {
+    case 1: micro_tile_impl<1, F, InPlace, Ahead>(kc, a, lda, b, c, ldc, accumulate, ahead); break;
+    case 2: micro_tile_impl<2, F, InPlace, Ahead>(kc, a, lda, b, c, ldc, accumulate, ahead); break;
+    case 3: micro_tile_impl<3, F, InPlace, Ahead>(kc, a, lda, b, c, ldc, accumulate, ahead); break;
+    case 4: micro_tile_impl<4, F, InPlace, Ahead>(kc, a, lda, b, c, ldc, accumulate, ahead); break;
+    case 5: micro_tile_impl<5, F, InPlace, Ahead>(kc, a, lda, b, c, ldc, accumulate, ahead); break;
+    default: micro_tile_impl<6, F, InPlace, Ahead>(kc, a, lda, b, c, ldc, accumulate, ahead); break;
+  }
+}
+
 /// The macro-kernel body: c[rows, panels·16] (row stride ldc) (+)= a · b over one k-slice of kc, with
 /// a packed (ceil(rows / 6) a panels of kc × 6) or, when `InPlace`, read in place (row stride lda).
 template <panel_format F, bool InPlace>
@@ -238,13 +262,12 @@ MIXPREC_TARGET_AVX2 inline void block_impl(std::size_t rows, std::size_t panels,
     for (std::size_t i = 0; i < rows; i += gemm_mr) {
       const float* ai = InPlace ? a + i * lda : a + (i / gemm_mr) * gemm_mr * kc;
       float* ci = c + i * ldc + q * gemm_nr;
-      switch (rows - i >= gemm_mr ? gemm_mr : rows - i) {
-        case 1: micro_tile_impl<1, F, InPlace>(kc, ai, lda, bq, ci, ldc, accumulate); break;
-        case 2: micro_tile_impl<2, F, InPlace>(kc, ai, lda, bq, ci, ldc, accumulate); break;
-        case 3: micro_tile_impl<3, F, InPlace>(kc, ai, lda, bq, ci, ldc, accumulate); break;
-        case 4: micro_tile_impl<4, F, InPlace>(kc, ai, lda, bq, ci, ldc, accumulate); break;
-        case 5: micro_tile_impl<5, F, InPlace>(kc, ai, lda, bq, ci, ldc, accumulate); break;
-        default: micro_tile_impl<6, F, InPlace>(kc, ai, lda, bq, ci, ldc, accumulate); break;
+      const std::size_t height = rows - i >= gemm_mr ? gemm_mr : rows - i;
+      // The first tile of each panel prefetches the next panel's slice (gemm_avx512::panels_ahead).
+      if (i == 0 && q + 1 < panels) {
+        tile_of_height<F, InPlace, true>(height, kc, ai, lda, bq, ci, ldc, accumulate, bq + panel_stride);
+      } else {
+        tile_of_height<F, InPlace, false>(height, kc, ai, lda, bq, ci, ldc, accumulate, nullptr);
       }
     }
   }
