@@ -357,6 +357,39 @@ TEST_CASE("threads change no bit of a product", "[kernels][packed_b][threads]") 
   }
 }
 
+TEST_CASE("a kept bfloat16 packing in several column blocks gives the per-call packing's bits, on any thread count",
+          "[kernels][packed_b][threads]") {
+  // n = 2100: three column blocks of a kept packing (1024 columns each), where one thread packs each row
+  // block's a pairs once for all of them (the avx512bf16 level); m = 200: row blocks of 96, 96 and 8;
+  // k = 601: k-slices of 256, 256 and an odd 89. The per-call packing packs a again per column block.
+  const std::size_t m = 200, k = 601, n = 2100;
+  const auto a = normals(m * k, 16);
+  const auto b = normals(k * n, 17);
+  const auto bias = normals(n, 18);
+  for (const isa level : kernel_levels()) {
+    const mixprec::isa_limit_scope limit(level);
+    CAPTURE(mixprec::name(level));
+    const mixprec::kernels::packed_b packed = mixprec::kernels::pack_b<bfloat16>(b, k, n, b_layout::n_k);
+    std::vector<float> plain(m * n), kept(m * n), kept_threaded(m * n);
+    const std::size_t previous = mixprec::set_num_threads(1);
+    mixprec::kernels::matmul<bfloat16>(a, b, bias, plain, {m, k, n}, b_layout::n_k);
+    mixprec::kernels::matmul<bfloat16>(a, packed, bias, kept, m);
+    mixprec::set_num_threads(2);
+    mixprec::kernels::matmul<bfloat16>(a, packed, bias, kept_threaded, m);
+    mixprec::set_num_threads(previous);
+    if (level == isa::portable) {
+      // The unpacked product at the portable level is Eigen's (another order): the bound instead, with
+      // the bias (rounded to bfloat16) as the value added to the sum.
+      std::vector<double> bias_rows(m * n);
+      for (std::size_t i = 0; i < m * n; ++i) bias_rows[i] = as_c<bfloat16>(bias[i % n]);
+      check_against_reference<bfloat16>(a, false, b, true, kept, bias_rows, m, k, n);
+    } else {
+      CHECK(std::memcmp(plain.data(), kept.data(), m * n * sizeof(float)) == 0);
+    }
+    CHECK(std::memcmp(kept.data(), kept_threaded.data(), m * n * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("num_threads: set_num_threads and single_threaded_scope", "[kernels][threads]") {
   const std::size_t previous = mixprec::set_num_threads(3);
   CHECK(mixprec::num_threads() == 3);

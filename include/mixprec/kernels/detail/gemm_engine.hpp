@@ -12,10 +12,12 @@
 ///           macro-kernel              c_tile[mc, nc] (+)= a_block · b_block[pc : pc + kc]
 ///         epilogue                    y[ic, jc] = round_to<Y>(c_tile + bias')   or   y += c_tile
 ///
-/// Blocks are cut along the output; the block sizes (gemm_pack.hpp) fit the packed a block in L2 and
-/// a b panel slice in L1. Work is split over `mixprec::num_threads()` threads by (jc, ic) blocks,
-/// which changes no result: see gemm_avx2.hpp for the summation order. Scratch buffers are per thread
-/// and kept, so a steady state (the same shapes again) allocates nothing.
+/// With a kept packing of bfloat16 pairs in several column blocks on one thread, the ic loop goes
+/// outside the jc loop instead, and each row block's a pairs are packed once for all of k and every
+/// column block (the same slices in the same order). Blocks are cut along the output; the block sizes (gemm_pack.hpp)
+/// fit the packed a block in L2 and a b panel slice in L1. Work is split over `mixprec::num_threads()` threads by (jc,
+/// ic) blocks, which changes no result: see gemm_avx2.hpp for the summation order. Scratch buffers are per thread and
+/// kept, so a steady state (the same shapes again) allocates nothing.
 #pragma once
 
 #include <algorithm>
@@ -113,6 +115,8 @@ struct gemm_scratch {
   /// b blocks packed per call as bfloat16 pair panels (the avx512bf16 level), and a as pairs.
   std::vector<std::uint16_t> b_pack16, shared_b16;
   std::vector<std::uint32_t> a_pairs;
+  /// The pairs of one row block of a over all of k (a kept b in several column blocks, one thread).
+  std::vector<std::uint32_t> a_pairs_all;
   static gemm_scratch& local() {
     static thread_local gemm_scratch scratch;
     return scratch;
@@ -170,12 +174,39 @@ template <class C, panel_format F>
   }
 }
 
+/// The VDPBF16PS pairs of a's rows [i0, i0 + rows) over the k-slice [p0, p0 + kc): ceil(rows / 6)
+/// pair panels at `pairs` (pack_a_pairs_from's layout).
+template <class C, class A>
+void pack_pair_slice(const A* a, bool a_k_major, std::size_t m, std::size_t k, std::size_t i0, std::size_t rows,
+                     std::size_t p0, std::size_t kc, std::uint32_t* pairs, gemm_scratch& scratch) {
+  float* row = gemm_scratch::sized(scratch.row, std::max({k, gemm_kc, gemm_mc}));
+  float* a_pack = gemm_scratch::sized(scratch.a_pack, gemm_mc * gemm_kc);
+#if MIXPREC_X86_DISPATCH
+  if constexpr (std::same_as<C, bfloat16> && (std::same_as<A, float> || std::same_as<A, bfloat16>)) {
+    if (!a_k_major) {
+      // Row-major float or bfloat16 a: rounded and paired on 16 lanes (the same words).
+      ::mixprec::detail::gemm_avx512bf16::pack_a_pairs<A>(a + i0 * k + p0, k, rows, kc, pairs);
+      return;
+    }
+  }
+#endif
+  pack_a_pairs_from<C>(a, m, k, a_k_major, i0, rows, p0, kc, pairs, row, a_pack);
+}
+
+/// Words of the pairs of a `rows`-row block of a over all k-slices of k (pack_pair_slice for each slice
+/// in turn, each slice's panels after the previous slice's), and the offset of slice p0's.
+[[nodiscard]] inline std::size_t pair_slice_offset(std::size_t rows, std::size_t p0) noexcept {
+  static_assert(gemm_kc % 2 == 0, "whole slices hold whole pairs");
+  return (rows + gemm_mr - 1) / gemm_mr * gemm_mr * (p0 / 2);
+}
+
 /// One (jc, ic) block: rows [i0, i0 + rows) × columns [j0, j0 + cols) of y, all of k. `tile_in_y`
 /// allows a float y to be the accumulator tile (see below).
 template <class C, panel_format F, class A, class Y>
 void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, const float* bias, Y* y, std::size_t m,
                 std::size_t k, std::size_t n, std::size_t i0, std::size_t rows, std::size_t j0, std::size_t cols,
-                bool accumulate, isa level, gemm_scratch& scratch, bool tile_in_y = true) {
+                bool accumulate, isa level, gemm_scratch& scratch, bool tile_in_y = true,
+                const std::uint32_t* packed_pairs = nullptr) {
   const std::size_t panels = gemm_panels(cols);
   const std::size_t stride = panel_stride<F>(k);
   // A float y written (not accumulated into) over whole panels is its own accumulator tile, with its
@@ -244,17 +275,14 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
 #if MIXPREC_X86_DISPATCH
     if (use_dpbf16<C, F>(level)) {
       if constexpr (F == panel_format::bf16 && kept_panel_format<C>() == panel_format::bf16) {
-        const std::size_t a_panels = (rows + gemm_mr - 1) / gemm_mr;
-        std::uint32_t* pairs = gemm_scratch::sized(scratch.a_pairs, a_panels * gemm_mr * ((kc + 1) / 2));
-        if constexpr (std::same_as<C, bfloat16> && (std::same_as<A, float> || std::same_as<A, bfloat16>)) {
-          if (!a_k_major) {
-            // Row-major float or bfloat16 a: rounded and paired on 16 lanes (the same words).
-            ::mixprec::detail::gemm_avx512bf16::pack_a_pairs<A>(a + i0 * k + p0, k, rows, kc, pairs);
-          } else {
-            pack_a_pairs_from<C>(a, m, k, a_k_major, i0, rows, p0, kc, pairs, row, a_pack);
-          }
+        const std::uint32_t* pairs = nullptr;
+        if (packed_pairs != nullptr) {
+          pairs = packed_pairs + pair_slice_offset(rows, p0);
         } else {
-          pack_a_pairs_from<C>(a, m, k, a_k_major, i0, rows, p0, kc, pairs, row, a_pack);
+          const std::size_t a_panels = (rows + gemm_mr - 1) / gemm_mr;
+          std::uint32_t* own = gemm_scratch::sized(scratch.a_pairs, a_panels * gemm_mr * ((kc + 1) / 2));
+          pack_pair_slice<C>(a, a_k_major, m, k, i0, rows, p0, kc, own, scratch);
+          pairs = own;
         }
         ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
                                                   p0 != 0);
@@ -319,6 +347,33 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
     }
   };
   if (threads <= 1 || col_blocks * row_blocks < 2) {
+    if constexpr (std::same_as<BSrc, packed_b_view> && F == panel_format::bf16 &&
+                  kept_panel_format<C>() == panel_format::bf16) {
+      if (col_blocks > 1 && use_dpbf16<C, F>(level)) {
+        // A kept b in several column blocks: each row block's a pairs are packed once, for all of k
+        // (96 · ceil(k / 2) words of scratch), and used by every column block, instead of packed again
+        // for each (rounding a to bfloat16 pairs took ~6% of M2048·K1024·N4096 at 4 column blocks).
+        // The same slices in the same order: the same bits.
+        gemm_scratch& scratch = gemm_scratch::local();
+        for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
+          const std::size_t rows = std::min(gemm_mc, m - i0);
+          std::uint32_t* pairs = nullptr;
+          if (rows > 1 && k != 0) {  // one row takes the decode path, which pairs its row itself
+            pairs = gemm_scratch::sized(scratch.a_pairs_all, pair_slice_offset(rows, k + 1));
+            for (std::size_t p0 = 0; p0 < k; p0 += gemm_kc) {
+              pack_pair_slice<C>(a, a_k_major, m, k, i0, rows, p0, std::min(gemm_kc, k - p0),
+                                 pairs + pair_slice_offset(rows, p0), scratch);
+            }
+          }
+          for (std::size_t j0 = 0; j0 < n; j0 += nc) {
+            const std::size_t cols = std::min(nc, n - j0);
+            gemm_block<C, F>(a, a_k_major, b_block<C, F>(b, k, n, j0, cols, scratch), bias, y, m, k, n, i0, rows, j0,
+                             cols, accumulate, level, scratch, true, pairs);
+          }
+        }
+        return;
+      }
+    }
     for (std::size_t j0 = 0; j0 < n; j0 += nc) column_block(j0);
     return;
   }
