@@ -14,10 +14,12 @@
 ///
 /// With a kept packing of bfloat16 pairs in several column blocks on one thread, the ic loop goes
 /// outside the jc loop instead, and each row block's a pairs are packed once for all of k and every
-/// column block (the same slices in the same order). Blocks are cut along the output; the block sizes (gemm_pack.hpp)
-/// fit the packed a block in L2 and a b panel slice in L1. Work is split over `mixprec::num_threads()` threads by (jc,
-/// ic) blocks, which changes no result: see gemm_avx2.hpp for the summation order. Scratch buffers are per thread and
-/// kept, so a steady state (the same shapes again) allocates nothing.
+/// column block (the same slices in the same order).
+///
+/// Blocks are cut along the output; the block sizes (gemm_pack.hpp) fit the packed a block in L2 and
+/// a b panel slice in L1. Work is split over `mixprec::num_threads()` threads by (jc, ic) blocks,
+/// which changes no result: see gemm_avx2.hpp for the summation order. Scratch buffers are per thread
+/// and kept, so a steady state (the same shapes again) allocates nothing.
 #pragma once
 
 #include <algorithm>
