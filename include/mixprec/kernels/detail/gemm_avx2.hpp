@@ -105,7 +105,7 @@ MIXPREC_TARGET_AVX2_INLINE inline void fma_step(const float* a, std::size_t lda,
 /// panel: element (r, p) at a[p * 6 + r]) or, when `InPlace`, read in place (row r at `a + r * lda`,
 /// contiguous in k: for small products whose a rows are already in L1, such as attention's query
 /// blocks and weight tiles). The same per-element order either way. With `Ahead`, the k-slice of the
-/// panel at `ahead` is prefetched into L1 meanwhile, one 64-byte line per step or pair of steps
+/// panel at `ahead` is prefetched into L1 meanwhile, one cache line per step or per few steps
 /// (block_impl: the next panel's, during the first tile of each panel).
 template <int R, panel_format F, bool InPlace, bool Ahead = false>
 MIXPREC_TARGET_AVX2 inline void micro_tile_impl(std::size_t kc, const float* a, std::size_t lda,
@@ -140,9 +140,9 @@ MIXPREC_TARGET_AVX2 inline void micro_tile_impl(std::size_t kc, const float* a, 
     for (std::size_t p = 0; p < kc; ++p) {
       __m256 b0, b1;
       if constexpr (Ahead) {
-        // One prefetch per 64-byte line: every row of float32 panels, every 2nd of float16, 4th of e4m3.
-        constexpr std::size_t rows_per_line = 64 / (gemm_nr * sizeof(panel_element_t<F>));
-        if (p % rows_per_line == 0) _mm_prefetch(reinterpret_cast<const char*>(ahead + p * gemm_nr), _MM_HINT_T0);
+        if (p % kernels::detail::panel_rows_per_line<F> == 0) {
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + p * gemm_nr), _MM_HINT_T0);
+        }
       }
       load_b_row<F>(b, b0, b1);
       fma_step<R, InPlace>(a, lda, b0, b1, acc0, acc1);

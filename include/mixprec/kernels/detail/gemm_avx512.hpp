@@ -133,9 +133,9 @@ MIXPREC_TARGET_AVX512 inline void row_block(std::size_t panels, std::size_t k, s
 }
 
 /// The b panels (of the next pair, at most 2) whose k-slice the tile of rows from i in the pair of
-/// panels from q prefetches into L1 as it runs, one 64-byte row (a float32 row, a bfloat16 pair row)
-/// per panel per step: the first tile of each pair fetches the next pair, which the following tiles
-/// then find in L1, so that only the first pair of a slice waits on memory. Without it the hardware
+/// panels from q prefetches into L1 as it runs (walk_tiles), one cache line per panel per step or
+/// per few steps (kernels::detail::panel_rows_per_line): the first tile of each pair fetches the next pair, which the
+/// following tiles then find in L1, so that only the first pair of a slice waits on memory. Without it the hardware
 /// prefetcher sees each panel's slice as a short stream of its own (16 KiB, a new 4 KiB page every
 /// 64 rows) and the first tile of every pair stalls: at M2048·K4096·N1024, where b's column block is
 /// 16 MiB, the f32 product ran 10% slower without it (157-161 against 172-179 GFLOP/s, alternating
@@ -145,7 +145,7 @@ MIXPREC_TARGET_AVX512 inline void row_block(std::size_t panels, std::size_t k, s
   return panels - (q + 2) >= 2 ? 2 : 1;
 }
 
-/// Prefetches the 64-byte line at `row` of each of `N` panels `panel_stride` elements apart (see
+/// Prefetches the cache line at `row` of each of `N` panels `panel_stride` elements apart (see
 /// panels_ahead).
 template <int N, class T>
 MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void prefetch_panel_rows(
@@ -242,10 +242,10 @@ MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std
       __m512 bw[W];
 #pragma GCC unroll 2
       for (int w = 0; w < W; ++w) bw[w] = load_b_row<F>(b + static_cast<std::size_t>(w) * panel_stride);
-      // One prefetch per 64-byte line: every row of float32 panels, every 2nd of float16, 4th of e4m3.
-      constexpr std::size_t rows_per_line = 64 / (gemm_nr * sizeof(panel_element_t<F>));
       if constexpr (Ahead > 0) {
-        if (p % rows_per_line == 0) prefetch_panel_rows<Ahead>(ahead + p * gemm_nr, panel_stride);
+        if (p % kernels::detail::panel_rows_per_line<F> == 0) {
+          prefetch_panel_rows<Ahead>(ahead + p * gemm_nr, panel_stride);
+        }
       }
       fma_step<A, W, InPlace>(a, a_stride, row_offset, bw, acc);
       a += a_step;
@@ -255,10 +255,30 @@ MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std
   store_tile<rows, W>(acc, c, ldc, height, accumulate);
 }
 
+/// One tile of walk_tiles: rows [i, i + height) (height ≤ 12) against panels [q, q + (pair ? 2 : 1)),
+/// prefetching `Ahead` panels of the next pair.
+template <int Ahead, class Tile>
+MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void walk_tile(const Tile& tile, std::size_t i,
+                                                                           std::size_t q, std::size_t height,
+                                                                           bool pair) noexcept {
+  if (height > gemm_mr) {
+    if (pair) {
+      tile.template run<2, 2, Ahead>(i, q, height);
+    } else {
+      tile.template run<2, 1, Ahead>(i, q, height);
+    }
+  } else if (pair) {
+    tile.template run<1, 2, Ahead>(i, q, height);
+  } else {
+    tile.template run<1, 1, Ahead>(i, q, height);
+  }
+}
+
 /// The 12 × 32 tile walk of the AVX-512 macro-kernels (block and block_rows below, and
 /// gemm_avx512bf16::block): each pair of b panels (a slice of 2 · kc · 16 elements, in L1) meets every
 /// row of a in tiles of 12 rows. For the tile of rows [i, i + height) and panels [q, q + W) it calls
-/// `tile.template run<A, W>(i, q, height)`, A the a panels (6 rows each) the tile spans.
+/// `tile.template run<A, W, Ahead>(i, q, height)`, A the a panels (6 rows each) the tile spans and
+/// Ahead the panels from q + 2 whose slice the tile prefetches (panels_ahead).
 template <class Tile>
 MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void walk_tiles(std::size_t rows, std::size_t panels,
                                                                             const Tile& tile) noexcept {
@@ -266,16 +286,10 @@ MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void walk_tiles(std:
     const bool pair = panels - q >= 2;
     for (std::size_t i = 0; i < rows; i += 2 * gemm_mr) {
       const std::size_t height = rows - i < 2 * gemm_mr ? rows - i : 2 * gemm_mr;
-      if (height > gemm_mr) {
-        if (pair) {
-          tile.template run<2, 2>(i, q, height);
-        } else {
-          tile.template run<2, 1>(i, q, height);
-        }
-      } else if (pair) {
-        tile.template run<1, 2>(i, q, height);
-      } else {
-        tile.template run<1, 1>(i, q, height);
+      switch (panels_ahead(i, q, panels)) {
+        case 2: walk_tile<2>(tile, i, q, height, pair); break;
+        case 1: walk_tile<1>(tile, i, q, height, pair); break;
+        default: walk_tile<0>(tile, i, q, height, pair); break;
       }
     }
   }
@@ -290,28 +304,17 @@ struct fma_tiles {
   std::size_t lda;
   const panel_element_t<F>* b;
   std::size_t panel_stride;
-  std::size_t panels;
   float* c;
   std::size_t ldc;
   bool accumulate;
 
-  template <int A, int W>
+  template <int A, int W, int Ahead>
   MIXPREC_TARGET_AVX512 void run(std::size_t i, std::size_t q, std::size_t height) const noexcept {
     const std::size_t a_stride = InPlace ? lda : gemm_mr * kc;  // from one a panel (or row) to the next
     const float* ai = InPlace ? a + i * lda : a + (i / gemm_mr) * a_stride;
     const panel_element_t<F>* bq = b + q * panel_stride;
-    float* cq = c + i * ldc + q * gemm_nr;
-    switch (panels_ahead(i, q, panels)) {
-      case 2:
-        micro_tile<A, W, F, InPlace, 2>(kc, ai, a_stride, bq, panel_stride, cq, ldc, height, accumulate,
-                                        bq + 2 * panel_stride);
-        break;
-      case 1:
-        micro_tile<A, W, F, InPlace, 1>(kc, ai, a_stride, bq, panel_stride, cq, ldc, height, accumulate,
-                                        bq + 2 * panel_stride);
-        break;
-      default: micro_tile<A, W, F, InPlace>(kc, ai, a_stride, bq, panel_stride, cq, ldc, height, accumulate);
-    }
+    micro_tile<A, W, F, InPlace, Ahead>(kc, ai, a_stride, bq, panel_stride, c + i * ldc + q * gemm_nr, ldc, height,
+                                        accumulate, Ahead > 0 ? bq + 2 * panel_stride : nullptr);
   }
 };
 
@@ -323,7 +326,7 @@ template <panel_format F>
 MIXPREC_TARGET_AVX512 inline void block(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
                                         const panel_element_t<F>* b, std::size_t panel_stride, float* c,
                                         std::size_t ldc, bool accumulate) noexcept {
-  walk_tiles(rows, panels, fma_tiles<F, false>{kc, a, 0, b, panel_stride, panels, c, ldc, accumulate});
+  walk_tiles(rows, panels, fma_tiles<F, false>{kc, a, 0, b, panel_stride, c, ldc, accumulate});
 }
 
 /// `block` for an a read in place: a[rows, kc] with row stride lda, no packing (gemm_avx2::block_rows's
@@ -332,7 +335,7 @@ template <panel_format F>
 MIXPREC_TARGET_AVX512 inline void block_rows(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
                                              std::size_t lda, const panel_element_t<F>* b, std::size_t panel_stride,
                                              float* c, std::size_t ldc, bool accumulate) noexcept {
-  walk_tiles(rows, panels, fma_tiles<F, true>{kc, a, lda, b, panel_stride, panels, c, ldc, accumulate});
+  walk_tiles(rows, panels, fma_tiles<F, true>{kc, a, lda, b, panel_stride, c, ldc, accumulate});
 }
 
 }  // namespace gemm_avx512

@@ -91,26 +91,16 @@ struct dpbf16_tiles {
   const std::uint32_t* a;
   const std::uint16_t* b;
   std::size_t panel_stride;
-  std::size_t panels;
   float* c;
   std::size_t ldc;
   bool accumulate;
 
-  template <int A, int W>
+  template <int A, int W, int Ahead>
   MIXPREC_TARGET_AVX512BF16 void run(std::size_t i, std::size_t q, std::size_t height) const noexcept {
     const std::size_t a_stride = gemm_mr * ((kc + 1) / 2);  // from one pair panel to the next
-    const std::uint32_t* ai = a + (i / gemm_mr) * a_stride;
     const std::uint16_t* bq = b + q * panel_stride;
-    float* cq = c + i * ldc + q * gemm_nr;
-    switch (gemm_avx512::panels_ahead(i, q, panels)) {  // the next pair's slice, fetched by its first tile
-      case 2:
-        micro_tile<A, W, 2>(kc, ai, a_stride, bq, panel_stride, cq, ldc, height, accumulate, bq + 2 * panel_stride);
-        break;
-      case 1:
-        micro_tile<A, W, 1>(kc, ai, a_stride, bq, panel_stride, cq, ldc, height, accumulate, bq + 2 * panel_stride);
-        break;
-      default: micro_tile<A, W>(kc, ai, a_stride, bq, panel_stride, cq, ldc, height, accumulate);
-    }
+    micro_tile<A, W, Ahead>(kc, a + (i / gemm_mr) * a_stride, a_stride, bq, panel_stride, c + i * ldc + q * gemm_nr,
+                            ldc, height, accumulate, Ahead > 0 ? bq + 2 * panel_stride : nullptr);
   }
 };
 
@@ -121,7 +111,7 @@ struct dpbf16_tiles {
 MIXPREC_TARGET_AVX512BF16 inline void block(std::size_t rows, std::size_t panels, std::size_t kc,
                                             const std::uint32_t* a, const std::uint16_t* b, std::size_t panel_stride,
                                             float* c, std::size_t ldc, bool accumulate) noexcept {
-  gemm_avx512::walk_tiles(rows, panels, dpbf16_tiles{kc, a, b, panel_stride, panels, c, ldc, accumulate});
+  gemm_avx512::walk_tiles(rows, panels, dpbf16_tiles{kc, a, b, panel_stride, c, ldc, accumulate});
 }
 
 /// One row against P consecutive pair panels over `pairs` pair rows: c[0, P·16) = (accumulate ? c :

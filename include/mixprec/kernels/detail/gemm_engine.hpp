@@ -195,8 +195,9 @@ void pack_pair_slice(const A* a, bool a_k_major, std::size_t m, std::size_t k, s
   pack_a_pairs_from<C>(a, m, k, a_k_major, i0, rows, p0, kc, pairs, row, a_pack);
 }
 
-/// Words of the pairs of a `rows`-row block of a over all k-slices of k (pack_pair_slice for each slice
-/// in turn, each slice's panels after the previous slice's), and the offset of slice p0's.
+/// Where the pairs of the k-slice from p0 start when the pairs of a `rows`-row block are packed slice
+/// after slice (pack_pair_slice for each slice in turn), in 32-bit words: also the words of all
+/// slices before p0, so pair_slice_offset(rows, k + 1) words hold all of k (⌈k / 2⌉ pairs a row).
 [[nodiscard]] inline std::size_t pair_slice_offset(std::size_t rows, std::size_t p0) noexcept {
   static_assert(gemm_kc % 2 == 0, "whole slices hold whole pairs");
   return (rows + gemm_mr - 1) / gemm_mr * gemm_mr * (p0 / 2);
@@ -281,8 +282,7 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
         if (packed_pairs != nullptr) {
           pairs = packed_pairs + pair_slice_offset(rows, p0);
         } else {
-          const std::size_t a_panels = (rows + gemm_mr - 1) / gemm_mr;
-          std::uint32_t* own = gemm_scratch::sized(scratch.a_pairs, a_panels * gemm_mr * ((kc + 1) / 2));
+          std::uint32_t* own = gemm_scratch::sized(scratch.a_pairs, pair_slice_offset(rows, kc + 1));
           pack_pair_slice<C>(a, a_k_major, m, k, i0, rows, p0, kc, own, scratch);
           pairs = own;
         }

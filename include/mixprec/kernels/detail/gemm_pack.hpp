@@ -174,6 +174,15 @@ template <panel_format F>
 /// Number of b panels for n columns.
 [[nodiscard]] constexpr std::size_t gemm_panels(std::size_t n) noexcept { return (n + gemm_nr - 1) / gemm_nr; }
 
+/// Bytes of a cache line on the x86 CPUs the kernels target: the unit the macro-kernels prefetch b
+/// panels in (gemm_avx512::panels_ahead).
+inline constexpr std::size_t cache_line_bytes = 64;
+
+/// Rows of a b panel of format F per cache line: one for float32 panels, 2 for float16, 4 for e4m3
+/// (a bfloat16 pair row, two rows, is one line).
+template <panel_format F>
+inline constexpr std::size_t panel_rows_per_line = cache_line_bytes / (gemm_nr * sizeof(panel_element_t<F>));
+
 /// Packs columns [j0, j0 + cols) of b(k, n) — stored [k, n] when `n_major` is false, [n, k] when it
 /// is true — into `cols`-worth of b panels at `dst`, panel_stride<F>(k) elements each (j0 a multiple
 /// of gemm_nr; the last panel is zero padded, and so is the pad row of paired bfloat16 rows). `row` is
