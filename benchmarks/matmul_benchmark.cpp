@@ -11,6 +11,9 @@
 //                         weights). The former p=e4m3,c=bf16 row (float8 weights) is gone: no policy holds
 //                         a float8 type (docs/policies.md, "float8 and smaller formats"); weight-only
 //                         float8 is scaled::float8_weight_dot, timed in float8_benchmark.cpp.
+//  - float8_weights/c=bf16: weights stored as float8_e4m3fn, kept packed as their own bytes
+//                         (kernels::pack_b<bfloat16>, once, before timing) and multiplied in bfloat16:
+//                         the product scaled::float8_weight_dot runs (without its per-column scales)
 //  - matmul/<policy>:     kernels::matmul<C> with W as stored, converted and packed on every call
 //  - onednn_f32/_bf16:    oneDNN's matmul primitive (its own run-time ISA dispatch; bf16 operands,
 //                         float32 accumulation, bf16 output), created once outside the timing
@@ -105,6 +108,20 @@ void dense(benchmark::State& state) {
   set_counters(state, p, bytes_per_weight * static_cast<double>(p.w.size()));
 }
 
+void float8_weights(benchmark::State& state) {
+  auto p = make_problem(state);
+  const threads_for threads(p.threads);
+  std::vector<mixprec::float8_e4m3fn> w(p.w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = mixprec::saturate_cast<mixprec::float8_e4m3fn>(p.w[i] * 64.0f);
+  const auto packed = mixprec::kernels::pack_b<bfloat16>(w, p.k, p.n, b_layout::n_k);
+  for (auto _ : state) {
+    mixprec::kernels::matmul<bfloat16>(p.x, packed, p.y, p.m);
+    benchmark::DoNotOptimize(p.y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, p, static_cast<double>(packed.element_bytes() * w.size()));
+}
+
 template <class Compute, class Weight>
 void matmul(benchmark::State& state) {
   auto p = make_problem(state);
@@ -196,6 +213,7 @@ void shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK_TEMPLATE(dense, policy<float>)->Name("dense/p=f32")->Apply(shapes);
 BENCHMARK_TEMPLATE(dense, policy<float, bfloat16, float>)->Name("dense/p=f32,c=bf16")->Apply(shapes);
 BENCHMARK_TEMPLATE(dense, policy<float16>)->Name("dense/p=f16")->Apply(shapes);
+BENCHMARK(float8_weights)->Name("float8_weights/c=bf16")->Apply(shapes);
 BENCHMARK_TEMPLATE(matmul, float, float)->Name("matmul/p=f32")->Apply(shapes);
 BENCHMARK_TEMPLATE(matmul, bfloat16, bfloat16)->Name("matmul/p=bf16")->Apply(shapes);
 BENCHMARK_TEMPLATE(matmul, bfloat16, float)->Name("matmul/p=f32,c=bf16")->Apply(shapes);

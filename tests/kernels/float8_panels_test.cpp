@@ -198,15 +198,46 @@ TEST_CASE("1-byte panels decode the subnormal e4m3fn weights under FTZ and DAZ",
 }
 #endif
 
+TEST_CASE("1-byte panels on VDPBF16PS read subnormal activations as zero, in the decode row and in a batch alike",
+          "[kernels][float8]") {
+  // At the avx512bf16 level with AVX512_VBMI, e4m3 weights are decoded to bfloat16 pairs and multiplied
+  // by VDPBF16PS, which reads a subnormal bfloat16 input as zero and flushes a subnormal result
+  // (docs/kernels.md); the FMA levels keep both. The weights are never subnormal there (2^-9 is a
+  // normal bfloat16). 2^-130 is a bfloat16 subnormal; 3 · 2^-9 and 2^-130 · 1 are exact products.
+  const float tiny = std::ldexp(1.0f, -130);
+  const std::vector<float> a{tiny, 3.0f};                                                              // [m = 2, k = 1]
+  const std::vector<float8_e4m3fn> w{float8_e4m3fn::from_bits(0x38), float8_e4m3fn::from_bits(0x01)};  // 1, 2^-9
+  const auto packed = mixprec::kernels::pack_b<bfloat16>(w, 1, 2, b_layout::k_n);
+  REQUIRE(packed.element_bytes() == 1);
+  for (const isa level : levels()) {
+    const mixprec::isa_limit_scope limit(level);
+    const bool flushes = level == isa::avx512bf16 && mixprec::detail::cpu_has_avx512_vbmi();
+    for (const std::size_t m : {std::size_t{1}, std::size_t{2}}) {  // the decode row, and the batch's tile
+      CAPTURE(mixprec::name(level), m);
+      std::vector<float> y(m * 2);
+      mixprec::kernels::matmul<bfloat16>(std::vector<float>(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(m)),
+                                         packed, y, m);
+      CHECK(y[0] == (flushes ? 0.0f : tiny));                    // tiny · 1
+      CHECK(y[1] == (flushes ? 0.0f : std::ldexp(1.0f, -139)));  // tiny · 2^-9: a subnormal float
+      if (m == 2) {
+        CHECK(y[2] == 3.0f);
+        CHECK(y[3] == 3.0f * std::ldexp(1.0f, -9));
+      }
+    }
+  }
+}
+
 TEST_CASE("products with 1-byte panels meet the float32-accumulation bound, the same bits on every SIMD level",
           "[kernels][float8]") {
   struct shape {
     std::size_t m, k, n;
   };
   // One row (decode: groups of 4 and 8 panels and a tail), several k-slices (kc = 256), GEMM tiles
-  // (whose rows are also computed one by one: the decode path against the micro-kernel).
-  for (const shape s :
-       {shape{1, 300, 70}, shape{1, 1000, 200}, shape{1, 17, 16}, shape{5, 257, 33}, shape{8, 64, 130}}) {
+  // (whose rows are also computed one by one: the decode path against the micro-kernel). The VDPBF16PS
+  // decode reads four panel rows at a time: slices ending 1, 2 and 3 rows past a multiple of four
+  // (k = 17 and 257, 6, 7 and 259) take its masked tail, in the decode row and in the slices decoded for a batch.
+  for (const shape s : {shape{1, 300, 70}, shape{1, 1000, 200}, shape{1, 17, 16}, shape{1, 259, 40}, shape{5, 257, 33},
+                        shape{3, 6, 33}, shape{4, 7, 20}, shape{8, 64, 130}}) {
     CAPTURE(s.m, s.k, s.n);
     const auto a = normals(s.m * s.k, 3);
     const auto w = e4m3_weights(s.k * s.n, 4);

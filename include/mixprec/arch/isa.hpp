@@ -109,6 +109,25 @@ namespace detail {
 
 namespace detail {
 
+/// Whether the CPU reports AVX512_VBMI (CPUID.(EAX=7, ECX=0):ECX[1]: VPERMB and VPERMT2B, byte
+/// permutes across a whole zmm register), detected once. Not a level of its own: Intel Cooper Lake
+/// has AVX512_BF16 without it, AMD Zen 4 and Zen 5 and Intel Ice Lake onwards have both. The kernels
+/// that use it ask beside `active_isa()` (which must be at least `isa::avx512`, for the ZMM state) and
+/// take another path without it. False on other architectures and compilers.
+[[nodiscard]] inline bool cpu_has_avx512_vbmi() noexcept {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+  static const bool vbmi = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid_max(0, nullptr) < 7) return false;
+    __cpuid_count(7, 0, eax, ebx, ecx, edx);
+    return ((ecx >> 1) & 1u) != 0;
+  }();
+  return vbmi;
+#else
+  return false;
+#endif
+}
+
 /// The process-wide limit on the level in use: one object per program (an inline function's static).
 /// Starts at `MIXPREC_ISA` when that is set (an unknown name is ignored, with a message on stderr,
 /// rather than stopping a program at start-up), else at the highest level.

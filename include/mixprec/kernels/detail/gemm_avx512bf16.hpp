@@ -23,6 +23,11 @@
 /// Shapes: `block`'s micro-tile is 12 rows × 32 columns (two 6-row a panels, two 16-column b panels)
 /// in 24 zmm accumulators, two pair rows of b loaded and 12 pairs of a broadcast per two k steps;
 /// `row_block` (decode: one row) takes four panels at once, one pair row each per two k steps.
+///
+/// 1-byte float8_e4m3fn panels (gemm_pack.hpp) are decoded to bfloat16 pair rows by byte lookups
+/// (`row_e4m3_pairs`: VPERMI2B and VPERMT2B, so these functions also need AVX512_VBMI and are called
+/// only where `mixprec::detail::cpu_has_avx512_vbmi()` is true): as they stream in the decode row
+/// (`row_block_e4m3`), and one k-slice at a time into pair panels for `block` (`e4m3_slice_pairs`).
 #pragma once
 
 #include <array>
@@ -32,6 +37,7 @@
 
 #include "mixprec/arch/detail/target.hpp"
 #include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/formats/float8.hpp"
 #include "mixprec/formats/float_format.hpp"
 #include "mixprec/kernels/detail/gemm_avx512.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
@@ -159,6 +165,182 @@ MIXPREC_TARGET_AVX512BF16 inline void row_block(std::size_t panels, std::size_t 
         case 3: micro_row<3>(pairs, ap, bp, panel_stride, cq, accumulate); break;
         default: micro_row<4>(pairs, ap, bp, panel_stride, cq, accumulate); break;
       }
+    }
+  }
+}
+
+/// The sign bit of a float8_e4m3fn pattern (also the sign bit of bfloat16's high byte), and the
+/// number of magnitudes below it: the patterns 0 .. 0x7F.
+inline constexpr std::size_t e4m3_magnitudes = std::size_t{1} << (8 * sizeof(float8_e4m3fn) - 1);
+inline constexpr auto e4m3_sign_bit = static_cast<std::uint8_t>(e4m3_magnitudes);
+/// Bytes in a zmm register: also VPERMT2B's index bit that selects its second source.
+inline constexpr std::size_t zmm_bytes = sizeof(__m512i);
+static_assert(2 * zmm_bytes == e4m3_magnitudes, "two registers hold a table of every magnitude");
+
+/// The bfloat16 patterns of the float8_e4m3fn magnitudes (OCP FP8 spec: every value exact in
+/// bfloat16, the subnormals 2^-9 .. 7·2^-9 normal there; 0x7F, NaN, never met in a panel), made from
+/// the format types and split into their low bytes (`[0]`) and high bytes (`[1]`): the tables
+/// row_e4m3_pairs looks the magnitudes up in.
+inline constexpr std::array<std::array<std::uint8_t, e4m3_magnitudes>, 2> e4m3_bf16_bytes = [] {
+  std::array<std::array<std::uint8_t, e4m3_magnitudes>, 2> bytes{};
+  for (std::size_t m = 0; m < e4m3_magnitudes; ++m) {
+    const std::uint16_t bits =
+        bfloat16(static_cast<float>(float8_e4m3fn::from_bits(static_cast<std::uint8_t>(m)))).bits();
+    bytes[0][m] = static_cast<std::uint8_t>(bits & 0xFFU);
+    bytes[1][m] = static_cast<std::uint8_t>(bits >> 8);
+  }
+  return bytes;
+}();
+static_assert(e4m3_bf16_bytes[1][0x38] == 0x3F && e4m3_bf16_bytes[0][0x38] == 0x80, "e4m3fn 0x38 is 1.0");
+
+/// VPERMT2B indices that build two bfloat16 pair rows from four rows of an e4m3 panel, given the
+/// looked-up low bytes (first source) and high bytes (second source: index bit 6) of the 64 weights
+/// (byte 16r + j: row r, column j): index vector u makes pair row u, whose lane j is row 2u's pattern
+/// in the high half and row 2u + 1's in the low half (the order of gemm_pack.hpp's pair panels), as
+/// the little-endian bytes low(2u + 1), high(2u + 1), low(2u), high(2u).
+inline constexpr std::array<std::array<std::uint8_t, zmm_bytes>, 2> e4m3_pair_bytes = [] {
+  std::array<std::array<std::uint8_t, zmm_bytes>, 2> index{};
+  for (std::size_t u = 0; u < 2; ++u) {
+    for (std::size_t j = 0; j < gemm_nr; ++j) {
+      const auto even = static_cast<std::uint8_t>(2 * u * gemm_nr + j), odd = static_cast<std::uint8_t>(even + gemm_nr);
+      index[u][4 * j + 0] = odd;
+      index[u][4 * j + 1] = static_cast<std::uint8_t>(zmm_bytes + odd);
+      index[u][4 * j + 2] = even;
+      index[u][4 * j + 3] = static_cast<std::uint8_t>(zmm_bytes + even);
+    }
+  }
+  return index;
+}();
+
+/// The lookup tables and byte orders of row_e4m3_pairs, loaded once per micro-row.
+struct e4m3_tables {
+  __m512i low0, low1, high0, high1, pair0, pair1;
+
+  MIXPREC_TARGET_AVX512BF16_VBMI e4m3_tables() noexcept
+      : low0(_mm512_loadu_si512(e4m3_bf16_bytes[0].data())),
+        low1(_mm512_loadu_si512(e4m3_bf16_bytes[0].data() + zmm_bytes)),
+        high0(_mm512_loadu_si512(e4m3_bf16_bytes[1].data())),
+        high1(_mm512_loadu_si512(e4m3_bf16_bytes[1].data() + zmm_bytes)),
+        pair0(_mm512_loadu_si512(e4m3_pair_bytes[0].data())),
+        pair1(_mm512_loadu_si512(e4m3_pair_bytes[1].data())) {}
+};
+
+/// Four rows of an e4m3 panel (64 patterns, row r at byte 16r) as two bfloat16 pair rows, exactly:
+/// each magnitude looked up in both byte tables (VPERMI2B reads index bits 0-6, so the sign bit
+/// selects nothing), the sign bit merged into the high byte, and the bytes put in pair order (two
+/// VPERMT2B). Six instructions per 64 weights, where widening through float16 (gemm_avx512's
+/// load_e4m3_panel_scaled) takes four per 16.
+MIXPREC_TARGET_AVX512BF16_VBMI inline void row_e4m3_pairs(__m512i x, const e4m3_tables& t, __m512bh& first,
+                                                          __m512bh& second) noexcept {
+  const __m512i low = _mm512_permutex2var_epi8(t.low0, x, t.low1);
+  // A | (B & C) for A = the looked-up high bytes, B = x, C = the sign bits: truth table 0xF8.
+  const __m512i high = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(t.high0, x, t.high1), x,
+                                                 _mm512_set1_epi8(static_cast<char>(e4m3_sign_bit)), 0xF8);
+  first = reinterpret_cast<__m512bh>(_mm512_permutex2var_epi8(low, t.pair0, high));
+  second = reinterpret_cast<__m512bh>(_mm512_permutex2var_epi8(low, t.pair1, high));
+}
+
+/// One row against P consecutive 1-byte e4m3 panels (P · 16 columns) over kc steps, on VDPBF16PS:
+/// c[0, P·16) = (accumulate ? c : 0) + a · b, with a's ceil(kc / 2) pairs consecutive (a[t]: a(2t)
+/// high, a(2t + 1) low; a zero low half past an odd kc) and every value of a a bfloat16 value. Four
+/// panel rows (one 64-byte load) at a time; the last one to three rows through a masked load, the rows
+/// past kc read as zeros. The same products and additions as micro_row on bfloat16 pair panels.
+template <int P>
+MIXPREC_TARGET_AVX512BF16_VBMI inline void micro_row_e4m3(std::size_t kc, const std::uint32_t* a, const std::uint8_t* b,
+                                                          std::size_t panel_stride, float* c,
+                                                          bool accumulate) noexcept {
+  const e4m3_tables tables;
+  __m512 acc[P];
+#pragma GCC unroll 8
+  for (int q = 0; q < P; ++q) acc[q] = _mm512_setzero_ps();
+  std::size_t p = 0;
+  for (; p + 4 <= kc; p += 4) {
+    const auto a0 = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[p / 2])));
+    const auto a1 = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[p / 2 + 1])));
+#pragma GCC unroll 8
+    for (int q = 0; q < P; ++q) {
+      __m512bh first, second;
+      row_e4m3_pairs(_mm512_loadu_si512(b + static_cast<std::size_t>(q) * panel_stride + p * gemm_nr), tables, first,
+                     second);
+      acc[q] = _mm512_dpbf16_ps(acc[q], a0, first);
+      acc[q] = _mm512_dpbf16_ps(acc[q], a1, second);
+    }
+  }
+  if (p < kc) {
+    const std::size_t left = kc - p;  // 1, 2 or 3 rows
+    const auto rows = static_cast<__mmask64>((std::uint64_t{1} << (left * gemm_nr)) - 1U);
+    const auto a0 = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[p / 2])));
+    const auto a1 = reinterpret_cast<__m512bh>(_mm512_set1_epi32(left > 2 ? static_cast<int>(a[p / 2 + 1]) : 0));
+#pragma GCC unroll 8
+    for (int q = 0; q < P; ++q) {
+      __m512bh first, second;
+      row_e4m3_pairs(_mm512_maskz_loadu_epi8(rows, b + static_cast<std::size_t>(q) * panel_stride + p * gemm_nr),
+                     tables, first, second);
+      acc[q] = _mm512_dpbf16_ps(acc[q], a0, first);
+      if (left > 2) acc[q] = _mm512_dpbf16_ps(acc[q], a1, second);
+    }
+  }
+#pragma GCC unroll 8
+  for (int q = 0; q < P; ++q) {
+    float* cq = c + static_cast<std::size_t>(q) * gemm_nr;
+    if (accumulate) acc[q] = _mm512_add_ps(_mm512_loadu_ps(cq), acc[q]);
+    _mm512_storeu_ps(cq, acc[q]);
+  }
+}
+
+/// The decode kernel for 1-byte e4m3 panels (AVX512_VBMI beside the avx512bf16 level): one row
+/// against `panels` panels over all of k, c[0, panels·16) = a · b in k-slices of `kc` (even), each
+/// group of panels streamed from start to end (row_block's order, so the bits of the FMA levels' decode
+/// and micro-tiles, with VDPBF16PS's exceptions). `a` holds the row's ceil(k / 2) pairs, every value a
+/// bfloat16 value (compute types whose values bfloat16 holds). Each weight is read as its one byte and
+/// decoded exactly (row_e4m3_pairs), so the product streams k · n bytes.
+MIXPREC_TARGET_AVX512BF16_VBMI inline void row_block_e4m3(std::size_t panels, std::size_t k, std::size_t kc,
+                                                          const std::uint32_t* a, const std::uint8_t* b,
+                                                          std::size_t panel_stride, float* c) noexcept {
+  constexpr std::size_t group = 4;
+  for (std::size_t q = 0; q < panels; q += group) {
+    const std::size_t width = panels - q < group ? panels - q : group;
+    for (std::size_t p0 = 0; p0 < k; p0 += kc) {
+      const std::size_t depth = k - p0 < kc ? k - p0 : kc;
+      const std::uint32_t* ap = a + p0 / 2;
+      const std::uint8_t* bp = b + q * panel_stride + p0 * gemm_nr;
+      float* cq = c + q * gemm_nr;
+      const bool accumulate = p0 != 0;
+      switch (width) {
+        case 1: micro_row_e4m3<1>(depth, ap, bp, panel_stride, cq, accumulate); break;
+        case 2: micro_row_e4m3<2>(depth, ap, bp, panel_stride, cq, accumulate); break;
+        case 3: micro_row_e4m3<3>(depth, ap, bp, panel_stride, cq, accumulate); break;
+        default: micro_row_e4m3<4>(depth, ap, bp, panel_stride, cq, accumulate); break;
+      }
+    }
+  }
+}
+
+/// The k-slice [0, kc) of `panels` 1-byte e4m3 panels (`panel_stride` bytes apart, `b` at the slice's
+/// first row) as bfloat16 pair panels at `out`, exactly (row_e4m3_pairs): gemm_pack.hpp's pair layout,
+/// panel_rows<bf16>(kc) · 16 patterns from one panel to the next, a zero row padding an odd kc. The
+/// operand `block` reads for e4m3 weights, decoded once per k-slice of a row block.
+MIXPREC_TARGET_AVX512BF16_VBMI inline void e4m3_slice_pairs(std::size_t panels, std::size_t kc, const std::uint8_t* b,
+                                                            std::size_t panel_stride, std::uint16_t* out) noexcept {
+  const e4m3_tables tables;
+  const std::size_t out_stride = kernels::detail::panel_stride<kernels::detail::panel_format::bf16>(kc);
+  for (std::size_t q = 0; q < panels; ++q) {
+    const std::uint8_t* src = b + q * panel_stride;
+    std::uint16_t* dst = out + q * out_stride;
+    std::size_t p = 0;
+    __m512bh first, second;
+    for (; p + 4 <= kc; p += 4) {  // pair row p / 2 starts at pattern p · 16
+      row_e4m3_pairs(_mm512_loadu_si512(src + p * gemm_nr), tables, first, second);
+      _mm512_storeu_si512(dst + p * gemm_nr, reinterpret_cast<__m512i>(first));
+      _mm512_storeu_si512(dst + (p + 2) * gemm_nr, reinterpret_cast<__m512i>(second));
+    }
+    if (p < kc) {
+      const std::size_t left = kc - p;  // 1, 2 or 3 rows; the rest read as zeros
+      row_e4m3_pairs(_mm512_maskz_loadu_epi8(static_cast<__mmask64>((std::uint64_t{1} << (left * gemm_nr)) - 1U),
+                                             src + p * gemm_nr),
+                     tables, first, second);
+      _mm512_storeu_si512(dst + p * gemm_nr, reinterpret_cast<__m512i>(first));
+      if (left > 2) _mm512_storeu_si512(dst + (p + 2) * gemm_nr, reinterpret_cast<__m512i>(second));
     }
   }
 }

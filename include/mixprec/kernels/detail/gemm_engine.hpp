@@ -117,6 +117,8 @@ struct gemm_scratch {
   /// b blocks packed per call as bfloat16 pair panels (the avx512bf16 level), and a as pairs.
   std::vector<std::uint16_t> b_pack16, shared_b16;
   std::vector<std::uint32_t> a_pairs;
+  /// One k-slice of a kept 1-byte e4m3 b block, decoded to bfloat16 pair panels (avx512bf16 level).
+  std::vector<std::uint16_t> b_pairs16;
   /// The pairs of one row block of a over all of k (a kept b in several column blocks, one thread).
   std::vector<std::uint32_t> a_pairs_all;
   static gemm_scratch& local() {
@@ -165,16 +167,24 @@ const panel_element_t<F>* b_block(const packed_b_view& src, std::size_t k, std::
   return static_cast<const panel_element_t<F>*>(src.data) + (j0 / gemm_nr) * panel_stride<F>(k);
 }
 
-/// Whether products of compute type C with b panels of format F run VDPBF16PS at this level: bfloat16
-/// pair panels, and a whose values (rounded to C) are all bfloat16 values.
+/// Whether products of compute type C with b panels of format F run VDPBF16PS at this level: a whose
+/// values (rounded to C) are all bfloat16 values, against bfloat16 pair panels or 1-byte e4m3 panels
+/// (decoded to pairs by byte lookups, gemm_avx512bf16::row_e4m3_pairs, which need AVX512_VBMI).
 template <class C, panel_format F>
 [[nodiscard]] bool use_dpbf16(isa level) noexcept {
   if constexpr (F == panel_format::bf16 && kept_panel_format<C>() == panel_format::bf16) {
     return level >= isa::avx512bf16;
+  } else if constexpr (F == panel_format::e4m3 && kept_panel_format<C>() == panel_format::bf16) {
+    return level >= isa::avx512bf16 && ::mixprec::detail::cpu_has_avx512_vbmi();
   } else {
     return false;
   }
 }
+
+/// The panel formats that use_dpbf16 can accept for compute type C.
+template <class C, panel_format F>
+inline constexpr bool dpbf16_panels =
+    (F == panel_format::bf16 || F == panel_format::e4m3) && kept_panel_format<C>() == panel_format::bf16;
 
 /// The VDPBF16PS pairs of a's rows [i0, i0 + rows) over the k-slice [p0, p0 + kc): ceil(rows / 6)
 /// pair panels at `pairs` (pack_a_pairs_from's layout).
@@ -238,15 +248,19 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
     // (the same k-slices and order as below, so the same bits).
     float* a_row = gemm_scratch::sized(scratch.a_row, k * gemm_mr);
     pack_a<C>(a, m, k, a_k_major, i0, 1, 0, k, a_row, row);
-    if (use_dpbf16<C, F>(level)) {
-      if constexpr (F == panel_format::bf16 && kept_panel_format<C>() == panel_format::bf16) {
+    if constexpr (dpbf16_panels<C, F>) {
+      if (use_dpbf16<C, F>(level)) {
         // The row's pairs, consecutive: lane 0 of the one-row a panel (element p at a_row[p · gemm_mr]).
         const std::size_t row_pairs = (k + 1) / 2;
         std::uint32_t* pairs = gemm_scratch::sized(scratch.a_pairs, row_pairs);
         for (std::size_t t = 0; t < row_pairs; ++t) {
           pairs[t] = bf16_pair(a_row[2 * t * gemm_mr], 2 * t + 1 < k ? a_row[(2 * t + 1) * gemm_mr] : 0.0f);
         }
-        ::mixprec::detail::gemm_avx512bf16::row_block(panels, k, gemm_kc, pairs, b_panels, stride, tile);
+        if constexpr (F == panel_format::bf16) {
+          ::mixprec::detail::gemm_avx512bf16::row_block(panels, k, gemm_kc, pairs, b_panels, stride, tile);
+        } else {
+          ::mixprec::detail::gemm_avx512bf16::row_block_e4m3(panels, k, gemm_kc, pairs, b_panels, stride, tile);
+        }
         decoded = true;
       }
     }
@@ -254,7 +268,7 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
       // float8 weights are decoded as weights / 2^8 and the row multiplied by 2^8 instead (one
       // multiplication per k step instead of one per 8 weights; gemm_avx2::micro_row4), when that
       // cannot overflow.
-      if (scale_row_up(a_row, k)) {
+      if (!decoded && scale_row_up(a_row, k)) {
         if (level >= isa::avx512) {
           ::mixprec::detail::gemm_avx512::row_block<F, true>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
         } else {
@@ -276,8 +290,8 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
   for (std::size_t p0 = 0; !decoded && p0 < k; p0 += gemm_kc) {
     const std::size_t kc = std::min(gemm_kc, k - p0);
 #if MIXPREC_X86_DISPATCH
-    if (use_dpbf16<C, F>(level)) {
-      if constexpr (F == panel_format::bf16 && kept_panel_format<C>() == panel_format::bf16) {
+    if constexpr (dpbf16_panels<C, F>) {
+      if (use_dpbf16<C, F>(level)) {
         const std::uint32_t* pairs = nullptr;
         if (packed_pairs != nullptr) {
           pairs = packed_pairs + pair_slice_offset(rows, p0);
@@ -286,8 +300,17 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
           pack_pair_slice<C>(a, a_k_major, m, k, i0, rows, p0, kc, own, scratch);
           pairs = own;
         }
-        ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
-                                                  p0 != 0);
+        if constexpr (F == panel_format::e4m3) {
+          // The slice's weights decoded to bfloat16 pairs once for the row block (~3% of the
+          // VDPBF16PS work of 96 rows), then the bfloat16 macro-kernel.
+          const std::size_t pair_stride = panel_stride<panel_format::bf16>(kc);
+          std::uint16_t* b_pairs = gemm_scratch::sized(scratch.b_pairs16, panels * pair_stride);
+          ::mixprec::detail::gemm_avx512bf16::e4m3_slice_pairs(panels, kc, b_panels + p0 * gemm_nr, stride, b_pairs);
+          ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_pairs, pair_stride, tile, ldc, p0 != 0);
+        } else {
+          ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
+                                                    p0 != 0);
+        }
         continue;
       }
     }
@@ -349,8 +372,7 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
     }
   };
   if (threads <= 1 || col_blocks * row_blocks < 2) {
-    if constexpr (std::same_as<BSrc, packed_b_view> && F == panel_format::bf16 &&
-                  kept_panel_format<C>() == panel_format::bf16) {
+    if constexpr (std::same_as<BSrc, packed_b_view> && dpbf16_panels<C, F>) {
       if (col_blocks > 1 && use_dpbf16<C, F>(level)) {
         // A kept b in several column blocks: each row block's a pairs are packed once, for all of k
         // (96 · ceil(k / 2) words of scratch), and used by every column block, instead of packed again
