@@ -111,7 +111,8 @@ namespace detail {
 
 /// Whether the CPU reports AVX512_VBMI (CPUID.(EAX=7, ECX=0):ECX[1]: VPERMB and VPERMT2B, byte
 /// permutes across a whole zmm register), detected once. Not a level of its own: Intel Cooper Lake
-/// has AVX512_BF16 without it, AMD Zen 4 and Zen 5 and Intel Ice Lake onwards have both. The kernels
+/// has AVX512_BF16 without it, Intel Ice Lake the reverse; AMD Zen 4 and Zen 5 and Intel Sapphire
+/// Rapids onwards have both. The kernels
 /// that use it ask beside `active_isa()` (which must be at least `isa::avx512`, for the ZMM state) and
 /// take another path without it. False on other architectures and compilers.
 [[nodiscard]] inline bool cpu_has_avx512_vbmi() noexcept {

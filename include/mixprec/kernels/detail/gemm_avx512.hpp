@@ -64,6 +64,47 @@ MIXPREC_TARGET_AVX512 inline __m512 load_b_row(const panel_element_t<F>* b) noex
   }
 }
 
+/// The end of a decode micro-row: c[0, P·16) = (accumulate ? c : 0) + acc.
+template <int P>
+MIXPREC_TARGET_AVX512_INLINE inline void store_row(__m512 (&acc)[P], float* c, bool accumulate) noexcept {
+#pragma GCC unroll 8
+  for (int q = 0; q < P; ++q) {
+    float* cq = c + static_cast<std::size_t>(q) * gemm_nr;
+    if (accumulate) acc[q] = _mm512_add_ps(_mm512_loadu_ps(cq), acc[q]);
+    _mm512_storeu_ps(cq, acc[q]);
+  }
+}
+
+/// rows.template run<width>(q, p0, depth) for a width in [1, P], as a compile-time width.
+template <int P, class Rows>
+MIXPREC_TARGET_AVX512_INLINE inline void run_width(std::size_t width, const Rows& rows, std::size_t q, std::size_t p0,
+                                                   std::size_t depth) noexcept {
+  if constexpr (P > 1) {
+    if (width < static_cast<std::size_t>(P)) {
+      run_width<P - 1>(width, rows, q, p0, depth);
+      return;
+    }
+  }
+  rows.template run<P>(q, p0, depth);
+}
+
+/// The decode rows' walk (every row_block of this file and gemm_avx512bf16.hpp): the panels in groups
+/// of at most Group (≤ 8), each group streamed from start to end in k-slices of kc, each slice one call
+/// `rows.template run<P>(q, p0, depth)` for the P panels from q and the rows [p0, p0 + depth); a
+/// slice after the first adds to c (the per-element order of the micro-tiles).
+template <std::size_t Group, class Rows>
+MIXPREC_TARGET_AVX512_INLINE inline void walk_row_groups(std::size_t panels, std::size_t k, std::size_t kc,
+                                                         const Rows& rows) noexcept {
+  static_assert(Group >= 1 && Group <= 8, "groups of one to eight panels");
+  for (std::size_t q = 0; q < panels; q += Group) {
+    const std::size_t width = panels - q < Group ? panels - q : Group;
+    for (std::size_t p0 = 0; p0 < k; p0 += kc) {
+      const std::size_t depth = k - p0 < kc ? k - p0 : kc;
+      run_width<static_cast<int>(Group)>(width, rows, q, p0, depth);
+    }
+  }
+}
+
 /// One row against P consecutive panels of format F (f32, f16 or e4m3; P · 16 columns) over kc steps:
 /// c[0, P·16) = (accumulate ? c : 0) + a · b, a packed (element p at a[p · gemm_mr]). `panel_stride`
 /// is the distance between panels (panel_stride<F>(k) elements). With `Scaled` (e4m3 panels only) the
@@ -90,13 +131,23 @@ MIXPREC_TARGET_AVX512 inline void micro_row(std::size_t kc, const float* a, cons
     a += gemm_mr;
     b += gemm_nr;
   }
-#pragma GCC unroll 8
-  for (int q = 0; q < P; ++q) {
-    float* cq = c + static_cast<std::size_t>(q) * gemm_nr;
-    if (accumulate) acc[q] = _mm512_add_ps(_mm512_loadu_ps(cq), acc[q]);
-    _mm512_storeu_ps(cq, acc[q]);
-  }
+  store_row<P>(acc, c, accumulate);
 }
+
+/// The micro-rows of row_block, for walk_row_groups: a packed as one row (element p at a[p · gemm_mr]).
+template <panel_format F, bool Scaled>
+struct fma_rows {
+  const float* a;
+  const panel_element_t<F>* b;
+  std::size_t panel_stride;
+  float* c;
+
+  template <int P>
+  MIXPREC_TARGET_AVX512 void run(std::size_t q, std::size_t p0, std::size_t depth) const noexcept {
+    micro_row<P, F, Scaled>(depth, a + p0 * gemm_mr, b + q * panel_stride + p0 * gemm_nr, panel_stride, c + q * gemm_nr,
+                            p0 != 0);
+  }
+};
 
 /// The decode kernel: one row against `panels` panels of format F (f32, f16 or, `Scaled`, e4m3) over
 /// all of k: c[0, panels·16) = a · b, in k-slices of `kc` (a fresh accumulator per slice, added to the
@@ -109,27 +160,7 @@ template <panel_format F, bool Scaled = false>
 MIXPREC_TARGET_AVX512 inline void row_block(std::size_t panels, std::size_t k, std::size_t kc, const float* a,
                                             const panel_element_t<F>* b, std::size_t panel_stride, float* c) noexcept {
   static_assert(F != panel_format::bf16, "bfloat16 panels hold rows in pairs: gemm_avx512bf16::row_block");
-  constexpr std::size_t group = Scaled ? 8 : 4;
-  for (std::size_t q = 0; q < panels; q += group) {
-    const std::size_t width = panels - q < group ? panels - q : group;
-    for (std::size_t p0 = 0; p0 < k; p0 += kc) {
-      const std::size_t depth = k - p0 < kc ? k - p0 : kc;
-      const float* ap = a + p0 * gemm_mr;
-      const panel_element_t<F>* bp = b + q * panel_stride + p0 * gemm_nr;
-      float* cq = c + q * gemm_nr;
-      const bool accumulate = p0 != 0;
-      switch (width) {
-        case 1: micro_row<1, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 2: micro_row<2, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 3: micro_row<3, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 4: micro_row<4, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 5: micro_row<5, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 6: micro_row<6, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 7: micro_row<7, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        default: micro_row<8, F, Scaled>(depth, ap, bp, panel_stride, cq, accumulate); break;
-      }
-    }
-  }
+  walk_row_groups<Scaled ? 8 : 4>(panels, k, kc, fma_rows<F, Scaled>{a, b, panel_stride, c});
 }
 
 /// The b panels (of the next pair, at most 2) whose k-slice the tile of rows from i in the pair of

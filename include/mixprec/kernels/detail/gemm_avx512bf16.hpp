@@ -136,13 +136,22 @@ MIXPREC_TARGET_AVX512BF16 inline void micro_row(std::size_t pairs, const std::ui
     }
     b += 2 * gemm_nr;
   }
-#pragma GCC unroll 8
-  for (int q = 0; q < P; ++q) {
-    float* cq = c + static_cast<std::size_t>(q) * gemm_nr;
-    if (accumulate) acc[q] = _mm512_add_ps(_mm512_loadu_ps(cq), acc[q]);
-    _mm512_storeu_ps(cq, acc[q]);
-  }
+  gemm_avx512::store_row<P>(acc, c, accumulate);
 }
+
+/// The micro-rows of row_block, for gemm_avx512::walk_row_groups: a as the row's pairs.
+struct pair_rows {
+  const std::uint32_t* a;
+  const std::uint16_t* b;
+  std::size_t panel_stride;
+  float* c;
+
+  template <int P>
+  MIXPREC_TARGET_AVX512BF16 void run(std::size_t q, std::size_t p0, std::size_t depth) const noexcept {
+    micro_row<P>((depth + 1) / 2, a + p0 / 2, b + q * panel_stride + p0 * gemm_nr, panel_stride, c + q * gemm_nr,
+                 p0 != 0);
+  }
+};
 
 /// One row against `panels` pair panels over all of k: c[0, panels·16) = a · b in k-slices of `kc`
 /// (even), each group of four panels streamed from start to end (the per-element order of `block`,
@@ -150,23 +159,8 @@ MIXPREC_TARGET_AVX512BF16 inline void micro_row(std::size_t pairs, const std::ui
 MIXPREC_TARGET_AVX512BF16 inline void row_block(std::size_t panels, std::size_t k, std::size_t kc,
                                                 const std::uint32_t* a, const std::uint16_t* b,
                                                 std::size_t panel_stride, float* c) noexcept {
-  constexpr std::size_t group = 4;  // four weight streams: measured faster than eight
-  for (std::size_t q = 0; q < panels; q += group) {
-    const std::size_t width = panels - q < group ? panels - q : group;
-    for (std::size_t p0 = 0; p0 < k; p0 += kc) {
-      const std::size_t pairs = ((k - p0 < kc ? k - p0 : kc) + 1) / 2;
-      const std::uint32_t* ap = a + p0 / 2;
-      const std::uint16_t* bp = b + q * panel_stride + p0 * gemm_nr;
-      float* cq = c + q * gemm_nr;
-      const bool accumulate = p0 != 0;
-      switch (width) {
-        case 1: micro_row<1>(pairs, ap, bp, panel_stride, cq, accumulate); break;
-        case 2: micro_row<2>(pairs, ap, bp, panel_stride, cq, accumulate); break;
-        case 3: micro_row<3>(pairs, ap, bp, panel_stride, cq, accumulate); break;
-        default: micro_row<4>(pairs, ap, bp, panel_stride, cq, accumulate); break;
-      }
-    }
-  }
+  // Four weight streams: measured faster than eight.
+  gemm_avx512::walk_row_groups<4>(panels, k, kc, pair_rows{a, b, panel_stride, c});
 }
 
 /// The sign bit of a float8_e4m3fn pattern (also the sign bit of bfloat16's high byte), and the
@@ -228,7 +222,7 @@ struct e4m3_tables {
 /// Four rows of an e4m3 panel (64 patterns, row r at byte 16r) as two bfloat16 pair rows, exactly:
 /// each magnitude looked up in both byte tables (VPERMI2B reads index bits 0-6, so the sign bit
 /// selects nothing), the sign bit merged into the high byte, and the bytes put in pair order (two
-/// VPERMT2B). Six instructions per 64 weights, where widening through float16 (gemm_avx512's
+/// VPERMT2B). Five instructions per 64 weights after their load, where widening through float16 (gemm_avx512's
 /// load_e4m3_panel_scaled) takes four per 16.
 MIXPREC_TARGET_AVX512BF16_VBMI inline void row_e4m3_pairs(__m512i x, const e4m3_tables& t, __m512bh& first,
                                                           __m512bh& second) noexcept {
@@ -280,13 +274,21 @@ MIXPREC_TARGET_AVX512BF16_VBMI inline void micro_row_e4m3(std::size_t kc, const 
       if (left > 2) acc[q] = _mm512_dpbf16_ps(acc[q], a1, second);
     }
   }
-#pragma GCC unroll 8
-  for (int q = 0; q < P; ++q) {
-    float* cq = c + static_cast<std::size_t>(q) * gemm_nr;
-    if (accumulate) acc[q] = _mm512_add_ps(_mm512_loadu_ps(cq), acc[q]);
-    _mm512_storeu_ps(cq, acc[q]);
-  }
+  gemm_avx512::store_row<P>(acc, c, accumulate);
 }
+
+/// The micro-rows of row_block_e4m3, for gemm_avx512::walk_row_groups: a as the row's pairs.
+struct e4m3_rows {
+  const std::uint32_t* a;
+  const std::uint8_t* b;
+  std::size_t panel_stride;
+  float* c;
+
+  template <int P>
+  MIXPREC_TARGET_AVX512BF16_VBMI void run(std::size_t q, std::size_t p0, std::size_t depth) const noexcept {
+    micro_row_e4m3<P>(depth, a + p0 / 2, b + q * panel_stride + p0 * gemm_nr, panel_stride, c + q * gemm_nr, p0 != 0);
+  }
+};
 
 /// The decode kernel for 1-byte e4m3 panels (AVX512_VBMI beside the avx512bf16 level): one row
 /// against `panels` panels over all of k, c[0, panels·16) = a · b in k-slices of `kc` (even), each
@@ -297,23 +299,7 @@ MIXPREC_TARGET_AVX512BF16_VBMI inline void micro_row_e4m3(std::size_t kc, const 
 MIXPREC_TARGET_AVX512BF16_VBMI inline void row_block_e4m3(std::size_t panels, std::size_t k, std::size_t kc,
                                                           const std::uint32_t* a, const std::uint8_t* b,
                                                           std::size_t panel_stride, float* c) noexcept {
-  constexpr std::size_t group = 4;
-  for (std::size_t q = 0; q < panels; q += group) {
-    const std::size_t width = panels - q < group ? panels - q : group;
-    for (std::size_t p0 = 0; p0 < k; p0 += kc) {
-      const std::size_t depth = k - p0 < kc ? k - p0 : kc;
-      const std::uint32_t* ap = a + p0 / 2;
-      const std::uint8_t* bp = b + q * panel_stride + p0 * gemm_nr;
-      float* cq = c + q * gemm_nr;
-      const bool accumulate = p0 != 0;
-      switch (width) {
-        case 1: micro_row_e4m3<1>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 2: micro_row_e4m3<2>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        case 3: micro_row_e4m3<3>(depth, ap, bp, panel_stride, cq, accumulate); break;
-        default: micro_row_e4m3<4>(depth, ap, bp, panel_stride, cq, accumulate); break;
-      }
-    }
-  }
+  gemm_avx512::walk_row_groups<4>(panels, k, kc, e4m3_rows{a, b, panel_stride, c});
 }
 
 /// The k-slice [0, kc) of `panels` 1-byte e4m3 panels (`panel_stride` bytes apart, `b` at the slice's
