@@ -20,7 +20,11 @@
 #include <string_view>
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+/// 1 where the CPU's features are read through CPUID (GCC or Clang on x86).
+#define MIXPREC_DETAIL_X86_CPUID 1
 #include <cpuid.h>
+#else
+#define MIXPREC_DETAIL_X86_CPUID 0
 #endif
 
 namespace mixprec {
@@ -65,16 +69,23 @@ inline std::ostream& operator<<(std::ostream& os, isa level) { return os << name
 
 namespace detail {
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-/// The highest level the CPU reports through CPUID and the operating system enables through XCR0
+/// What the CPU and operating system offer the kernels, read once: the highest level, and
+/// AVX512_VBMI, which is not part of any level (below).
+struct cpu_features {
+  isa level = isa::portable;
+  bool avx512_vbmi = false;
+};
+
+#if MIXPREC_DETAIL_X86_CPUID
+/// The CPU's features as CPUID reports them and the operating system enables them through XCR0
 /// (Intel SDM vol. 1 §13 and vol. 2 CPUID; the OS must save the YMM state for AVX and the opmask and
 /// ZMM states for AVX-512). Asked directly: `__builtin_cpu_supports` lacks "f16c" in Clang 14.
-[[nodiscard]] inline isa detect_x86_isa() noexcept {
+[[nodiscard]] inline cpu_features detect_x86_features() noexcept {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_max(0, nullptr) < 7) return isa::portable;
+  if (__get_cpuid_max(0, nullptr) < 7) return {};
   __cpuid_count(1, 0, eax, ebx, ecx, edx);
   const bool fma = (ecx >> 12) & 1u, osxsave = (ecx >> 27) & 1u, avx = (ecx >> 28) & 1u, f16c = (ecx >> 29) & 1u;
-  if (!osxsave || !avx) return isa::portable;
+  if (!osxsave || !avx) return {};
   unsigned xcr0_low = 0, xcr0_high = 0;
   __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0u));
   const bool os_ymm = (xcr0_low & 0x6u) == 0x6u;    // SSE and AVX state
@@ -82,52 +93,42 @@ namespace detail {
   __cpuid_count(7, 0, eax, ebx, ecx, edx);
   const unsigned max_subleaf = eax;
   const bool avx2 = (ebx >> 5) & 1u, avx512f = (ebx >> 16) & 1u, avx512dq = (ebx >> 17) & 1u,
-             avx512bw = (ebx >> 30) & 1u, avx512vl = (ebx >> 31) & 1u;
+             avx512bw = (ebx >> 30) & 1u, avx512vl = (ebx >> 31) & 1u, avx512vbmi = (ecx >> 1) & 1u;
   bool avx512bf16 = false;
   if (max_subleaf >= 1) {
     __cpuid_count(7, 1, eax, ebx, ecx, edx);
     avx512bf16 = (eax >> 5) & 1u;
   }
-  if (!os_ymm || !avx2 || !fma || !f16c) return isa::portable;
-  if (!os_zmm || !avx512f || !avx512bw || !avx512vl || !avx512dq) return isa::avx2;
-  return avx512bf16 ? isa::avx512bf16 : isa::avx512;
+  if (!os_ymm || !avx2 || !fma || !f16c) return {};
+  if (!os_zmm || !avx512f || !avx512bw || !avx512vl || !avx512dq) return {isa::avx2, false};
+  return {avx512bf16 ? isa::avx512bf16 : isa::avx512, avx512vbmi};
 }
 #endif
+
+/// This CPU's features, detected once; none on other architectures and compilers.
+[[nodiscard]] inline const cpu_features& detected_features() noexcept {
+#if MIXPREC_DETAIL_X86_CPUID
+  static const cpu_features detected = detect_x86_features();
+#else
+  static const cpu_features detected;
+#endif
+  return detected;
+}
 
 }  // namespace detail
 
 /// The highest level this CPU and operating system support, detected once. `isa::portable` on other
 /// architectures and compilers.
-[[nodiscard]] inline isa detected_isa() noexcept {
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-  static const isa detected = detail::detect_x86_isa();
-  return detected;
-#else
-  return isa::portable;
-#endif
-}
+[[nodiscard]] inline isa detected_isa() noexcept { return detail::detected_features().level; }
 
 namespace detail {
 
 /// Whether the CPU reports AVX512_VBMI (CPUID.(EAX=7, ECX=0):ECX[1]: VPERMB and VPERMT2B, byte
-/// permutes across a whole zmm register), detected once. Not a level of its own: Intel Cooper Lake
-/// has AVX512_BF16 without it, Intel Ice Lake the reverse; AMD Zen 4 and Zen 5 and Intel Sapphire
-/// Rapids onwards have both. The kernels
-/// that use it ask beside `active_isa()` (which must be at least `isa::avx512`, for the ZMM state) and
-/// take another path without it. False on other architectures and compilers.
-[[nodiscard]] inline bool cpu_has_avx512_vbmi() noexcept {
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-  static const bool vbmi = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid_max(0, nullptr) < 7) return false;
-    __cpuid_count(7, 0, eax, ebx, ecx, edx);
-    return ((ecx >> 1) & 1u) != 0;
-  }();
-  return vbmi;
-#else
-  return false;
-#endif
-}
+/// permutes across a whole zmm register) and the operating system enables AVX-512, detected once.
+/// Not a level of its own: Intel Cooper Lake has AVX512_BF16 without it, Intel Ice Lake the reverse;
+/// AMD Zen 4 and Zen 5 and Intel Sapphire Rapids onwards have both. The kernels that use it ask
+/// beside `active_isa()` (which must be at least `isa::avx512`) and take another path without it.
+[[nodiscard]] inline bool cpu_has_avx512_vbmi() noexcept { return detected_features().avx512_vbmi; }
 
 /// The process-wide limit on the level in use: one object per program (an inline function's static).
 /// Starts at `MIXPREC_ISA` when that is set (an unknown name is ignored, with a message on stderr,

@@ -37,6 +37,9 @@
 /// `mixprec::detail::cpu_has_avx512_vbmi()` is also true (arch/isa.hpp: not part of any level).
 #define MIXPREC_TARGET_AVX512BF16_VBMI \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,avx2,fma,f16c")))
+/// MIXPREC_TARGET_AVX512BF16_VBMI for small vector helpers, always inlined (MIXPREC_TARGET_AVX2_INLINE's reason).
+#define MIXPREC_TARGET_AVX512BF16_VBMI_INLINE \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,avx2,fma,f16c"), always_inline))
 #else
 #define MIXPREC_X86_DISPATCH 0
 #endif

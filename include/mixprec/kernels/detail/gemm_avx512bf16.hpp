@@ -27,7 +27,7 @@
 /// 1-byte float8_e4m3fn panels (gemm_pack.hpp) are decoded to bfloat16 pair rows by byte lookups
 /// (`row_e4m3_pairs`: VPERMI2B and VPERMT2B, so these functions also need AVX512_VBMI and are called
 /// only where `mixprec::detail::cpu_has_avx512_vbmi()` is true): as they stream in the decode row
-/// (`row_block_e4m3`), and one k-slice at a time into pair panels for `block` (`e4m3_slice_pairs`).
+/// (`row_block_e4m3`), and a column block at a time into pair panels for `block` (`e4m3_pair_panels`).
 #pragma once
 
 #include <array>
@@ -234,11 +234,26 @@ MIXPREC_TARGET_AVX512BF16_VBMI inline void row_e4m3_pairs(__m512i x, const e4m3_
   second = reinterpret_cast<__m512bh>(_mm512_permutex2var_epi8(low, t.pair1, high));
 }
 
+/// The panel rows [p, p + 4) of an e4m3 panel at `b` (row r at byte 16r), rows past kc read as zeros,
+/// as two bfloat16 pair rows (row_e4m3_pairs): one 64-byte load, masked for the last one to three rows.
+MIXPREC_TARGET_AVX512BF16_VBMI_INLINE inline void load_e4m3_pairs(const std::uint8_t* b, std::size_t p, std::size_t kc,
+                                                                  const e4m3_tables& t, __m512bh& first,
+                                                                  __m512bh& second) noexcept {
+  const std::uint8_t* rows = b + p * gemm_nr;
+  if (kc - p >= 4) {
+    row_e4m3_pairs(_mm512_loadu_si512(rows), t, first, second);
+  } else {
+    const auto mask = static_cast<__mmask64>((std::uint64_t{1} << ((kc - p) * gemm_nr)) - 1U);
+    row_e4m3_pairs(_mm512_maskz_loadu_epi8(mask, rows), t, first, second);
+  }
+}
+
 /// One row against P consecutive 1-byte e4m3 panels (P · 16 columns) over kc steps, on VDPBF16PS:
 /// c[0, P·16) = (accumulate ? c : 0) + a · b, with a's ceil(kc / 2) pairs consecutive (a[t]: a(2t)
 /// high, a(2t + 1) low; a zero low half past an odd kc) and every value of a a bfloat16 value. Four
-/// panel rows (one 64-byte load) at a time; the last one to three rows through a masked load, the rows
-/// past kc read as zeros. The same products and additions as micro_row on bfloat16 pair panels.
+/// panel rows (one 64-byte load) at a time, the last one to three through a masked load; a pair row
+/// wholly past kc is not multiplied (an added 0 · 0 would turn an accumulated -0 into +0). The same
+/// products and additions as micro_row on bfloat16 pair panels.
 template <int P>
 MIXPREC_TARGET_AVX512BF16_VBMI inline void micro_row_e4m3(std::size_t kc, const std::uint32_t* a, const std::uint8_t* b,
                                                           std::size_t panel_stride, float* c,
@@ -247,31 +262,16 @@ MIXPREC_TARGET_AVX512BF16_VBMI inline void micro_row_e4m3(std::size_t kc, const 
   __m512 acc[P];
 #pragma GCC unroll 8
   for (int q = 0; q < P; ++q) acc[q] = _mm512_setzero_ps();
-  std::size_t p = 0;
-  for (; p + 4 <= kc; p += 4) {
+  for (std::size_t p = 0; p < kc; p += 4) {
+    const bool second_pair = kc - p > 2;
     const auto a0 = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[p / 2])));
-    const auto a1 = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[p / 2 + 1])));
+    const auto a1 = reinterpret_cast<__m512bh>(_mm512_set1_epi32(second_pair ? static_cast<int>(a[p / 2 + 1]) : 0));
 #pragma GCC unroll 8
     for (int q = 0; q < P; ++q) {
       __m512bh first, second;
-      row_e4m3_pairs(_mm512_loadu_si512(b + static_cast<std::size_t>(q) * panel_stride + p * gemm_nr), tables, first,
-                     second);
+      load_e4m3_pairs(b + static_cast<std::size_t>(q) * panel_stride, p, kc, tables, first, second);
       acc[q] = _mm512_dpbf16_ps(acc[q], a0, first);
-      acc[q] = _mm512_dpbf16_ps(acc[q], a1, second);
-    }
-  }
-  if (p < kc) {
-    const std::size_t left = kc - p;  // 1, 2 or 3 rows
-    const auto rows = static_cast<__mmask64>((std::uint64_t{1} << (left * gemm_nr)) - 1U);
-    const auto a0 = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[p / 2])));
-    const auto a1 = reinterpret_cast<__m512bh>(_mm512_set1_epi32(left > 2 ? static_cast<int>(a[p / 2 + 1]) : 0));
-#pragma GCC unroll 8
-    for (int q = 0; q < P; ++q) {
-      __m512bh first, second;
-      row_e4m3_pairs(_mm512_maskz_loadu_epi8(rows, b + static_cast<std::size_t>(q) * panel_stride + p * gemm_nr),
-                     tables, first, second);
-      acc[q] = _mm512_dpbf16_ps(acc[q], a0, first);
-      if (left > 2) acc[q] = _mm512_dpbf16_ps(acc[q], a1, second);
+      if (second_pair) acc[q] = _mm512_dpbf16_ps(acc[q], a1, second);
     }
   }
   gemm_avx512::store_row<P>(acc, c, accumulate);
@@ -302,31 +302,21 @@ MIXPREC_TARGET_AVX512BF16_VBMI inline void row_block_e4m3(std::size_t panels, st
   gemm_avx512::walk_row_groups<4>(panels, k, kc, e4m3_rows{a, b, panel_stride, c});
 }
 
-/// The k-slice [0, kc) of `panels` 1-byte e4m3 panels (`panel_stride` bytes apart, `b` at the slice's
-/// first row) as bfloat16 pair panels at `out`, exactly (row_e4m3_pairs): gemm_pack.hpp's pair layout,
-/// panel_rows<bf16>(kc) · 16 patterns from one panel to the next, a zero row padding an odd kc. The
-/// operand `block` reads for e4m3 weights, decoded once per k-slice of a row block.
-MIXPREC_TARGET_AVX512BF16_VBMI inline void e4m3_slice_pairs(std::size_t panels, std::size_t kc, const std::uint8_t* b,
+/// `panels` 1-byte e4m3 panels of depth k (`panel_stride` bytes apart) as bfloat16 pair panels at
+/// `out`, exactly (row_e4m3_pairs): gemm_pack.hpp's pair layout, panel_stride<bf16>(k) patterns from
+/// one panel to the next, a zero row padding an odd k. A kept e4m3 column block read as the operand
+/// of `block` (kernels::detail::e4m3_pairs_view).
+MIXPREC_TARGET_AVX512BF16_VBMI inline void e4m3_pair_panels(std::size_t panels, std::size_t k, const std::uint8_t* b,
                                                             std::size_t panel_stride, std::uint16_t* out) noexcept {
   const e4m3_tables tables;
-  const std::size_t out_stride = kernels::detail::panel_stride<kernels::detail::panel_format::bf16>(kc);
+  const std::size_t out_stride = kernels::detail::panel_stride<kernels::detail::panel_format::bf16>(k);
   for (std::size_t q = 0; q < panels; ++q) {
-    const std::uint8_t* src = b + q * panel_stride;
     std::uint16_t* dst = out + q * out_stride;
-    std::size_t p = 0;
-    __m512bh first, second;
-    for (; p + 4 <= kc; p += 4) {  // pair row p / 2 starts at pattern p · 16
-      row_e4m3_pairs(_mm512_loadu_si512(src + p * gemm_nr), tables, first, second);
+    for (std::size_t p = 0; p < k; p += 4) {  // pair row p / 2 starts at pattern p · 16
+      __m512bh first, second;
+      load_e4m3_pairs(b + q * panel_stride, p, k, tables, first, second);
       _mm512_storeu_si512(dst + p * gemm_nr, reinterpret_cast<__m512i>(first));
-      _mm512_storeu_si512(dst + (p + 2) * gemm_nr, reinterpret_cast<__m512i>(second));
-    }
-    if (p < kc) {
-      const std::size_t left = kc - p;  // 1, 2 or 3 rows; the rest read as zeros
-      row_e4m3_pairs(_mm512_maskz_loadu_epi8(static_cast<__mmask64>((std::uint64_t{1} << (left * gemm_nr)) - 1U),
-                                             src + p * gemm_nr),
-                     tables, first, second);
-      _mm512_storeu_si512(dst + p * gemm_nr, reinterpret_cast<__m512i>(first));
-      if (left > 2) _mm512_storeu_si512(dst + (p + 2) * gemm_nr, reinterpret_cast<__m512i>(second));
+      if (k - p > 2) _mm512_storeu_si512(dst + (p + 2) * gemm_nr, reinterpret_cast<__m512i>(second));
     }
   }
 }

@@ -109,6 +109,14 @@ struct b_source {
   bool n_major;
 };
 
+/// A kept packing of 1-byte e4m3 panels read as bfloat16 pair panels: each column block decoded
+/// whole (all of k), exactly, when the engine comes to it (gemm_avx512bf16::e4m3_pair_panels), for
+/// the VDPBF16PS macro-kernel. How the batch products of kept e4m3 weights run at the avx512bf16 level
+/// with AVX512_VBMI: each weight is decoded once per product (the decode row reads the bytes instead).
+struct e4m3_pairs_view {
+  packed_b_view kept;
+};
+
 /// Per-thread scratch of the engine, grown on demand and kept.
 struct gemm_scratch {
   std::vector<float> a_pack, a_row, b_pack, c_tile, row;
@@ -117,8 +125,6 @@ struct gemm_scratch {
   /// b blocks packed per call as bfloat16 pair panels (the avx512bf16 level), and a as pairs.
   std::vector<std::uint16_t> b_pack16, shared_b16;
   std::vector<std::uint32_t> a_pairs;
-  /// One k-slice of a kept 1-byte e4m3 b block, decoded to bfloat16 pair panels (avx512bf16 level).
-  std::vector<std::uint16_t> b_pairs16;
   /// The pairs of one row block of a over all of k (a kept b in several column blocks, one thread).
   std::vector<std::uint32_t> a_pairs_all;
   static gemm_scratch& local() {
@@ -143,22 +149,45 @@ struct gemm_scratch {
   }
 };
 
-/// Columns of a b block for depth k: at most 4 MiB of packed floats, whole panels, at most gemm_nc.
-[[nodiscard]] inline std::size_t gemm_block_columns(std::size_t k) noexcept {
-  const std::size_t budget = (std::size_t{1} << 20) / std::max<std::size_t>(k, 1);
+/// Columns of a b block for depth k: at most `elements` packed elements (1 Mi: 4 MiB of floats), whole
+/// panels, at most gemm_nc.
+[[nodiscard]] inline std::size_t gemm_block_columns(std::size_t k,
+                                                    std::size_t elements = std::size_t{1} << 20) noexcept {
+  const std::size_t budget = elements / std::max<std::size_t>(k, 1);
   return std::clamp<std::size_t>(budget / gemm_nr * gemm_nr, gemm_nr, gemm_nc);
 }
 
-/// The packed b panels for columns [j0, j0 + cols) (j0 a multiple of the block width): packed now
-/// (as floats, or as bfloat16 pairs for the avx512bf16 level) from the caller's b, or found in a kept
-/// packing.
+/// Packs columns [j0, j0 + cols) of b, all of k, as panels of format F at `dst` (gemm_panels(cols) ·
+/// panel_stride<F>(k) elements): from the caller's b (as floats, or as bfloat16 pairs for the
+/// avx512bf16 level; `row` is scratch), or decoded from a kept e4m3 packing.
 template <class C, panel_format F, class S>
-const panel_element_t<F>* b_block(const b_source<C, S>& src, std::size_t k, std::size_t n, std::size_t j0,
-                                  std::size_t cols, gemm_scratch& scratch) {
-  panel_element_t<F>* dst =
-      gemm_scratch::sized_panels<F>(scratch.b_pack, scratch.b_pack16, gemm_panels(cols) * panel_stride<F>(k));
+void pack_block(const b_source<C, S>& src, std::size_t k, std::size_t n, std::size_t j0, std::size_t cols,
+                panel_element_t<F>* dst, gemm_scratch& scratch) {
   float* row = gemm_scratch::sized(scratch.row, std::max({k, cols, gemm_kc, gemm_mc}));
   pack_b<C, F>(src.b, k, n, src.n_major, j0, cols, dst, row);
+}
+template <class C, panel_format F>
+void pack_block(const e4m3_pairs_view& src, std::size_t k, std::size_t, std::size_t j0, std::size_t cols,
+                panel_element_t<F>* dst, gemm_scratch&) {
+  static_assert(F == panel_format::bf16, "kept e4m3 panels are decoded to bfloat16 pair panels");
+#if MIXPREC_X86_DISPATCH
+  ::mixprec::detail::gemm_avx512bf16::e4m3_pair_panels(
+      gemm_panels(cols), k,
+      static_cast<const std::uint8_t*>(src.kept.data) + (j0 / gemm_nr) * panel_stride<panel_format::e4m3>(k),
+      panel_stride<panel_format::e4m3>(k), dst);
+#else
+  (void)src, (void)k, (void)j0, (void)cols, (void)dst;
+#endif
+}
+
+/// The packed b panels for columns [j0, j0 + cols) (j0 a multiple of the block width): packed now into
+/// the calling thread's scratch (pack_block), or found in a kept packing.
+template <class C, panel_format F, class BSrc>
+const panel_element_t<F>* b_block(const BSrc& src, std::size_t k, std::size_t n, std::size_t j0, std::size_t cols,
+                                  gemm_scratch& scratch) {
+  panel_element_t<F>* dst =
+      gemm_scratch::sized_panels<F>(scratch.b_pack, scratch.b_pack16, gemm_panels(cols) * panel_stride<F>(k));
+  pack_block<C, F>(src, k, n, j0, cols, dst, scratch);
   return dst;
 }
 template <class C, panel_format F>
@@ -167,24 +196,22 @@ const panel_element_t<F>* b_block(const packed_b_view& src, std::size_t k, std::
   return static_cast<const panel_element_t<F>*>(src.data) + (j0 / gemm_nr) * panel_stride<F>(k);
 }
 
-/// Whether products of compute type C with b panels of format F run VDPBF16PS at this level: a whose
-/// values (rounded to C) are all bfloat16 values, against bfloat16 pair panels or 1-byte e4m3 panels
-/// (decoded to pairs by byte lookups, gemm_avx512bf16::row_e4m3_pairs, which need AVX512_VBMI).
+/// Whether products of compute type C with b panels of format F can run VDPBF16PS: a whose values
+/// (rounded to C) are all bfloat16 values, against bfloat16 pair panels or 1-byte e4m3 panels.
+template <class C, panel_format F>
+inline constexpr bool dpbf16_panels =
+    (F == panel_format::bf16 || F == panel_format::e4m3) && kept_panel_format<C>() == panel_format::bf16;
+
+/// Whether they do at this level: from avx512bf16 on, and for e4m3 panels only where the CPU also has
+/// AVX512_VBMI (their bytes are decoded to pairs by byte lookups, gemm_avx512bf16::row_e4m3_pairs).
 template <class C, panel_format F>
 [[nodiscard]] bool use_dpbf16(isa level) noexcept {
-  if constexpr (F == panel_format::bf16 && kept_panel_format<C>() == panel_format::bf16) {
-    return level >= isa::avx512bf16;
-  } else if constexpr (F == panel_format::e4m3 && kept_panel_format<C>() == panel_format::bf16) {
-    return level >= isa::avx512bf16 && ::mixprec::detail::cpu_has_avx512_vbmi();
+  if constexpr (dpbf16_panels<C, F>) {
+    return level >= isa::avx512bf16 && (F != panel_format::e4m3 || ::mixprec::detail::cpu_has_avx512_vbmi());
   } else {
     return false;
   }
 }
-
-/// The panel formats that use_dpbf16 can accept for compute type C.
-template <class C, panel_format F>
-inline constexpr bool dpbf16_panels =
-    (F == panel_format::bf16 || F == panel_format::e4m3) && kept_panel_format<C>() == panel_format::bf16;
 
 /// The VDPBF16PS pairs of a's rows [i0, i0 + rows) over the k-slice [p0, p0 + kc): ceil(rows / 6)
 /// pair panels at `pairs` (pack_a_pairs_from's layout).
@@ -290,7 +317,9 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
   for (std::size_t p0 = 0; !decoded && p0 < k; p0 += gemm_kc) {
     const std::size_t kc = std::min(gemm_kc, k - p0);
 #if MIXPREC_X86_DISPATCH
-    if constexpr (dpbf16_panels<C, F>) {
+    // Batches against kept e4m3 panels at the VDPBF16PS level arrive as decoded bfloat16 panels
+    // (e4m3_pairs_view, blocked_gemm): only the decode row above reads e4m3 panels there.
+    if constexpr (F == panel_format::bf16 && dpbf16_panels<C, F>) {
       if (use_dpbf16<C, F>(level)) {
         const std::uint32_t* pairs = nullptr;
         if (packed_pairs != nullptr) {
@@ -300,17 +329,8 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
           pack_pair_slice<C>(a, a_k_major, m, k, i0, rows, p0, kc, own, scratch);
           pairs = own;
         }
-        if constexpr (F == panel_format::e4m3) {
-          // The slice's weights decoded to bfloat16 pairs once for the row block (~3% of the
-          // VDPBF16PS work of 96 rows), then the bfloat16 macro-kernel.
-          const std::size_t pair_stride = panel_stride<panel_format::bf16>(kc);
-          std::uint16_t* b_pairs = gemm_scratch::sized(scratch.b_pairs16, panels * pair_stride);
-          ::mixprec::detail::gemm_avx512bf16::e4m3_slice_pairs(panels, kc, b_panels + p0 * gemm_nr, stride, b_pairs);
-          ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_pairs, pair_stride, tile, ldc, p0 != 0);
-        } else {
-          ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
-                                                    p0 != 0);
-        }
+        ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
+                                                  p0 != 0);
         continue;
       }
     }
@@ -346,13 +366,17 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
   }
 }
 
-/// `blocked_gemm` for b panels of format F.
+/// `blocked_gemm` for b panels of format F, every block at `level`.
 template <class C, panel_format F, class A, class BSrc, class Y>
 void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float* bias, Y* y, std::size_t m,
-                         std::size_t k, std::size_t n, bool accumulate) {
-  const isa level = active_isa();  // read once: every block of this product runs the same kernel
-  // A kept packing needs no b scratch: its blocks can be as wide as the accumulator tile allows.
-  const std::size_t nc = std::same_as<BSrc, packed_b_view> ? gemm_nc : gemm_block_columns(k);
+                         std::size_t k, std::size_t n, bool accumulate, isa level) {
+  // A kept packing needs no b scratch: its blocks can be as wide as the accumulator tile allows. Blocks
+  // packed per call hold at most 4 MiB of floats; decoded e4m3 blocks up to 8 MiB of bfloat16 pairs,
+  // so that up to k = 4096 they are as wide as kept bfloat16 panels' (narrower blocks re-pack a for
+  // each: 2048·4096·1024 ran at 0.74-0.84x kept bfloat16 with 256 columns, 2 and 1 threads).
+  const std::size_t nc = std::same_as<BSrc, packed_b_view>     ? gemm_nc
+                         : std::same_as<BSrc, e4m3_pairs_view> ? gemm_block_columns(k, std::size_t{1} << 22)
+                                                               : gemm_block_columns(k);
   const std::size_t col_blocks = (n + nc - 1) / nc;
   const std::size_t row_blocks = (m + gemm_mc - 1) / gemm_mc;
   // Threads from 4 Mi flops each; a decode product (one row against kept panels) is bound by the
@@ -418,8 +442,7 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
       gemm_scratch& own = gemm_scratch::local();
       panel_element_t<F>* shared =
           gemm_scratch::sized_panels<F>(own.shared_b, own.shared_b16, gemm_panels(cols) * panel_stride<F>(k));
-      float* row = gemm_scratch::sized(own.row, std::max({k, cols, gemm_kc, gemm_mc}));
-      pack_b<C, F>(b.b, k, n, b.n_major, j0, cols, shared, row);
+      pack_block<C, F>(b, k, n, j0, cols, shared, own);
       panels = shared;
     }
     parallel_for(row_blocks, threads, [&](std::size_t task) {
@@ -437,27 +460,37 @@ template <class C, class A, class BSrc, class Y>
 void blocked_gemm(const A* a, bool a_k_major, const BSrc& b, const float* bias, Y* y, std::size_t m, std::size_t k,
                   std::size_t n, bool accumulate) {
   if (m == 0 || n == 0) return;
+  const isa level = active_isa();  // read once: every block of this product runs the same kernel
   if constexpr (std::same_as<BSrc, packed_b_view>) {
     switch (b.format) {
       case panel_format::bf16:
-        blocked_gemm_panels<C, panel_format::bf16>(a, a_k_major, b, bias, y, m, k, n, accumulate);
+        blocked_gemm_panels<C, panel_format::bf16>(a, a_k_major, b, bias, y, m, k, n, accumulate, level);
         return;
       case panel_format::f16:
-        blocked_gemm_panels<C, panel_format::f16>(a, a_k_major, b, bias, y, m, k, n, accumulate);
+        blocked_gemm_panels<C, panel_format::f16>(a, a_k_major, b, bias, y, m, k, n, accumulate, level);
         return;
       case panel_format::e4m3:
-        blocked_gemm_panels<C, panel_format::e4m3>(a, a_k_major, b, bias, y, m, k, n, accumulate);
+        if constexpr (dpbf16_panels<C, panel_format::e4m3>) {
+          // A batch on VDPBF16PS: each column block decoded once to bfloat16 pairs, for every row
+          // block (decoding a slice per row block cost 6-12% of M2048·K1024·N4096).
+          if (m > 1 && use_dpbf16<C, panel_format::e4m3>(level)) {
+            blocked_gemm_panels<C, panel_format::bf16>(a, a_k_major, e4m3_pairs_view{b}, bias, y, m, k, n, accumulate,
+                                                       level);
+            return;
+          }
+        }
+        blocked_gemm_panels<C, panel_format::e4m3>(a, a_k_major, b, bias, y, m, k, n, accumulate, level);
         return;
       case panel_format::f32: break;
     }
   } else if constexpr (kept_panel_format<C>() == panel_format::bf16) {
     // b packed per call: as bfloat16 pairs where VDPBF16PS multiplies them, else as floats.
-    if (use_dpbf16<C, panel_format::bf16>(active_isa())) {
-      blocked_gemm_panels<C, panel_format::bf16>(a, a_k_major, b, bias, y, m, k, n, accumulate);
+    if (use_dpbf16<C, panel_format::bf16>(level)) {
+      blocked_gemm_panels<C, panel_format::bf16>(a, a_k_major, b, bias, y, m, k, n, accumulate, level);
       return;
     }
   }
-  blocked_gemm_panels<C, panel_format::f32>(a, a_k_major, b, bias, y, m, k, n, accumulate);
+  blocked_gemm_panels<C, panel_format::f32>(a, a_k_major, b, bias, y, m, k, n, accumulate, level);
 }
 
 }  // namespace mixprec::kernels::detail
