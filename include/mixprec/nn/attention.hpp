@@ -112,11 +112,18 @@ struct attention_workspace {
   /// The packed path's copies (see `scaled_dot_product_attention`): one kv head's keys and values as
   /// GEMM panels, 2 × capacity × head_dim values (O(S)), and a query block and a weight tile packed.
   std::vector<A> packed;
+  /// bfloat16 scores on VDPBF16PS: one kv head's keys as bfloat16 pair panels (capacity × head_dim
+  /// patterns) ...
+  std::vector<std::uint16_t> key_pairs;
+  /// ... and a query block as pairs (query_block × head_dim / 2 words, rounded up to whole 6-row panels).
+  std::vector<std::uint32_t> query_pairs;
 
-  /// Number of opmath values the buffers hold (their capacities; an online_softmax counts 2).
+  /// Number of opmath values the buffers hold (their capacities; an online_softmax counts 2), with
+  /// the pairs counted by their bytes.
   [[nodiscard]] std::size_t elements() const noexcept {
     return queries.capacity() + accumulators.capacity() + scores.capacity() + keys.capacity() + values.capacity() +
-           2 * softmax.capacity() + packed.capacity();
+           2 * softmax.capacity() + packed.capacity() +
+           (key_pairs.capacity() * sizeof(std::uint16_t) + query_pairs.capacity() * sizeof(std::uint32_t)) / sizeof(A);
   }
 };
 
@@ -184,16 +191,22 @@ struct attention_scratch {
   /// empty): a kv head's keys and values packed as GEMM b panels, a query block and a weight tile
   /// packed as a panels, and a row of conversion scratch.
   std::span<A> packed;
+  /// The packed path's bfloat16 scores on VDPBF16PS (else empty): a kv head's keys as pair panels and
+  /// a query block as pairs.
+  std::span<std::uint16_t> key_pairs;
+  std::span<std::uint32_t> query_pairs;
 };
 
 /// Element counts of the buffers of one `attention_tiles` call.
 struct attention_scratch_sizes {
-  std::size_t queries = 0;  ///< queries and accumulators, each
-  std::size_t scores = 0;   ///< one score tile
-  std::size_t keys = 0;     ///< a widened key tile (0 when not widened)
-  std::size_t values = 0;   ///< a widened or zero-padded value tile (0 when neither)
-  std::size_t softmax = 0;  ///< online softmax states
-  std::size_t packed = 0;   ///< the packed path's buffers
+  std::size_t queries = 0;      ///< queries and accumulators, each
+  std::size_t scores = 0;       ///< one score tile
+  std::size_t keys = 0;         ///< a widened key tile (0 when not widened)
+  std::size_t values = 0;       ///< a widened or zero-padded value tile (0 when neither)
+  std::size_t softmax = 0;      ///< online softmax states
+  std::size_t packed = 0;       ///< the packed path's buffers
+  std::size_t key_pairs = 0;    ///< keys as bfloat16 pair panels (patterns)
+  std::size_t query_pairs = 0;  ///< a query block as pairs (words)
 };
 
 /// The tiled online-softmax attention of `scaled_dot_product_attention`; its buffers come from
@@ -271,7 +284,19 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
     packed = kd::use_blocked_gemm<C>() && hd % kd::gemm_nr == 0 && c.key_block % kd::gemm_nr == 0 && qb >= 8;
   }
   // The packed path's micro-kernel: the AVX-512 one where the level allows (the same bits as AVX2's).
-  const bool wide = packed && active_isa() >= isa::avx512;
+  const isa level = active_isa();
+  const bool wide = packed && level >= isa::avx512;
+  // bfloat16 queries and keys: the scores on VDPBF16PS (twice the multiply-adds of an FMA per
+  // instruction) where the scaled queries are still bfloat16 values (a power-of-two scale, as
+  // 1/sqrt(64)). Products of bfloat16 values are exact and VDPBF16PS adds them in the FMA kernels'
+  // order, so the scores keep their bits, except that subnormal queries, keys and scores (below
+  // 2^-126) are read and written as zero (gemm_avx512bf16.hpp).
+  bool pair_scores = false;
+  if constexpr (std::same_as<C, bfloat16> && std::same_as<A, float>) {
+    int exponent = 0;
+    pair_scores = wide && level >= isa::avx512bf16 && hd <= kernels::detail::gemm_kc &&
+                  std::frexp(static_cast<float>(scale), &exponent) == 0.5F;
+  }
   const std::size_t padded_keys = kd::gemm_panels(cache.capacity()) * kd::gemm_nr;  // keys packed, rounded up
   const std::size_t tile_width = kd::gemm_panels(key_tile) * kd::gemm_nr;           // a score row
   const std::size_t packed_keys_size = padded_keys * hd;
@@ -282,7 +307,11 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
                                 .values = widen_kv || any_padding_key ? key_tile * hd : 0,
                                 .softmax = qb,
                                 .packed = 0};
-  if (packed) sizes.packed = 2 * packed_keys_size + pack_row_size;
+  if (packed) sizes.packed = (pair_scores ? 1 : 2) * packed_keys_size + pack_row_size;
+  if (pair_scores) {
+    sizes.key_pairs = padded_keys * hd;
+    sizes.query_pairs = kd::pair_slice_offset(qb, hd + 1);
+  }
   // Tasks are (batch row, kv head) pairs, independent of each other: on the packed path they are
   // spread over the kernels' threads (each with buffers of its own) when the product is large enough
   // (4·H·S²·D at least 4 Mi flops per thread, as the GEMM's rule). No bit depends on the thread count:
@@ -296,7 +325,10 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
     slots = std::max<std::size_t>(1, std::min({num_threads(), tasks, by_size}));
   }
   attention_scratch_sizes all = sizes;
-  for (std::size_t* n : {&all.queries, &all.scores, &all.keys, &all.values, &all.softmax, &all.packed}) *n *= slots;
+  for (std::size_t* n : {&all.queries, &all.scores, &all.keys, &all.values, &all.softmax, &all.packed, &all.key_pairs,
+                         &all.query_pairs}) {
+    *n *= slots;
+  }
   const attention_scratch<A> all_buffers = scratch(all);
 
   using StridedConstMap = Eigen::Map<const Mat, Eigen::Unaligned, Eigen::OuterStride<>>;
@@ -307,9 +339,12 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
                                        all_buffers.keys.subspan(slot * sizes.keys, sizes.keys),
                                        all_buffers.values.subspan(slot * sizes.values, sizes.values),
                                        all_buffers.softmax.subspan(slot * sizes.softmax, sizes.softmax),
-                                       all_buffers.packed.subspan(slot * sizes.packed, sizes.packed)};
-    A* const packed_keys = packed ? buffers.packed.data() : nullptr;
-    A* const packed_values = packed ? packed_keys + packed_keys_size : nullptr;
+                                       all_buffers.packed.subspan(slot * sizes.packed, sizes.packed),
+                                       all_buffers.key_pairs.subspan(slot * sizes.key_pairs, sizes.key_pairs),
+                                       all_buffers.query_pairs.subspan(slot * sizes.query_pairs, sizes.query_pairs)};
+    // Float key panels only where the scores are not taken from key pairs.
+    A* const packed_keys = packed && !pair_scores ? buffers.packed.data() : nullptr;
+    A* const packed_values = packed ? buffers.packed.data() + (pair_scores ? 0 : packed_keys_size) : nullptr;
     A* const pack_row = packed ? packed_values + packed_keys_size : nullptr;
     const std::size_t b = task / c.n_kv_heads;
     const std::size_t g = task % c.n_kv_heads;
@@ -322,7 +357,11 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
         if (packed) {
           // This kv head's keys as b(head_dim, keys) panels and its values as b(keys, head_dim) panels,
           // converted once for every query head of the group; the values of padding keys zeroed.
-          kd::pack_b<C>(keys, hd, total, true, 0, total, packed_keys, pack_row);
+          if (pair_scores) {
+            kd::pack_b<C, kd::panel_format::bf16>(keys, hd, total, true, 0, total, buffers.key_pairs.data(), pack_row);
+          } else {
+            kd::pack_b<C>(keys, hd, total, true, 0, total, packed_keys, pack_row);
+          }
           kd::pack_b<C>(values, total, hd, false, 0, hd, packed_values, pack_row);
           if (any_padding_key) {
             for (std::size_t j = 0; j < total; ++j) {
@@ -353,6 +392,13 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
             }
           }
           std::fill_n(acc, rows * hd, A{0});
+#if MIXPREC_X86_DISPATCH
+          if constexpr (std::same_as<A, float>) {
+            if (pair_scores) {
+              ::mixprec::detail::gemm_avx512bf16::pack_a_pairs<float>(q, hd, rows, hd, buffers.query_pairs.data());
+            }
+          }
+#endif
           // Keys a query of this block may see: all, or up to the last query's position.
           const std::size_t key_end = c.causal ? offset + t0 + rows : total;
           const std::size_t first = offset + t0;  // position of the block's first query
@@ -376,7 +422,11 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
 #if MIXPREC_X86_DISPATCH
               if constexpr (std::same_as<A, float>) {
                 ld = kd::gemm_panels(cols) * kd::gemm_nr;
-                if (wide) {
+                if (pair_scores) {
+                  ::mixprec::detail::gemm_avx512bf16::block(rows, kd::gemm_panels(cols), hd, buffers.query_pairs.data(),
+                                                            buffers.key_pairs.data() + j0 * hd, kd::gemm_nr * hd, s, ld,
+                                                            false);
+                } else if (wide) {
                   ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32>(
                       rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld, false);
                 } else {
@@ -529,8 +579,11 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
     if (n.values != 0) workspace.values.resize(n.values);
     workspace.softmax.resize(n.softmax);
     if (n.packed != 0) workspace.packed.resize(n.packed);
-    return detail::attention_scratch<A>{workspace.queries, workspace.accumulators, workspace.scores, workspace.keys,
-                                        workspace.values,  workspace.softmax,      workspace.packed};
+    if (n.key_pairs != 0) workspace.key_pairs.resize(n.key_pairs);
+    if (n.query_pairs != 0) workspace.query_pairs.resize(n.query_pairs);
+    return detail::attention_scratch<A>{workspace.queries, workspace.accumulators, workspace.scores,
+                                        workspace.keys,    workspace.values,       workspace.softmax,
+                                        workspace.packed,  workspace.key_pairs,    workspace.query_pairs};
   });
 }
 
@@ -543,10 +596,15 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
   using A = accumulator_t<C>;
   const workspace::frame frame(ws);
   detail::attention_tiles<C>(queries, cache, seq, config, out, [&](const detail::attention_scratch_sizes& n) {
-    return detail::attention_scratch<A>{ws.take<A>(n.queries), ws.take<A>(n.queries),
-                                        ws.take<A>(n.scores),  ws.take<A>(n.keys),
-                                        ws.take<A>(n.values),  ws.take<kernels::online_softmax<A>>(n.softmax),
-                                        ws.take<A>(n.packed)};
+    return detail::attention_scratch<A>{ws.take<A>(n.queries),
+                                        ws.take<A>(n.queries),
+                                        ws.take<A>(n.scores),
+                                        ws.take<A>(n.keys),
+                                        ws.take<A>(n.values),
+                                        ws.take<kernels::online_softmax<A>>(n.softmax),
+                                        ws.take<A>(n.packed),
+                                        ws.take<std::uint16_t>(n.key_pairs),
+                                        ws.take<std::uint32_t>(n.query_pairs)};
   });
 }
 
