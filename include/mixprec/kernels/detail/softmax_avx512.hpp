@@ -58,26 +58,44 @@ MIXPREC_TARGET_AVX512 inline row_max max_of(const I* x, std::size_t n) noexcept 
   return {wide > rest.max ? wide : rest.max, nan != 0 || rest.nan};
 }
 
-/// e_j = exp(x_j - m) for x [n]; stored to `e` when it is non-null (may be x itself when I is float);
-/// returns Σ e_j (softmax_avx2::exp_sum_from's float32 blocks and float64 chains: its order and bits).
-/// `next` (the following row, or null) is prefetched.
+/// e_j = exp(x_j - m) for the 16 values of x at j, stored to e + j; the line of `next` at j prefetched.
+template <class I>
+MIXPREC_TARGET_AVX512_INLINE inline __m512 exp_step(const I* x, std::size_t j, __m512 m, float* e,
+                                                    const I* next) noexcept {
+  norm_avx512::prefetch_next<I>(next, j);
+  const __m512 v = exp_avx512::exp16_shifted(_mm512_sub_ps(load16<I>(x + j), m));
+  _mm512_storeu_ps(e + j, v);
+  return v;
+}
+
+/// Adds a block's float32 lane sums f to the float64 chains: lanes 0-7 to `low`, 8-15 to `high`.
+MIXPREC_TARGET_AVX512_INLINE inline void add_block(__m512d& low, __m512d& high, __m512 f) noexcept {
+  constexpr auto all8 = static_cast<__mmask8>(0xFF);
+  low = _mm512_add_pd(low, _mm512_maskz_cvtps_pd(all8, lower_half(f)));
+  high = _mm512_add_pd(high, _mm512_maskz_cvtps_pd(all8, upper_half(f)));
+}
+
+/// e_j = exp(x_j - m) for x [n], stored to `e` (may be x itself when I is float); returns Σ e_j
+/// (softmax_avx2::exp_sum_from's float32 blocks of float32_steps steps and float64 chains: its order
+/// and bits). Whole blocks run unrolled; the last block, shorter, and the values after the last full
+/// 16 continue as the AVX2 rows do. `next` (the following row, or null) is prefetched.
 template <class I>
 MIXPREC_TARGET_AVX512 inline double exp_sum(const I* x, std::size_t n, float m, float* e, const I* next) noexcept {
+  constexpr std::size_t steps = softmax_avx2::float32_steps;
   const __m512 mv = _mm512_set1_ps(m);
   __m512d low = _mm512_setzero_pd();   // softmax_avx2's chains s[0] (lanes 0-3) and s[1] (lanes 4-7)
   __m512d high = _mm512_setzero_pd();  // its s[2] and s[3]
-  constexpr auto all8 = static_cast<__mmask8>(0xFF);
   std::size_t j = 0;
-  while (n - j >= 16) {
-    __m512 f = _mm512_setzero_ps();  // lanes 0-7: softmax_avx2's f0, lanes 8-15: its f1
-    for (std::size_t step = 0; step < softmax_avx2::float32_steps && n - j >= 16; ++step, j += 16) {
-      norm_avx512::prefetch_next<I>(next, j);
-      const __m512 v = exp_avx512::exp16_shifted(_mm512_sub_ps(load16<I>(x + j), mv));
-      if (e != nullptr) _mm512_storeu_ps(e + j, v);
-      f = _mm512_add_ps(f, v);
-    }
-    low = _mm512_add_pd(low, _mm512_maskz_cvtps_pd(all8, lower_half(f)));
-    high = _mm512_add_pd(high, _mm512_maskz_cvtps_pd(all8, upper_half(f)));
+  for (; n - j >= steps * 16; j += steps * 16) {
+    __m512 f = exp_step<I>(x, j, mv, e, next);  // lanes 0-7: softmax_avx2's f0, lanes 8-15: its f1
+#pragma GCC unroll 4
+    for (std::size_t step = 1; step < steps; ++step) f = _mm512_add_ps(f, exp_step<I>(x, j + 16 * step, mv, e, next));
+    add_block(low, high, f);
+  }
+  if (n - j >= 16) {
+    __m512 f = _mm512_setzero_ps();
+    for (; n - j >= 16; j += 16) f = _mm512_add_ps(f, exp_step<I>(x, j, mv, e, next));
+    add_block(low, high, f);
   }
   return softmax_avx2::exp_sum_from<I>(x, n, j, m, e,
                                        {{lower_half(low), upper_half(low), lower_half(high), upper_half(high)}},
