@@ -2,7 +2,7 @@
 // gemm_avx2.hpp, gemm_avx512.hpp): kernels::pack_b keeps weights stored as float8_e4m3fn as their own
 // bytes, and every level decodes them exactly — the decode product (one row: on the FMA levels with
 // the row scaled by 2^8 instead of the weights; at avx512bf16 with AVX512_VBMI by byte lookups to
-// bfloat16 pairs for VDPBF16PS), the GEMM micro-kernels (there, each k-slice decoded to pairs), and
+// bfloat16 pairs for VDPBF16PS), the GEMM micro-kernels (there, each column block decoded to pairs), and
 // the portable loops.
 //
 // References: the OCP FP8 spec's e4m3fn values, computed here from the bit fields (not through the

@@ -110,7 +110,8 @@ struct attention_workspace {
   std::vector<A> values;
   std::vector<kernels::online_softmax<A>> softmax;  ///< [query_block] running max and sum per query
   /// The packed path's copies (see `scaled_dot_product_attention`): one kv head's keys and values as
-  /// GEMM panels, 2 × capacity × head_dim values (O(S)), and a query block and a weight tile packed.
+  /// GEMM panels, 2 × capacity × head_dim values (O(S); the values only, 1 ×, when the keys are kept
+  /// as `key_pairs`), and a query block and a weight tile packed.
   std::vector<A> packed;
   /// bfloat16 scores on VDPBF16PS: one kv head's keys as bfloat16 pair panels (capacity × head_dim
   /// patterns) ...
@@ -217,11 +218,13 @@ struct attention_scratch_sizes {
 /// converted once and packed as the blocked GEMM's b panels (kernels/detail/gemm_pack.hpp; values of
 /// padding keys zeroed), shared by every query head of the group, and S = Q·Kᵀ and O += P·V run on the
 /// GEMM micro-kernel with the query block and the weight tile read in place (gemm_avx512::block_rows on the avx512
-/// level and above, else gemm_avx2::block_rows: the same bits). Tiles on the
+/// level and above, else gemm_avx2::block_rows: the same bits); with bfloat16 queries and keys, a
+/// power-of-two scale and the avx512bf16 level, S = Q·Kᵀ runs on VDPBF16PS instead, from the keys
+/// packed as bfloat16 pairs (gemm_avx512bf16::block: the same bits for normal operands). Tiles on the
 /// causal diagonal (where queries see different numbers of keys) do their P·V as below, so that a masked key never
 /// meets a weight. Otherwise (decode, float64, the portable level) Eigen's products on the tile, its
 /// keys and values widened per tile. Memory: the packed copies are O(S) (2 × S × head_dim floats per
-/// call), never O(S²).
+/// call, or S × head_dim floats and as many bfloat16 key patterns), never O(S²).
 template <class C, class Scratch>
 void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
                      const attention_config& config, std::span<C> out, Scratch&& scratch) {
@@ -559,7 +562,8 @@ void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::
 ///   tile sizes. Query head h reads kv head h / (n_heads / n_kv_heads).
 /// - `out`: [batch, seq, n_heads, head_dim], each value rounded once to `C`.
 /// - `workspace`: scratch, resized here to the configured tile sizes (and, on the packed path, to one kv
-///   head's keys and values packed: 2 × capacity × head_dim values; never O(S²)).
+///   head's keys and values packed: 2 × capacity × head_dim values, or 1.5 × with the keys as bfloat16
+///   pairs; never O(S²)).
 ///
 /// Masked keys (after the query under `causal`, or invalid in the cache) get weight exactly 0 and
 /// contribute exactly nothing, even when their keys or values are Inf or NaN; a query with no unmasked
