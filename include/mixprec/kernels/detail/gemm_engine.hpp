@@ -159,7 +159,7 @@ struct gemm_scratch {
 
 /// Packs columns [j0, j0 + cols) of b, all of k, as panels of format F at `dst` (gemm_panels(cols) ·
 /// panel_stride<F>(k) elements): from the caller's b (as floats, or as bfloat16 pairs for the
-/// avx512bf16 level; `row` is scratch), or decoded from a kept e4m3 packing.
+/// avx512bf16 level; through the conversion row of `scratch`), or decoded from a kept e4m3 packing.
 template <class C, panel_format F, class S>
 void pack_block(const b_source<C, S>& src, std::size_t k, std::size_t n, std::size_t j0, std::size_t cols,
                 panel_element_t<F>* dst, gemm_scratch& scratch) {
