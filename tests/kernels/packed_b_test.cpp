@@ -299,6 +299,27 @@ TEST_CASE("kept packings hold 16-bit compute types as 16-bit patterns: half the 
   }
 }
 
+TEST_CASE("kept panels start on a cache line, whatever their size and format", "[kernels][packed_b]") {
+  // The micro-kernels' 64-byte panel loads touch one cache line each only from a line boundary; a
+  // plain std::vector need not (glibc serves blocks above its mmap threshold 16 bytes past a page).
+  const auto aligned = [](const mixprec::kernels::packed_b& p) {
+    return reinterpret_cast<std::uintptr_t>(p.view().data) % 64 == 0;
+  };
+  for (const std::size_t n : {std::size_t{17}, std::size_t{1024}}) {
+    const std::size_t k = 1024;  // at n = 1024: 4 MB of float panels, 1 MB of float8 ones
+    const auto b = normals(k * n, 31);
+    std::vector<mixprec::float8_e4m3fn> b8(b.size());
+    for (std::size_t i = 0; i < b.size(); ++i) b8[i] = static_cast<mixprec::float8_e4m3fn>(b[i]);
+    CAPTURE(n);
+    CHECK(aligned(mixprec::kernels::pack_b<float>(b, k, n, b_layout::k_n)));
+    CHECK(aligned(mixprec::kernels::pack_b<bfloat16>(b, k, n, b_layout::k_n)));
+    CHECK(aligned(mixprec::kernels::pack_b<float16>(b, k, n, b_layout::n_k)));
+    const auto kept8 = mixprec::kernels::pack_b<bfloat16>(b8, k, n, b_layout::n_k);
+    CHECK(kept8.element_bytes() == 1);
+    CHECK(aligned(kept8));
+  }
+}
+
 TEST_CASE("a packed b is a snapshot: writing the original afterwards changes nothing", "[kernels][packed_b]") {
   const std::size_t m = 3, k = 20, n = 18;
   const auto a = normals(m * k, 10);

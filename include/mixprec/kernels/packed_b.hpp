@@ -19,6 +19,7 @@
 
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/formats/float8.hpp"
+#include "mixprec/kernels/detail/cache_aligned.hpp"
 #include "mixprec/kernels/detail/gemm_engine.hpp"
 #include "mixprec/kernels/detail/scratch.hpp"
 #include "mixprec/kernels/gemm.hpp"
@@ -75,9 +76,10 @@ class packed_b {
   template <class C, class RB>
   friend packed_b pack_b(const RB& b, std::size_t k, std::size_t n, b_layout layout);
 
-  std::vector<float> floats_;          // f32 panels
-  std::vector<std::uint16_t> halves_;  // bf16 / f16 panels
-  std::vector<std::uint8_t> bytes_;    // float8_e4m3fn panels
+  // Cache-line aligned (detail/cache_aligned.hpp): the micro-kernels' 64-byte loads each touch one line.
+  detail::cache_aligned_vector<float> floats_;          // f32 panels
+  detail::cache_aligned_vector<std::uint16_t> halves_;  // bf16 / f16 panels
+  detail::cache_aligned_vector<std::uint8_t> bytes_;    // float8_e4m3fn panels
   std::size_t k_ = 0;
   std::size_t n_ = 0;
   dtype compute_ = dtype::float32;

@@ -31,6 +31,7 @@
 
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/arrays/accumulator.hpp"
+#include "mixprec/kernels/detail/cache_aligned.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/gemm_avx2.hpp"
 #include "mixprec/kernels/detail/gemm_avx512.hpp"
@@ -119,27 +120,30 @@ struct e4m3_pairs_view {
 
 /// Per-thread scratch of the engine, grown on demand and kept.
 struct gemm_scratch {
-  std::vector<float> a_pack, a_row, b_pack, c_tile, row;
+  /// Cache-line aligned, as the kept panels are (cache_aligned.hpp): a panel's 64-byte loads each
+  /// touch one line.
+  template <class T>
+  using buffer = cache_aligned_vector<T>;
+  buffer<float> a_pack, a_row, b_pack, c_tile, row;
   /// The b block that the calling thread packs once for every thread working on its row blocks.
-  std::vector<float> shared_b;
+  buffer<float> shared_b;
   /// b blocks packed per call as bfloat16 pair panels (the avx512bf16 level), and a as pairs.
-  std::vector<std::uint16_t> b_pack16, shared_b16;
-  std::vector<std::uint32_t> a_pairs;
+  buffer<std::uint16_t> b_pack16, shared_b16;
+  buffer<std::uint32_t> a_pairs;
   /// The pairs of one row block of a over all of k (a kept b in several column blocks, one thread).
-  std::vector<std::uint32_t> a_pairs_all;
+  buffer<std::uint32_t> a_pairs_all;
   static gemm_scratch& local() {
     static thread_local gemm_scratch scratch;
     return scratch;
   }
   template <class T>
-  static T* sized(std::vector<T>& v, std::size_t count) {
+  static T* sized(buffer<T>& v, std::size_t count) {
     if (v.size() < count) v.resize(count);
     return v.data();
   }
   /// Room for `count` panel elements of format F (f32 or bf16) in `floats` or `halves`.
   template <panel_format F>
-  static panel_element_t<F>* sized_panels(std::vector<float>& floats, std::vector<std::uint16_t>& halves,
-                                          std::size_t count) {
+  static panel_element_t<F>* sized_panels(buffer<float>& floats, buffer<std::uint16_t>& halves, std::size_t count) {
     static_assert(F == panel_format::f32 || F == panel_format::bf16, "b is packed per call as f32 or bf16 panels");
     if constexpr (F == panel_format::f32) {
       return sized(floats, count);

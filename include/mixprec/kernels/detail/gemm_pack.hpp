@@ -40,6 +40,7 @@
 #include "mixprec/formats/float16.hpp"
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/formats/numeric_limits.hpp"  // std::numeric_limits of the small floats, before any use
+#include "mixprec/kernels/detail/cache_aligned.hpp"
 #include "mixprec/kernels/detail/convert.hpp"
 
 namespace mixprec::kernels::detail {
@@ -173,10 +174,6 @@ template <panel_format F>
 
 /// Number of b panels for n columns.
 [[nodiscard]] constexpr std::size_t gemm_panels(std::size_t n) noexcept { return (n + gemm_nr - 1) / gemm_nr; }
-
-/// Bytes of a cache line on the x86 CPUs the kernels target: the unit the macro-kernels prefetch b
-/// panels in (gemm_avx512::panels_ahead).
-inline constexpr std::size_t cache_line_bytes = 64;
 
 /// Rows of a b panel of format F per cache line: one for float32 panels, 2 for float16, 4 for e4m3
 /// (a bfloat16 pair row, two rows, is one line).
