@@ -149,7 +149,7 @@ void read_bandwidth(benchmark::State& state) {
   std::vector<std::uint32_t> partial(threads);
   const std::size_t part = (n + threads - 1) / threads;
   for (auto _ : state) {
-    mixprec::kernels::detail::parallel_for(threads, threads, [&](std::size_t t) {
+    mixprec::internal::parallel_for(threads, threads, [&](std::size_t t) {
       const std::size_t begin = std::min(n, t * part);
       const std::size_t end = std::min(n, begin + part);
       constexpr std::size_t lanes = 32;

@@ -37,8 +37,8 @@
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/core.hpp"
+#include "mixprec/kernels/activation_kind.hpp"
 #include "mixprec/kernels/activations.hpp"
-#include "mixprec/kernels/detail/activation_kind.hpp"
 #include "mixprec/kernels/softmax.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/rms_norm.hpp"
@@ -136,20 +136,20 @@ void softmax(benchmark::State& state) {
 /// The element-wise SiLU, SiLU's derivative, erf-GELU, its derivative or tanh-GELU of kernels/activations.hpp over
 /// rows × features values of T (on the calling thread); `level` limits the ISA (isa::portable: the scalar
 /// formulas, std::exp and std::erfc).
-template <class T, mixprec::kernels::detail::activation_kind K>
+template <class T, mixprec::kernels::activation_kind K>
 void activation(benchmark::State& state, mixprec::isa level) {
   const shape s = shape_of(state);
   const mixprec::isa_limit_scope limit(level);
   const auto x = random_rows<T>(s, 8);
   auto y = xt::xtensor<T, 2>::from_shape({s.rows, s.features});
   const auto run = [&] {
-    if constexpr (K == mixprec::kernels::detail::activation_kind::silu) {
+    if constexpr (K == mixprec::kernels::activation_kind::silu) {
       mixprec::kernels::silu(x, y);
-    } else if constexpr (K == mixprec::kernels::detail::activation_kind::silu_derivative) {
+    } else if constexpr (K == mixprec::kernels::activation_kind::silu_derivative) {
       mixprec::kernels::silu_derivative(x, y);
-    } else if constexpr (K == mixprec::kernels::detail::activation_kind::gelu_erf) {
+    } else if constexpr (K == mixprec::kernels::activation_kind::gelu_erf) {
       mixprec::kernels::gelu(x, y);
-    } else if constexpr (K == mixprec::kernels::detail::activation_kind::gelu_erf_derivative) {
+    } else if constexpr (K == mixprec::kernels::activation_kind::gelu_erf_derivative) {
       mixprec::kernels::gelu_derivative(x, y);
     } else {
       mixprec::kernels::gelu(x, y, mixprec::kernels::gelu_approximation::tanh);
@@ -164,7 +164,7 @@ void activation(benchmark::State& state, mixprec::isa level) {
   set_bytes(state, static_cast<double>(s.size() * 2 * sizeof(T)));
 }
 
-using mixprec::kernels::detail::activation_kind;
+using mixprec::kernels::activation_kind;
 constexpr mixprec::isa no_limit = mixprec::isa::avx512bf16;  // isa_limit_scope's "every level this CPU has"
 void silu_f32(benchmark::State& state) { activation<float, activation_kind::silu>(state, no_limit); }
 void silu_bf16(benchmark::State& state) { activation<bfloat16, activation_kind::silu>(state, no_limit); }

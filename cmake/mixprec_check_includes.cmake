@@ -7,6 +7,12 @@
 # may include them. Since every allowed include goes strictly down the list (or stays in its
 # folder), no cycle between folders can form.
 #
+# A second rule keeps dispatch in one place: a header of a folder above kernels/ (nn/, scaled/,
+# train/, diagnostics/) must not name the kernels' internals (`kernels::detail`), read the
+# instruction-set level (`active_isa`, `isa::<level>`) or name a micro-kernel (`gemm_avx...`), in
+# code or comments: those folders call the kernels' operations, which choose the implementation once
+# (docs/kernels.md, "Dispatch").
+#
 # Every violation is printed as `<file>:<line>: <what is wrong>` and the script fails. It also fails
 # on a folder that is missing from MIXPREC_LAYERS (a new folder must take its place in the order),
 # on a header at the root that is not an umbrella, and on an include of a mixprec header that does
@@ -65,6 +71,9 @@ foreach(header IN LISTS headers)
   set(line_number 0)
   foreach(line IN LISTS lines)
     math(EXPR line_number "${line_number} + 1")
+    if(rank_${from} GREATER rank_kernels AND line MATCHES "(kernels::detail|active_isa|isa::(portable|avx)|gemm_avx)")
+      list(APPEND problems "${header}:${line_number}: names '${CMAKE_MATCH_1}', but the folders above kernels/ call the kernels' operations, which choose the implementation once: call one (kernels/norms.hpp, activations.hpp, gemm.hpp, ...) or add it to kernels/ (docs/kernels.md, \"Dispatch\")")
+    endif()
     if(NOT line MATCHES "^[ \t]*#[ \t]*include[ \t]*[<\"](mixprec/[^>\"]+)[>\"]")
       continue()
     endif()
@@ -102,4 +111,4 @@ if(count GREATER 0)
   endforeach()
   message(FATAL_ERROR "${count} problem(s) with the layering of include/mixprec/ (listed above).")
 endif()
-message(STATUS "Include direction: ${checked} headers, ${edges} includes of mixprec headers, all downward (${order}).")
+message(STATUS "Include direction: ${checked} headers, ${edges} includes of mixprec headers, all downward (${order}); no header above kernels/ chooses an instruction set.")

@@ -112,7 +112,7 @@ class gpt {
       if (is_norm) return;  // scales stay 1
       const bool residual_out = name.ends_with("attn.wo.kernel") || name.ends_with("mlp.w2.kernel");
       std::normal_distribution<double> dist(0.0, residual_out ? residual_std : config.init_std);
-      for (auto& w : p) w = mixprec::kernels::detail::round_to<T>(dist(rng));
+      for (auto& w : p) w = mixprec::internal::round_to<T>(dist(rng));
     });
   }
 

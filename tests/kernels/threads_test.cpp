@@ -1,4 +1,4 @@
-// Tests of kernels::detail::parallel_for and its kept thread_pool (kernels/threads.hpp): every task
+// Tests of mixprec::internal::parallel_for and its kept thread_pool (kernels/threads.hpp): every task
 // runs exactly once, on at most the threads asked for; forks from two user threads at once, a fork
 // inside a task, and an exception in a task all complete; the kernels called inside a task stay on
 // its thread; the workers are kept from fork to fork and run under the forking thread's
@@ -19,7 +19,7 @@
 
 namespace threads_test {
 
-using mixprec::kernels::detail::parallel_for;
+using mixprec::internal::parallel_for;
 
 namespace {
 

@@ -416,13 +416,13 @@ TEST_CASE("float8 quantisation: the AVX2 scaling pass gives the portable loop's 
       const double scale = 3.0;  // values above 3 saturate
       std::vector<float8_e4m3fn> simd(n), portable(n);
       std::size_t clips_simd = 0, clips_portable = 0;
-      const float amax_simd = scaled::detail::quantise_by_scale(std::span<const float>(x), scale,
-                                                                std::span<float8_e4m3fn>(simd), clips_simd);
+      const float amax_simd =
+          kernels::quantise_by_scale(std::span<const float>(x), scale, std::span<float8_e4m3fn>(simd), clips_simd);
       float amax_portable = 0.0f;
       {
         const isa_limit_scope limit(isa::portable);
-        amax_portable = scaled::detail::quantise_by_scale(std::span<const float>(x), scale,
-                                                          std::span<float8_e4m3fn>(portable), clips_portable);
+        amax_portable = kernels::quantise_by_scale(std::span<const float>(x), scale, std::span<float8_e4m3fn>(portable),
+                                                   clips_portable);
       }
       for (std::size_t i = 0; i < n; ++i) REQUIRE(simd[i].bits() == portable[i].bits());
       CHECK(clips_simd == clips_portable);

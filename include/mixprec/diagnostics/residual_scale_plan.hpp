@@ -66,7 +66,7 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/arch/detail/concat.hpp"
+#include "mixprec/arch/message.hpp"
 #include "mixprec/diagnostics/detail/text_table.hpp"
 #include "mixprec/diagnostics/recording_probe.hpp"
 #include "mixprec/diagnostics/tensor_stats.hpp"
@@ -75,10 +75,10 @@
 namespace mixprec::diagnostics {
 
 namespace detail {
-using ::mixprec::detail::concat;
+using internal::concat;
 
 /// "1" or "2^e".
-[[nodiscard]] inline std::string power_of_two(int e) { return e == 0 ? std::string("1") : concat("2^", e); }
+[[nodiscard]] inline std::string power_of_two(int e) { return e == 0 ? std::string("1") : internal::concat("2^", e); }
 
 }  // namespace detail
 
@@ -232,15 +232,16 @@ namespace detail {
   for (const auto& name : sites) {
     const site_record* record = calibration.find(name);
     if (record == nullptr) {
-      throw std::invalid_argument(concat("plan_residual_scales: block ", block, " names the site \"", name,
-                                         "\", which the calibration run never observed; probe it (the layers' "
-                                         "probed calls observe <site>.out, .hidden, .context) or fix the name."));
+      throw std::invalid_argument(
+          internal::concat("plan_residual_scales: block ", block, " names the site \"", name,
+                           "\", which the calibration run never observed; probe it (the layers' "
+                           "probed calls observe <site>.out, .hidden, .context) or fix the name."));
     }
     const tensor_stats& s = record->stats;
     if (s.nan_count() != 0 || s.inf_count() != 0) {
-      throw std::invalid_argument(concat("plan_residual_scales: the calibration values at \"", name,
-                                         "\" are not finite (", s.nan_count(), " NaN, ", s.inf_count(),
-                                         " Inf): the calibration run overflowed; record it in float32."));
+      throw std::invalid_argument(internal::concat("plan_residual_scales: the calibration values at \"", name,
+                                                   "\" are not finite (", s.nan_count(), " NaN, ", s.inf_count(),
+                                                   " Inf): the calibration run overflowed; record it in float32."));
     }
     if (worst.first.empty() || s.absmax() > worst.second) worst = {name, s.absmax()};
   }
@@ -263,19 +264,19 @@ namespace detail {
                                                               std::span<const residual_block_sites> blocks,
                                                               const residual_scale_options& options = {}) {
   if (!std::isfinite(options.headroom_bits) || options.headroom_bits < 0.0) {
-    throw std::invalid_argument(detail::concat("plan_residual_scales: headroom_bits must be finite and >= 0, got ",
-                                               detail::format_scientific(options.headroom_bits), "."));
+    throw std::invalid_argument(internal::concat("plan_residual_scales: headroom_bits must be finite and >= 0, got ",
+                                                 detail::format_scientific(options.headroom_bits), "."));
   }
   if (const auto f = static_cast<std::size_t>(options.format); f >= dtype_count || detail::format_max_table[f] == 0.0) {
-    throw std::invalid_argument(detail::concat("plan_residual_scales: the format ", name(options.format),
-                                               " is not a real floating dtype; plan for a narrow float such as "
-                                               "float16."));
+    throw std::invalid_argument(internal::concat("plan_residual_scales: the format ", name(options.format),
+                                                 " is not a real floating dtype; plan for a narrow float such as "
+                                                 "float16."));
   }
   residual_scale_plan plan;
   plan.options = options;
   plan.limit = format_max(options.format) / std::exp2(options.headroom_bits);
   if (!(plan.limit >= std::numeric_limits<double>::min())) {
-    throw std::invalid_argument(detail::concat(
+    throw std::invalid_argument(internal::concat(
         "plan_residual_scales: headroom_bits ", detail::format_scientific(options.headroom_bits), " leaves ",
         name(options.format), " no range (limit ", detail::format_scientific(plan.limit), "); use a few bits."));
   }
@@ -285,9 +286,10 @@ namespace detail {
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const residual_block_sites& sites = blocks[i];
     if (sites.outputs.empty()) {
-      throw std::invalid_argument(detail::concat("plan_residual_scales: block ", sites.name,
-                                                 " has no output site; name the sites its out-projections write to the "
-                                                 "stream."));
+      throw std::invalid_argument(
+          internal::concat("plan_residual_scales: block ", sites.name,
+                           " has no output site; name the sites its out-projections write to the "
+                           "stream."));
     }
     residual_block_plan b;
     b.name = sites.name;
@@ -299,17 +301,17 @@ namespace detail {
     b.scale = std::ldexp(1.0, b.exponent);
     b.input_scale = input_scale;
     if (capped) {
-      b.reason = detail::concat("kept the previous block's scale (non-increasing schedule); ", b.worst_output,
-                                " alone fits at ", detail::power_of_two(fitting));
+      b.reason = internal::concat("kept the previous block's scale (non-increasing schedule); ", b.worst_output,
+                                  " alone fits at ", detail::power_of_two(fitting));
     } else if (b.exponent == 0) {
-      b.reason = detail::concat(b.worst_output, " reaches ", number(b.output_absmax), " <= limit: unscaled");
+      b.reason = internal::concat(b.worst_output, " reaches ", number(b.output_absmax), " <= limit: unscaled");
     } else {
-      b.reason = detail::concat(b.worst_output, " reaches ", number(b.output_absmax),
-                                " > limit: the largest power of two that fits");
+      b.reason = internal::concat(b.worst_output, " reaches ", number(b.output_absmax),
+                                  " > limit: the largest power of two that fits");
     }
     if (b.scale < static_cast<double>(std::numeric_limits<float>::min())) {
       plan.fits = false;
-      plan.problems.push_back(detail::concat(
+      plan.problems.push_back(internal::concat(
           b.name, ": its scale ", detail::power_of_two(b.exponent),
           " is below float's smallest normal 2^-126: the float32 weights and stream it scales lose their "
           "precision, and epsilon times its square underflows; this model's outputs (",
@@ -317,10 +319,10 @@ namespace detail {
     }
     if (b.internal_absmax > plan.limit) {
       plan.fits = false;
-      plan.problems.push_back(detail::concat(b.worst_internal, " reaches ", number(b.internal_absmax), " > limit ",
-                                             number(plan.limit),
-                                             ": it precedes the out-projection, so no residual scale reaches it; scale "
-                                             "that projection's input weights or run the block in float32."));
+      plan.problems.push_back(
+          internal::concat(b.worst_internal, " reaches ", number(b.internal_absmax), " > limit ", number(plan.limit),
+                           ": it precedes the out-projection, so no residual scale reaches it; scale "
+                           "that projection's input weights or run the block in float32."));
     }
     input_scale = b.scale;
     previous_exponent = b.exponent;

@@ -68,12 +68,12 @@
 #include <type_traits>
 
 #include "mixprec/arch/isa.hpp"
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/formats/convert.hpp"
-#include "mixprec/kernels/detail/activation_kind.hpp"
+#include "mixprec/kernels/activation_kind.hpp"
 #include "mixprec/kernels/detail/activation_rows.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
-#include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/kernels/rounding.hpp"
 
 namespace mixprec::kernels {
 
@@ -110,13 +110,13 @@ template <std::floating_point A>
 }
 template <std::floating_point A>
 [[nodiscard]] inline A gelu_erf_op(A x) noexcept {
-  // gelu_erf_scale = 1 / sqrt(2) (detail/activation_kind.hpp), rounded once from double.
+  // gelu_erf_scale = 1 / sqrt(2) (activation_kind.hpp), rounded once from double.
   constexpr A inv_sqrt2 = static_cast<A>(gelu_erf_scale);
   return A{0.5} * x * std::erfc(-x * inv_sqrt2);
 }
 template <std::floating_point A>
 [[nodiscard]] inline A gelu_tanh_op(A x) noexcept {
-  // gelu_tanh_scale and gelu_tanh_cubic (detail/activation_kind.hpp) rounded once from double.
+  // gelu_tanh_scale and gelu_tanh_cubic (activation_kind.hpp) rounded once from double.
   constexpr A sqrt_2_over_pi = static_cast<A>(gelu_tanh_scale);
   constexpr A cubic = static_cast<A>(gelu_tanh_cubic);
   const A y = sqrt_2_over_pi * (x + cubic * x * x * x);
@@ -197,11 +197,62 @@ concept activation_output =
     std::ranges::contiguous_range<R> && std::ranges::sized_range<R> && activation_scalar<range_element_t<R>> &&
     !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
+/// The scalar formula of `kind` on a float32 opmath value (the same functions as `silu`, `gelu`, ...).
+[[nodiscard]] inline float scalar_activation(activation_kind kind, float x) noexcept {
+  switch (kind) {
+    case activation_kind::sigmoid: return sigmoid_op(x);
+    case activation_kind::silu: return silu_op(x);
+    case activation_kind::gelu_tanh: return gelu_tanh_op(x);
+    case activation_kind::gelu_erf: return gelu_erf_op(x);
+    case activation_kind::sigmoid_derivative: return sigmoid_derivative_op(x);
+    case activation_kind::silu_derivative: return silu_derivative_op(x);
+    case activation_kind::gelu_tanh_derivative: return gelu_tanh_derivative_op(x);
+    case activation_kind::gelu_erf_derivative: return gelu_erf_derivative_op(x);
+  }
+  return x;
+}
+
+}  // namespace detail
+
+/// The float32 activation rows of this CPU, chosen once at construction (as a oneDNN primitive: the
+/// implementation picked once, then run): the 16-lane kernel from the avx512 level up, the 8-lane one
+/// at avx2 (the same bits, kernels/detail/activation_rows.hpp), the scalar formulas at the portable
+/// level. It reads `mixprec::active_isa()` once, so construct one per operation: every call of that
+/// operation then runs on one level.
+class activation_rows_kernel {
+ public:
+  activation_rows_kernel() noexcept : level_(active_isa()) {}
+
+  /// Whether the rows run vectorised (avx2 and above). The vectorised kernels evaluate the formulas of
+  /// the file comment within the stated bounds, not always to the bits of the scalar functions, so a
+  /// caller that promises the scalar functions' bits at the portable level branches on this.
+  [[nodiscard]] bool vectorised() const noexcept { return detail::activation_simd(level_); }
+
+  /// y[i] = f(x[i]), or f(x[i]) · gate[i] when `gate` is not null, for i < n, in float32, f the
+  /// activation or derivative `kind`; y may be x or gate (element by element, in place). Vectorised
+  /// when `vectorised()`, else the scalar formulas.
+  void operator()(activation_kind kind, const float* x, const float* gate, float* y, std::size_t n) const noexcept {
+    if (vectorised()) {
+      detail::activation_rows(level_, kind, x, gate, y, n);
+    } else if (gate != nullptr) {
+      for (std::size_t i = 0; i < n; ++i) y[i] = detail::scalar_activation(kind, x[i]) * gate[i];
+    } else {
+      for (std::size_t i = 0; i < n; ++i) y[i] = detail::scalar_activation(kind, x[i]);
+    }
+  }
+
+ private:
+  isa level_;
+};
+
+namespace detail {
+
 /// \throws std::invalid_argument naming the function `name` unless the output has the input's size.
 inline void check_same_size(const char* name, std::size_t in, std::size_t out) {
   if (out != in) {
-    throw std::invalid_argument(concat("kernels::", name, ": the output has ", out, " elements but the input has ", in,
-                                       "; pass an output of the same size."));
+    throw std::invalid_argument(internal::concat("kernels::", name, ": the output has ", out,
+                                                 " elements but the input has ", in,
+                                                 "; pass an output of the same size."));
   }
 }
 
@@ -214,7 +265,7 @@ void transform(const char* name, const In& in, Out&& out, Op op) {
   check_same_size(name, n, std::ranges::size(out));
   const I* src = std::ranges::data(in);
   O* dst = std::ranges::data(out);
-  for (std::size_t i = 0; i < n; ++i) dst[i] = round_out<O>(op(widen(src[i])));
+  for (std::size_t i = 0; i < n; ++i) dst[i] = internal::round_out<O>(op(internal::widen(src[i])));
 }
 
 /// `transform` for an activation with a vectorised kernel (detail/activation_rows.hpp): when the
@@ -232,8 +283,7 @@ void transform_activation(const char* name, const In& in, Out&& out, activation_
     constexpr std::size_t block = 1024;  // 2 x 4 KiB on the stack; fewer calls of the bulk conversions
     float wide[block];
     float values[block];
-    const isa level = active_isa();  // one level for the whole call
-    const bool simd = activation_simd(level);
+    const activation_rows_kernel rows;  // one level for the whole call
     for (std::size_t i0 = 0; i0 < n; i0 += block) {
       const std::size_t m = std::min(block, n - i0);
       const float* x = wide;
@@ -244,12 +294,12 @@ void transform_activation(const char* name, const In& in, Out&& out, activation_
       }
       float* y = values;
       if constexpr (std::same_as<O, float>) y = dst + i0;
-      if (simd) {
-        activation_rows(level, kind, x, nullptr, y, m);
+      if (rows.vectorised()) {
+        rows(kind, x, nullptr, y, m);
       } else {
         for (std::size_t i = 0; i < m; ++i) y[i] = op(x[i]);
       }
-      if constexpr (!std::same_as<O, float>) round_n<O>(values, m, dst + i0);
+      if constexpr (!std::same_as<O, float>) internal::round_n<O>(values, m, dst + i0);
     }
   } else {
     transform(name, in, out, op);
@@ -261,19 +311,19 @@ void transform_activation(const char* name, const In& in, Out&& out, activation_
 /// max(x, 0); NaN stays NaN (as jax.nn.relu and torch.relu). Exact in every type.
 template <activation_scalar T>
 [[nodiscard]] inline T relu(T x) noexcept {
-  return detail::round_out<T>(detail::relu_op(detail::widen(x)));
+  return internal::round_out<T>(detail::relu_op(internal::widen(x)));
 }
 
 /// The logistic function 1 / (1 + e^-x), evaluated in `opmath_t<T>` and rounded once to `T`.
 template <activation_scalar T>
 [[nodiscard]] inline T sigmoid(T x) noexcept {
-  return detail::round_out<T>(detail::sigmoid_op(detail::widen(x)));
+  return internal::round_out<T>(detail::sigmoid_op(internal::widen(x)));
 }
 
 /// SiLU / swish-1, x * sigmoid(x) (the llama feed-forward gate), in `opmath_t<T>`, rounded once to `T`.
 template <activation_scalar T>
 [[nodiscard]] inline T silu(T x) noexcept {
-  return detail::round_out<T>(detail::silu_op(detail::widen(x)));
+  return internal::round_out<T>(detail::silu_op(internal::widen(x)));
 }
 
 /// GELU in its erf form (default) or tanh form, in `opmath_t<T>`, rounded once to `T`.
@@ -284,7 +334,7 @@ template <activation_scalar T>
 ///     kernels::gelu(1.0);                                        // 0.8413447460685429 (x * Phi(x))
 template <activation_scalar T>
 [[nodiscard]] inline T gelu(T x, gelu_approximation approximation = gelu_approximation::none) noexcept {
-  return detail::round_out<T>(detail::gelu_op(detail::widen(x), approximation));
+  return internal::round_out<T>(detail::gelu_op(internal::widen(x), approximation));
 }
 
 /// The derivative of `relu`: 1 for x > 0, 0 for x <= 0 (0 at the kink, as PyTorch's
@@ -292,21 +342,21 @@ template <activation_scalar T>
 /// gradient. Exact in every type.
 template <activation_scalar T>
 [[nodiscard]] inline T relu_derivative(T x) noexcept {
-  return detail::round_out<T>(detail::relu_derivative_op(detail::widen(x)));
+  return internal::round_out<T>(detail::relu_derivative_op(internal::widen(x)));
 }
 
 /// The derivative of `sigmoid`, sigmoid(x) (1 - sigmoid(x)), evaluated as e / (1 + e)^2 with
 /// e = e^-|x| in `opmath_t<T>` (full relative accuracy in both tails) and rounded once to `T`.
 template <activation_scalar T>
 [[nodiscard]] inline T sigmoid_derivative(T x) noexcept {
-  return detail::round_out<T>(detail::sigmoid_derivative_op(detail::widen(x)));
+  return internal::round_out<T>(detail::sigmoid_derivative_op(internal::widen(x)));
 }
 
 /// The derivative of `silu`, sigmoid(x) (1 + x (1 - sigmoid(x))) (TRAINING.md §1; PyTorch's
 /// `silu_backward`), in `opmath_t<T>`, rounded once to `T`. 0.5 at 0; 1 at +Inf, 0 at -Inf.
 template <activation_scalar T>
 [[nodiscard]] inline T silu_derivative(T x) noexcept {
-  return detail::round_out<T>(detail::silu_derivative_op(detail::widen(x)));
+  return internal::round_out<T>(detail::silu_derivative_op(internal::widen(x)));
 }
 
 /// The derivative of `gelu` in the same form: Phi(x) + x phi(x) for the erf form, and
@@ -320,19 +370,19 @@ template <activation_scalar T>
 ///     kernels::gelu_derivative(bfloat16(0.0f), gelu_approximation::tanh);  // 0.5
 template <activation_scalar T>
 [[nodiscard]] inline T gelu_derivative(T x, gelu_approximation approximation = gelu_approximation::none) noexcept {
-  return detail::round_out<T>(detail::gelu_derivative_op(detail::widen(x), approximation));
+  return internal::round_out<T>(detail::gelu_derivative_op(internal::widen(x), approximation));
 }
 
 /// e^x in `opmath_t<T>`, rounded once to `T` (overflow gives the overflow value of `T`: Inf or NaN).
 template <activation_scalar T>
 [[nodiscard]] inline T exp(T x) noexcept {
-  return detail::round_out<T>(detail::exp_op(detail::widen(x)));
+  return internal::round_out<T>(detail::exp_op(internal::widen(x)));
 }
 
 /// 1 / sqrt(x) in `opmath_t<T>`, rounded once to `T`. rsqrt(0) = +Inf, rsqrt(x < 0) = NaN.
 template <activation_scalar T>
 [[nodiscard]] inline T rsqrt(T x) noexcept {
-  return detail::round_out<T>(detail::rsqrt_op(detail::widen(x)));
+  return internal::round_out<T>(detail::rsqrt_op(internal::widen(x)));
 }
 
 /// Element-wise `relu` of a contiguous range into another of the same size (any activation_scalar
@@ -346,25 +396,24 @@ void relu(const In& in, Out&& out) {
 /// comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void sigmoid(const In& in, Out&& out) {
-  detail::transform_activation("sigmoid", in, out, detail::activation_kind::sigmoid,
+  detail::transform_activation("sigmoid", in, out, activation_kind::sigmoid,
                                [](auto v) { return detail::sigmoid_op(v); });
 }
 /// Element-wise `silu` (see `relu` for the range rules; vectorised for float opmath, see the file
 /// comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void silu(const In& in, Out&& out) {
-  detail::transform_activation("silu", in, out, detail::activation_kind::silu,
-                               [](auto v) { return detail::silu_op(v); });
+  detail::transform_activation("silu", in, out, activation_kind::silu, [](auto v) { return detail::silu_op(v); });
 }
 /// Element-wise `gelu` (see `relu` for the range rules; vectorised for float opmath, see the file
 /// comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void gelu(const In& in, Out&& out, gelu_approximation approximation = gelu_approximation::none) {
   if (approximation == gelu_approximation::tanh) {
-    detail::transform_activation("gelu", in, out, detail::activation_kind::gelu_tanh,
+    detail::transform_activation("gelu", in, out, activation_kind::gelu_tanh,
                                  [](auto v) { return detail::gelu_tanh_op(v); });
   } else {
-    detail::transform_activation("gelu", in, out, detail::activation_kind::gelu_erf,
+    detail::transform_activation("gelu", in, out, activation_kind::gelu_erf,
                                  [](auto v) { return detail::gelu_erf_op(v); });
   }
 }
@@ -377,14 +426,14 @@ void relu_derivative(const In& in, Out&& out) {
 /// file comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void sigmoid_derivative(const In& in, Out&& out) {
-  detail::transform_activation("sigmoid_derivative", in, out, detail::activation_kind::sigmoid_derivative,
+  detail::transform_activation("sigmoid_derivative", in, out, activation_kind::sigmoid_derivative,
                                [](auto v) { return detail::sigmoid_derivative_op(v); });
 }
 /// Element-wise `silu_derivative` (see `relu` for the range rules; vectorised for float opmath, see the file
 /// comment). \throws std::invalid_argument if the sizes differ.
 template <detail::activation_input In, detail::activation_output Out>
 void silu_derivative(const In& in, Out&& out) {
-  detail::transform_activation("silu_derivative", in, out, detail::activation_kind::silu_derivative,
+  detail::transform_activation("silu_derivative", in, out, activation_kind::silu_derivative,
                                [](auto v) { return detail::silu_derivative_op(v); });
 }
 /// Element-wise `gelu_derivative` (see `relu` for the range rules; vectorised for float opmath, see the
@@ -392,10 +441,10 @@ void silu_derivative(const In& in, Out&& out) {
 template <detail::activation_input In, detail::activation_output Out>
 void gelu_derivative(const In& in, Out&& out, gelu_approximation approximation = gelu_approximation::none) {
   if (approximation == gelu_approximation::tanh) {
-    detail::transform_activation("gelu_derivative", in, out, detail::activation_kind::gelu_tanh_derivative,
+    detail::transform_activation("gelu_derivative", in, out, activation_kind::gelu_tanh_derivative,
                                  [](auto v) { return detail::gelu_tanh_derivative_op(v); });
   } else {
-    detail::transform_activation("gelu_derivative", in, out, detail::activation_kind::gelu_erf_derivative,
+    detail::transform_activation("gelu_derivative", in, out, activation_kind::gelu_erf_derivative,
                                  [](auto v) { return detail::gelu_erf_derivative_op(v); });
   }
 }

@@ -43,12 +43,12 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/eigen.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/gemm_engine.hpp"
-#include "mixprec/kernels/detail/message.hpp"
-#include "mixprec/kernels/detail/scratch.hpp"
+#include "mixprec/kernels/rounding.hpp"
+#include "mixprec/kernels/scratch.hpp"
 
 namespace mixprec::kernels {
 
@@ -87,31 +87,32 @@ using matmul_element_t = std::remove_cv_t<std::ranges::range_value_t<R>>;
 
 template <class R>
 concept matmul_input =
-    std::ranges::contiguous_range<R> && std::ranges::sized_range<R> && kernel_scalar<matmul_element_t<R>>;
+    std::ranges::contiguous_range<R> && std::ranges::sized_range<R> && internal::kernel_scalar<matmul_element_t<R>>;
 template <class R>
 concept matmul_output = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-                        kernel_scalar<matmul_element_t<R>> && !std::integral<matmul_element_t<R>> &&
+                        internal::kernel_scalar<matmul_element_t<R>> && !std::integral<matmul_element_t<R>> &&
                         !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
-inline std::string shape_string(std::size_t r, std::size_t c) { return concat("[", r, ", ", c, "]"); }
+inline std::string shape_string(std::size_t r, std::size_t c) { return internal::concat("[", r, ", ", c, "]"); }
 
 inline void check_matmul_sizes(std::size_t a_size, std::size_t b_size, std::size_t y_size, const std::size_t* bias_size,
                                matmul_shape s, b_layout layout) {
   const std::string b_shape = layout == b_layout::k_n ? shape_string(s.k, s.n) : shape_string(s.n, s.k);
   auto fail = [&](const std::string& what, std::size_t have, std::size_t want, const std::string& shape) {
-    throw std::invalid_argument(concat("kernels::matmul: ", what, " has ", have, " elements but shape ", shape,
-                                       " needs ", want, " (a is ", shape_string(s.m, s.k), ", b is ", b_shape,
-                                       ", y is ", shape_string(s.m, s.n), ")"));
+    throw std::invalid_argument(internal::concat("kernels::matmul: ", what, " has ", have, " elements but shape ",
+                                                 shape, " needs ", want, " (a is ", shape_string(s.m, s.k), ", b is ",
+                                                 b_shape, ", y is ", shape_string(s.m, s.n), ")"));
   };
   const auto wraps = [](std::size_t x, std::size_t y) { return x != 0 && (x * y) / x != y; };  // unsigned: defined
   if (wraps(s.m, s.k) || wraps(s.k, s.n) || wraps(s.m, s.n)) {
-    throw std::invalid_argument(concat("kernels::matmul: the shape (a is ", shape_string(s.m, s.k), ", b is ", b_shape,
-                                       ", y is ", shape_string(s.m, s.n), ") has more elements than size_t counts"));
+    throw std::invalid_argument(internal::concat("kernels::matmul: the shape (a is ", shape_string(s.m, s.k), ", b is ",
+                                                 b_shape, ", y is ", shape_string(s.m, s.n),
+                                                 ") has more elements than size_t counts"));
   }
   if (a_size != s.m * s.k) fail("a", a_size, s.m * s.k, shape_string(s.m, s.k));
   if (b_size != s.k * s.n) fail("b", b_size, s.k * s.n, b_shape);
   if (y_size != s.m * s.n) fail("y", y_size, s.m * s.n, shape_string(s.m, s.n));
-  if (bias_size != nullptr && *bias_size != s.n) fail("bias", *bias_size, s.n, concat("[", s.n, "]"));
+  if (bias_size != nullptr && *bias_size != s.n) fail("bias", *bias_size, s.n, internal::concat("[", s.n, "]"));
 }
 
 inline void check_block_elements(std::size_t block_elements) {
@@ -137,13 +138,13 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
   const auto n = static_cast<Eigen::Index>(s.n);
   if (s.m == 0 || s.n == 0) return;
 
-  if constexpr (std::same_as<Acc, float> && !is_complex_v<C>) {
+  if constexpr (std::same_as<Acc, float> && !internal::is_complex_v<C>) {
     if (use_blocked_gemm<C>()) {
       const float* bias_ptr = nullptr;
       if (bias != nullptr) {
         struct blocked_bias_tag;
-        const std::span<float> bias_buf = thread_scratch<float, blocked_bias_tag>(s.n);
-        round_widen_n<C>(bias, s.n, bias_buf.data());
+        const std::span<float> bias_buf = internal::thread_scratch<float, blocked_bias_tag>(s.n);
+        internal::round_widen_n<C>(bias, s.n, bias_buf.data());
         bias_ptr = bias_buf.data();
       }
       blocked_gemm<C>(a, false, b_source<C, B>{b, layout == b_layout::n_k}, bias_ptr, y, s.m, s.k, s.n, false);
@@ -152,13 +153,13 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
   }
 
   // Bias, rounded to C and widened, once. This and the conversion buffers below are per-thread buffers
-  // kept across calls (kernels/detail/scratch.hpp), so that a warm call allocates nothing of its own.
+  // kept across calls (kernels/scratch.hpp), so that a warm call allocates nothing of its own.
   struct bias_tag;
   struct a_tag;
   struct b_tag;
   struct y_tag;
-  const std::span<Acc> bias_acc = thread_scratch<Acc, bias_tag>(bias != nullptr ? s.n : 0);
-  if (bias != nullptr) round_widen_n<C>(bias, s.n, bias_acc.data());
+  const std::span<Acc> bias_acc = internal::thread_scratch<Acc, bias_tag>(bias != nullptr ? s.n : 0);
+  if (bias != nullptr) internal::round_widen_n<C>(bias, s.n, bias_acc.data());
 
   // Block sizes along m (rows of a and y) and n (columns of b and y).
   const std::size_t per_row = std::max<std::size_t>(s.k, 1);
@@ -166,13 +167,13 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
   const std::size_t nb = convert_b ? std::clamp<std::size_t>(block_elements / per_row, 1, s.n) : s.n;
   if (!direct_y && mb * nb > block_elements) mb = std::max<std::size_t>(1, block_elements / nb);
 
-  const std::span<Acc> a_buf = thread_scratch<Acc, a_tag>(convert_a ? mb * s.k : 0);
-  const std::span<Acc> b_buf = thread_scratch<Acc, b_tag>(convert_b ? nb * s.k : 0);
-  const std::span<Acc> y_buf = thread_scratch<Acc, y_tag>(direct_y ? 0 : mb * nb);
+  const std::span<Acc> a_buf = internal::thread_scratch<Acc, a_tag>(convert_a ? mb * s.k : 0);
+  const std::span<Acc> b_buf = internal::thread_scratch<Acc, b_tag>(convert_b ? nb * s.k : 0);
+  const std::span<Acc> y_buf = internal::thread_scratch<Acc, y_tag>(direct_y ? 0 : mb * nb);
 
   auto load_a = [&](std::size_t i0, std::size_t rows) -> const Acc* {
     if constexpr (convert_a) {
-      round_widen_n<C>(a + i0 * s.k, rows * s.k, a_buf.data());
+      internal::round_widen_n<C>(a + i0 * s.k, rows * s.k, a_buf.data());
       return a_buf.data();
     } else {
       return a + i0 * s.k;
@@ -182,9 +183,10 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
   auto load_b = [&](std::size_t j0, std::size_t cols) -> const Acc* {
     if constexpr (convert_b) {
       if (layout == b_layout::n_k) {
-        round_widen_n<C>(b + j0 * s.k, cols * s.k, b_buf.data());
+        internal::round_widen_n<C>(b + j0 * s.k, cols * s.k, b_buf.data());
       } else {
-        for (std::size_t p = 0; p < s.k; ++p) round_widen_n<C>(b + p * s.n + j0, cols, b_buf.data() + p * cols);
+        for (std::size_t p = 0; p < s.k; ++p)
+          internal::round_widen_n<C>(b + p * s.n + j0, cols, b_buf.data() + p * cols);
       }
       return b_buf.data();
     } else {
@@ -223,7 +225,7 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
       for (std::size_t i = 0; i < rows; ++i) {
         Y* dst = y + (i0 + i) * s.n + j0;
         const Acc* src = y_buf.data() + i * cols;
-        for (std::size_t j = 0; j < cols; ++j) dst[j] = round_out<Y>(src[j]);
+        for (std::size_t j = 0; j < cols; ++j) dst[j] = internal::round_out<Y>(src[j]);
       }
     }
   };
@@ -260,7 +262,7 @@ constexpr void check_compute_type() {
                     std::same_as<C, std::complex<float>> || std::same_as<C, std::complex<double>>,
                 "kernels::matmul<Compute>: Compute must be float, double, a mixprec small float or std::complex of "
                 "float/double.");
-  static_assert(is_complex_v<C> || (!is_complex_v<Ts> && ...),
+  static_assert(internal::is_complex_v<C> || (!internal::is_complex_v<Ts> && ...),
                 "kernels::matmul: a complex operand would be made real; use a std::complex compute type.");
 }
 

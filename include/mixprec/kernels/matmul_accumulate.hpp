@@ -47,7 +47,7 @@ const Acc* as_accumulator(const S* src, std::size_t count, std::vector<Acc>& buf
     return src;
   } else {
     buf.resize(count);
-    round_widen_n<C>(src, count, buf.data());
+    internal::round_widen_n<C>(src, count, buf.data());
     return buf.data();
   }
 }
@@ -77,7 +77,7 @@ void matmul_accumulate(const RA& a, a_layout la, const RB& b, b_layout lb, RY&& 
                 "bfloat16, float16 and float8 compute; double for double): it adds to y without rounding.");
   detail::check_matmul_sizes(std::ranges::size(a), std::ranges::size(b), std::ranges::size(y), nullptr, s, lb);
   if (s.m == 0 || s.n == 0 || s.k == 0) return;
-  if constexpr (std::same_as<Acc, float> && !detail::is_complex_v<Compute>) {
+  if constexpr (std::same_as<Acc, float> && !internal::is_complex_v<Compute>) {
     if (detail::use_blocked_gemm<Compute>()) {
       detail::blocked_gemm<Compute>(std::ranges::data(a), la == a_layout::k_m,
                                     detail::b_source<Compute, B>{std::ranges::data(b), lb == b_layout::n_k}, nullptr,

@@ -21,9 +21,9 @@
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/kernels/detail/cache_aligned.hpp"
 #include "mixprec/kernels/detail/gemm_engine.hpp"
-#include "mixprec/kernels/detail/scratch.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
+#include "mixprec/kernels/scratch.hpp"
 
 namespace mixprec::kernels {
 
@@ -86,6 +86,15 @@ class packed_b {
   detail::panel_format format_ = detail::panel_format::f32;
 };
 
+/// Whether products in compute type C run on the packed engine at the instruction-set level in use
+/// (float32-accumulating real types from the avx2 level up): then weights kept packed by `pack_b`
+/// pay for their packing. At the portable level the products take Eigen's, which are faster there
+/// than the engine's portable kernel. Read once per operation.
+template <class C>
+[[nodiscard]] inline bool packed_products_active() noexcept {
+  return detail::use_blocked_gemm<C>();
+}
+
 /// Packs b(k, n), stored [k, n] (`b_layout::k_n`, Flax kernels) or [n, k] (`b_layout::n_k`, PyTorch
 /// and llama2.c weights), for products computed in `Compute` (float or a small float: float32
 /// accumulation). Every value is rounded once to `Compute`, exactly as `matmul<Compute>` rounds it.
@@ -93,15 +102,15 @@ class packed_b {
 template <class Compute, class RB>
 [[nodiscard]] packed_b pack_b(const RB& b, std::size_t k, std::size_t n, b_layout layout) {
   using B = detail::matmul_element_t<RB>;
-  static_assert(std::same_as<accumulator_t<Compute>, float> && !detail::is_complex_v<Compute>,
+  static_assert(std::same_as<accumulator_t<Compute>, float> && !internal::is_complex_v<Compute>,
                 "kernels::pack_b<Compute>: packing is for float32-accumulating compute types (float, bfloat16, "
                 "float16, the float8/6/4 formats); use kernels::matmul for double and complex products.");
   detail::check_compute_type<Compute, B>();
   if (std::ranges::size(b) != k * n || (k != 0 && (k * n) / k != n)) {  // or k · n wraps around
     throw std::invalid_argument(
-        detail::concat("kernels::pack_b: b has ", std::ranges::size(b), " elements but its shape ",
-                       layout == b_layout::k_n ? "[k, n] = [" : "[n, k] = [", layout == b_layout::k_n ? k : n, ", ",
-                       layout == b_layout::k_n ? n : k, "] needs ", k * n));
+        internal::concat("kernels::pack_b: b has ", std::ranges::size(b), " elements but its shape ",
+                         layout == b_layout::k_n ? "[k, n] = [" : "[n, k] = [", layout == b_layout::k_n ? k : n, ", ",
+                         layout == b_layout::k_n ? n : k, "] needs ", k * n));
   }
   packed_b out;
   out.k_ = k;
@@ -113,7 +122,7 @@ template <class Compute, class RB>
   const std::size_t count = detail::gemm_panels(n) * detail::panel_stride<format>(k);
   std::vector<float> row(std::max(k, n));
   if constexpr (std::same_as<B, float8_e4m3fn> &&
-                (std::same_as<Compute, float> || detail::values_exact_in<float8_e4m3fn, Compute>)) {
+                (std::same_as<Compute, float> || internal::values_exact_in<float8_e4m3fn, Compute>)) {
     // float8 weights keep their bytes (the micro-kernel decodes them exactly), unless a NaN is among
     // them: the 1-byte panels hold finite values only.
     const auto* data = std::ranges::data(b);
@@ -144,15 +153,15 @@ namespace detail {
 template <class Compute, class A, class Y>
 void check_packed_product(const packed_b& b, std::size_t a_size, std::size_t y_size, std::size_t m) {
   if (b.compute() != dtype_of_v<Compute>) {
-    throw std::invalid_argument(concat("kernels::matmul: b was packed for compute type ", name(b.compute()),
-                                       " but the product computes in ", name(dtype_of_v<Compute>),
-                                       "; pack it with kernels::pack_b<", name(dtype_of_v<Compute>), ">"));
+    throw std::invalid_argument(internal::concat("kernels::matmul: b was packed for compute type ", name(b.compute()),
+                                                 " but the product computes in ", name(dtype_of_v<Compute>),
+                                                 "; pack it with kernels::pack_b<", name(dtype_of_v<Compute>), ">"));
   }
   const bool wraps = m != 0 && ((m * b.k()) / m != b.k() || (m * b.n()) / m != b.n());
   if (wraps || a_size != m * b.k() || y_size != m * b.n()) {
-    throw std::invalid_argument(concat("kernels::matmul: a has ", a_size, " and y ", y_size,
-                                       " elements but a packed b(k = ", b.k(), ", n = ", b.n(), ") with m = ", m,
-                                       " needs a [", m, ", ", b.k(), "] and y [", m, ", ", b.n(), "]"));
+    throw std::invalid_argument(internal::concat(
+        "kernels::matmul: a has ", a_size, " and y ", y_size, " elements but a packed b(k = ", b.k(), ", n = ", b.n(),
+        ") with m = ", m, " needs a [", m, ", ", b.k(), "] and y [", m, ", ", b.n(), "]"));
   }
 }
 
@@ -183,11 +192,11 @@ void matmul(const RA& a, const packed_b& b, const RBias& bias, RY&& y, std::size
   detail::check_packed_product<Compute, A, Y>(b, std::ranges::size(a), std::ranges::size(y), m);
   if (std::ranges::size(bias) != b.n()) {
     throw std::invalid_argument(
-        detail::concat("kernels::matmul: bias has ", std::ranges::size(bias), " elements but b has n = ", b.n()));
+        internal::concat("kernels::matmul: bias has ", std::ranges::size(bias), " elements but b has n = ", b.n()));
   }
   struct bias_tag;  // the bias in float32: a per-thread buffer, so that a call allocates nothing once warm
-  const std::span<float> bias_acc = detail::thread_scratch<float, bias_tag>(b.n());
-  detail::round_widen_n<Compute>(std::ranges::data(bias), b.n(), bias_acc.data());
+  const std::span<float> bias_acc = internal::thread_scratch<float, bias_tag>(b.n());
+  internal::round_widen_n<Compute>(std::ranges::data(bias), b.n(), bias_acc.data());
   detail::blocked_gemm<Compute>(std::ranges::data(a), false, b.view(), bias_acc.data(), std::ranges::data(y), m, b.k(),
                                 b.n(), false);
 }

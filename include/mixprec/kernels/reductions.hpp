@@ -27,10 +27,10 @@
 #include <type_traits>
 
 #include "mixprec/arch/isa.hpp"
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/detail/absmax_avx2.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
-#include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/kernels/rounding.hpp"
 
 namespace mixprec::kernels {
 
@@ -67,7 +67,7 @@ template <class A>
 class accumulating_sum {
  public:
   void add(const A& x) noexcept {
-    if constexpr (is_complex_v<A>) {
+    if constexpr (internal::is_complex_v<A>) {
       re_.add(x.real());
       im_.add(x.imag());
     } else {
@@ -75,7 +75,7 @@ class accumulating_sum {
     }
   }
   [[nodiscard]] A value() const noexcept {
-    if constexpr (is_complex_v<A>) {
+    if constexpr (internal::is_complex_v<A>) {
       return A(re_.value(), im_.value());
     } else {
       return re_.value();
@@ -83,14 +83,14 @@ class accumulating_sum {
   }
 
  private:
-  compensated_sum<real_of_t<A>> re_;
-  compensated_sum<real_of_t<A>> im_;
+  compensated_sum<internal::real_of_t<A>> re_;
+  compensated_sum<internal::real_of_t<A>> im_;
 };
 
 /// |x|^2 in the real type of `A` (x*x for reals; re^2 + im^2 for complex, no square root).
 template <class A>
-[[nodiscard]] constexpr real_of_t<A> abs2(const A& x) noexcept {
-  if constexpr (is_complex_v<A>) {
+[[nodiscard]] constexpr internal::real_of_t<A> abs2(const A& x) noexcept {
+  if constexpr (internal::is_complex_v<A>) {
     return x.real() * x.real() + x.imag() * x.imag();
   } else {
     return x * x;
@@ -101,25 +101,15 @@ template <class A>
 template <class R>
 using element_t = std::remove_cv_t<std::ranges::range_value_t<R>>;
 
-/// x * 2^k (each part of a complex number), exact unless the result overflows or is subnormal.
-template <class A>
-[[nodiscard]] A scale_pow2(const A& x, int k) noexcept {
-  if constexpr (is_complex_v<A>) {
-    return A(std::ldexp(x.real(), k), std::ldexp(x.imag(), k));
-  } else {
-    return std::ldexp(x, k);
-  }
-}
-
 template <class R>
 concept reducible_range = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-    kernel_scalar<element_t<R>> && !std::integral<element_t<R>>;
+    internal::kernel_scalar<element_t<R>> && !std::integral<element_t<R>>;
 
 inline void require_non_empty(std::size_t n, const char* what) {
   if (n == 0) {
     throw std::invalid_argument(
-        concat("kernels::", what,
-               ": the range is empty; the statistic of zero values is undefined (pass at least one value)."));
+        internal::concat("kernels::", what,
+                         ": the range is empty; the statistic of zero values is undefined (pass at least one value)."));
   }
 }
 
@@ -147,9 +137,9 @@ template <std::floating_point Real>
 /// of a unit deviation; with the correction the error is of the order of u times the spread (~1e-7).
 template <class A>
 struct mean_and_variance {
-  A mean;                         ///< mean, rounded to the accumulator type (complex for complex data)
-  A mean_correction;              ///< true mean - mean, to about u times the spread of the data
-  detail::real_of_t<A> variance;  ///< mean squared deviation, real, >= 0 (or NaN)
+  A mean;                           ///< mean, rounded to the accumulator type (complex for complex data)
+  A mean_correction;                ///< true mean - mean, to about u times the spread of the data
+  internal::real_of_t<A> variance;  ///< mean squared deviation, real, >= 0 (or NaN)
 };
 
 /// Sum of `x`, compensated, in `accumulator_t` of the element type (float32 for bfloat16/float16/float8).
@@ -163,7 +153,7 @@ template <detail::reducible_range R>
 [[nodiscard]] accumulator_t<detail::element_t<R>> sum(const R& x) noexcept {
   using A = accumulator_t<detail::element_t<R>>;
   detail::accumulating_sum<A> s;
-  for (const auto& v : x) s.add(detail::widen(v));
+  for (const auto& v : x) s.add(internal::widen(v));
   return s.value();
 }
 
@@ -174,7 +164,7 @@ template <detail::reducible_range R>
   using A = accumulator_t<detail::element_t<R>>;
   const auto n = std::ranges::size(x);
   detail::require_non_empty(n, "mean");
-  return sum(x) / static_cast<detail::real_of_t<A>>(n);
+  return sum(x) / static_cast<internal::real_of_t<A>>(n);
 }
 
 /// Mean and population variance by the corrected two-pass algorithm, in the accumulator type:
@@ -190,14 +180,14 @@ template <detail::reducible_range R>
 template <detail::reducible_range R>
 [[nodiscard]] mean_and_variance<accumulator_t<detail::element_t<R>>> mean_variance(const R& x) {
   using A = accumulator_t<detail::element_t<R>>;
-  using Real = detail::real_of_t<A>;
+  using Real = internal::real_of_t<A>;
   const auto n = std::ranges::size(x);
   detail::require_non_empty(n, "mean_variance");
   const A mu = mean(x);
   detail::accumulating_sum<A> deviations;
   detail::compensated_sum<Real> squares;
   for (const auto& v : x) {
-    const A d = detail::widen(v) - mu;
+    const A d = internal::widen(v) - mu;
     deviations.add(d);
     squares.add(detail::abs2(d));
   }
@@ -211,12 +201,12 @@ template <detail::reducible_range R>
 /// Mean of |x|^2 (compensated) in the real accumulator type: the statistic of RMSNorm.
 /// \throws std::invalid_argument when `x` is empty.
 template <detail::reducible_range R>
-[[nodiscard]] detail::real_of_t<accumulator_t<detail::element_t<R>>> mean_square(const R& x) {
-  using Real = detail::real_of_t<accumulator_t<detail::element_t<R>>>;
+[[nodiscard]] internal::real_of_t<accumulator_t<detail::element_t<R>>> mean_square(const R& x) {
+  using Real = internal::real_of_t<accumulator_t<detail::element_t<R>>>;
   const auto n = std::ranges::size(x);
   detail::require_non_empty(n, "mean_square");
   detail::compensated_sum<Real> s;
-  for (const auto& v : x) s.add(detail::abs2(detail::widen(v)));
+  for (const auto& v : x) s.add(detail::abs2(internal::widen(v)));
   return s.value() / static_cast<Real>(n);
 }
 
@@ -233,11 +223,11 @@ template <detail::reducible_range R>
 /// - 0 for an empty range, an all-zero range, or one holding Inf or NaN (they propagate as usual).
 template <detail::reducible_range R>
 [[nodiscard]] int rescaling_exponent(const R& x) noexcept {
-  using Real = detail::real_of_t<accumulator_t<detail::element_t<R>>>;
+  using Real = internal::real_of_t<accumulator_t<detail::element_t<R>>>;
   using limits = std::numeric_limits<Real>;
   Real m{0};
   for (const auto& v : x) {
-    const Real a = std::abs(detail::widen(v));
+    const Real a = std::abs(internal::widen(v));
     if (!(a <= limits::max())) return 0;  // Inf or NaN
     if (a > m) m = a;
   }
@@ -259,15 +249,15 @@ struct scaled_square_mean {
 /// bit for bit. Callers normalise with `x_i 2^-k / sqrt(value + eps 2^-2k)` (exact rescaling).
 /// \throws std::invalid_argument when `x` is empty.
 template <detail::reducible_range R>
-[[nodiscard]] scaled_square_mean<detail::real_of_t<accumulator_t<detail::element_t<R>>>> scaled_mean_square(
+[[nodiscard]] scaled_square_mean<internal::real_of_t<accumulator_t<detail::element_t<R>>>> scaled_mean_square(
     const R& x) {
-  using Real = detail::real_of_t<accumulator_t<detail::element_t<R>>>;
+  using Real = internal::real_of_t<accumulator_t<detail::element_t<R>>>;
   const auto n = std::ranges::size(x);
   detail::require_non_empty(n, "scaled_mean_square");
   const int k = rescaling_exponent(x);
   if (k == 0) return {mean_square(x), 0};
   detail::compensated_sum<Real> s;
-  for (const auto& v : x) s.add(detail::abs2(detail::scale_pow2(detail::widen(v), -k)));
+  for (const auto& v : x) s.add(detail::abs2(internal::scale_pow2(internal::widen(v), -k)));
   return {s.value() / static_cast<Real>(n), k};
 }
 
@@ -279,8 +269,8 @@ template <detail::reducible_range R>
 /// quiet NaN, and that under denormals-are-zero (DAZ) it still returns the exact largest subnormal
 /// where the portable comparisons see zero.
 template <detail::reducible_range R>
-[[nodiscard]] detail::real_of_t<accumulator_t<detail::element_t<R>>> absmax(const R& x) noexcept {
-  using Real = detail::real_of_t<accumulator_t<detail::element_t<R>>>;
+[[nodiscard]] internal::real_of_t<accumulator_t<detail::element_t<R>>> absmax(const R& x) noexcept {
+  using Real = internal::real_of_t<accumulator_t<detail::element_t<R>>>;
 #if MIXPREC_X86_DISPATCH
   if constexpr (std::ranges::contiguous_range<R> && std::same_as<detail::element_t<R>, float>) {
     if (active_isa() >= isa::avx2) {
@@ -291,7 +281,7 @@ template <detail::reducible_range R>
 #endif
   Real m{0};
   for (const auto& v : x) {
-    const Real a = std::abs(detail::widen(v));
+    const Real a = std::abs(internal::widen(v));
     if (std::isnan(a)) return a;
     if (a > m) m = a;
   }

@@ -42,11 +42,11 @@
 #include <vector>
 
 #include "mixprec/arrays/accumulator.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/norm_rows.hpp"
 #include "mixprec/kernels/detail/softmax_avx2.hpp"
 #include "mixprec/kernels/detail/softmax_avx512.hpp"
 #include "mixprec/kernels/reductions.hpp"
+#include "mixprec/kernels/rounding.hpp"
 
 namespace mixprec::kernels {
 
@@ -207,20 +207,20 @@ void softmax_row(const I* src, O* dst, std::size_t n, const I* next = nullptr) {
   A m = neg_inf;
   bool has_nan = false;
   for (std::size_t j = 0; j < n; ++j) {
-    const A x = widen(src[j]);
+    const A x = internal::widen(src[j]);
     if (std::isnan(x)) has_nan = true;
     if (x > m) m = x;
   }
   if (has_nan || m == neg_inf) {
     const A fill = has_nan ? std::numeric_limits<A>::quiet_NaN() : A{0};
-    for (std::size_t j = 0; j < n; ++j) dst[j] = round_out<O>(fill);
+    for (std::size_t j = 0; j < n; ++j) dst[j] = internal::round_out<O>(fill);
     return;
   }
   compensated_sum<A> l;
-  for (std::size_t j = 0; j < n; ++j) l.add(std::exp(widen(src[j]) - m));
+  for (std::size_t j = 0; j < n; ++j) l.add(std::exp(internal::widen(src[j]) - m));
   const A total = l.value();
   // exp is recomputed rather than stored: no scratch, and the same value (exp is deterministic).
-  for (std::size_t j = 0; j < n; ++j) dst[j] = round_out<O>(std::exp(widen(src[j]) - m) / total);
+  for (std::size_t j = 0; j < n; ++j) dst[j] = internal::round_out<O>(std::exp(internal::widen(src[j]) - m) / total);
 }
 
 inline void check_softmax_sizes(const char* name, std::size_t in, std::size_t out) {

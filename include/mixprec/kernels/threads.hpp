@@ -236,11 +236,14 @@ class thread_pool {
   std::size_t wanted_ = 0;                    ///< workers the current fork still wants
 };
 
-/// Runs `f(task)` for every task in [0, tasks) on `threads` threads (the caller is one of them; the
-/// others from the kept `thread_pool`, or started for this call when the pool is busy or the caller
-/// is itself a task of a fork); tasks are
-/// taken in order from a shared counter. The first exception thrown by a task is rethrown on the
-/// caller after every thread has finished.
+}  // namespace kernels::detail
+
+namespace internal {
+
+/// Internal API (docs/kernels.md, "Internal API"). Runs `f(task)` for every task in [0, tasks) on `threads` threads
+/// (the caller is one of them; the others from the kept `thread_pool`, or started for this call when the pool is busy
+/// or the caller is itself a task of a fork); tasks are taken in order from a shared counter. The first exception
+/// thrown by a task is rethrown on the caller after every thread has finished.
 template <class F>
 void parallel_for(std::size_t tasks, std::size_t threads, const F& f) {
   if (tasks == 0) return;
@@ -259,7 +262,7 @@ void parallel_for(std::size_t tasks, std::size_t threads, const F& f) {
   const std::size_t extra = std::min(threads, tasks) - 1;
   if (extra == 0) {
     work();
-  } else if (::mixprec::detail::single_threaded_flag() || !thread_pool::instance().run(extra, work)) {
+  } else if (::mixprec::detail::single_threaded_flag() || !kernels::detail::thread_pool::instance().run(extra, work)) {
     // Inside a task of a fork (or a single_threaded_scope) that still asks for threads, or while
     // another thread's fork holds the pool: threads of this call's own.
     std::vector<std::jthread> workers;
@@ -270,6 +273,6 @@ void parallel_for(std::size_t tasks, std::size_t threads, const F& f) {
   if (error) std::rethrow_exception(error);
 }
 
-}  // namespace kernels::detail
+}  // namespace internal
 
 }  // namespace mixprec

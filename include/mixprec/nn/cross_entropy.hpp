@@ -27,7 +27,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/arch/message.hpp"
 
 namespace mixprec::nn {
 
@@ -42,16 +42,16 @@ template <class L>
 std::size_t check_cross_entropy(std::span<const L> logits, std::size_t vocab, std::span<const std::int32_t> targets) {
   if (vocab == 0) throw std::invalid_argument("softmax_cross_entropy: vocab is 0; pass the number of classes");
   if (logits.size() != targets.size() * vocab) {
-    throw std::invalid_argument(kernels::detail::concat(
-        "softmax_cross_entropy: ", logits.size(), " logits do not make ", targets.size(), " rows of ", vocab,
-        " classes; pass logits [rows, vocab] row-major and one target per row"));
+    throw std::invalid_argument(
+        internal::concat("softmax_cross_entropy: ", logits.size(), " logits do not make ", targets.size(), " rows of ",
+                         vocab, " classes; pass logits [rows, vocab] row-major and one target per row"));
   }
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const std::int32_t t = targets[i];
     if (t != ignore_index && (t < 0 || static_cast<std::size_t>(t) >= vocab)) {
-      throw std::invalid_argument(kernels::detail::concat("softmax_cross_entropy: target ", t, " of row ", i,
-                                                          " is not a class of a vocabulary of ", vocab, " (0 to ",
-                                                          vocab - 1, ") nor ignore_index (", ignore_index, ")"));
+      throw std::invalid_argument(internal::concat("softmax_cross_entropy: target ", t, " of row ", i,
+                                                   " is not a class of a vocabulary of ", vocab, " (0 to ", vocab - 1,
+                                                   ") nor ignore_index (", ignore_index, ")"));
     }
   }
   return targets.size();
@@ -80,9 +80,9 @@ double softmax_cross_entropy(std::span<const L> logits, std::size_t vocab, std::
                              std::span<L> dlogits, double seed) {
   const std::size_t rows = detail::check_cross_entropy(logits, vocab, targets);
   if (dlogits.size() != logits.size()) {
-    throw std::invalid_argument(kernels::detail::concat("softmax_cross_entropy: dlogits has ", dlogits.size(),
-                                                        " elements but the logits have ", logits.size(),
-                                                        "; pass a buffer of the logits' shape"));
+    throw std::invalid_argument(internal::concat("softmax_cross_entropy: dlogits has ", dlogits.size(),
+                                                 " elements but the logits have ", logits.size(),
+                                                 "; pass a buffer of the logits' shape"));
   }
   double sum = 0;
   std::size_t n = 0;

@@ -21,12 +21,12 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/xtensor.hpp"
-#include "mixprec/kernels/detail/message.hpp"
-#include "mixprec/kernels/detail/scratch.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
 #include "mixprec/kernels/packed_b.hpp"
+#include "mixprec/kernels/scratch.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/packed_weights.hpp"
 #include "mixprec/nn/detail/validate.hpp"
@@ -195,9 +195,9 @@ class dense {
   explicit dense(kernel_type kernel, std::optional<bias_type> bias = std::nullopt)
       : kernel_(std::move(kernel)), bias_(std::move(bias)) {
     if (bias_ && bias_->size() != out_features()) {
-      throw std::invalid_argument(
-          kernels::detail::concat("dense: bias has shape ", detail::shape_string(bias_->shape()), " but the kernel ",
-                                  detail::shape_string(kernel_.shape()), " needs [", out_features(), "]"));
+      throw std::invalid_argument(internal::concat("dense: bias has shape ", detail::shape_string(bias_->shape()),
+                                                   " but the kernel ", detail::shape_string(kernel_.shape()),
+                                                   " needs [", out_features(), "]"));
     }
   }
 
@@ -226,8 +226,7 @@ class dense {
     dense layer(in_features, out_features, bias);
     const double stddev =
         in_features == 0 ? 0.0 : std::sqrt(1.0 / static_cast<double>(in_features)) / detail::truncated_normal_stddev();
-    for (auto& w : layer.kernel_)
-      w = kernels::detail::round_to<param_type>(detail::truncated_standard_normal(rng) * stddev);
+    for (auto& w : layer.kernel_) w = internal::round_to<param_type>(detail::truncated_standard_normal(rng) * stddev);
     return layer;
   }
 
@@ -303,7 +302,7 @@ class dense {
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
     detail::check_features("dense", x, in_features(), [&] {
-      return kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
+      return internal::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
     });
     auto y = detail::make_like<O>(x, out_features());
     multiply<C>(detail::flat(x), detail::flat(y), detail::leading_size(x));
@@ -323,7 +322,7 @@ class dense {
                   "dense::forward_into: out's element type must be output_t<P, T> of the layer's policy P for x's "
                   "element type T; make out with that type, or use the value-returning call.");
     detail::check_features("dense", x, in_features(), [&] {
-      return kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
+      return internal::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
     });
     detail::check_output_features("dense::forward_into", out, x, out_features());
     multiply<compute_t<P, T>>(detail::flat(x), detail::flat(out), detail::leading_size(x));
@@ -345,11 +344,11 @@ class dense {
     using O = output_t<P, T>;
     detail::check_real<T>("dense");
     detail::check_features("dense", x, in_features(), [&] {
-      return kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
+      return internal::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
     });
     ctx.rows = detail::leading_size(x);
     ctx.x.resize(x.size());
-    kernels::detail::round_n<C>(x.data(), x.size(), ctx.x.data());
+    internal::round_n<C>(x.data(), x.size(), ctx.x.data());
     auto y = detail::make_like<O>(x, out_features());
     multiply<C>(ctx.x, detail::flat(y), ctx.rows);
     return y;
@@ -367,7 +366,7 @@ class dense {
     const auto& dy = detail::as_array(dy_in);
     using C = compute_t<P, T>;
     detail::check_features("dense::backward", dy, out_features(), [&] {
-      return kernels::detail::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
+      return internal::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
     });
     detail::check_backward_rows("dense::backward", detail::leading_size(dy), ctx.rows);
     check_saved(ctx, "dense::backward");
@@ -375,12 +374,12 @@ class dense {
     const std::size_t rows = ctx.rows;
     // dy rounded to C once, shared by both GEMMs (and the bias sum).
     std::vector<C> dy_c(dy.size());
-    kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
+    internal::round_n<C>(dy.data(), dy.size(), dy_c.data());
     auto dx = detail::make_like<T>(dy, in_features());
-    if constexpr (!kernels::detail::is_complex_v<C>) {
+    if constexpr (!internal::is_complex_v<C>) {
       if (dot_) {
         const std::span<const float> dx_f = injected_backward(ctx, dy_c, grads);
-        kernels::detail::round_n<T>(dx_f.data(), dx_f.size(), dx.data());
+        internal::round_n<T>(dx_f.data(), dx_f.size(), dx.data());
         return dx;
       }
     }
@@ -410,16 +409,16 @@ class dense {
                            std::span<accumulator_t<compute_t<P, T>>> dx_acc) const {
     using C = compute_t<P, T>;
     if (dy.size() != ctx.rows * out_features() || dx_acc.size() != ctx.rows * in_features()) {
-      throw std::invalid_argument(
-          kernels::detail::concat("dense::backward_accumulate: dy has ", dy.size(), " and dx ", dx_acc.size(),
-                                  " elements but the saved ", ctx.rows, " rows need ", ctx.rows * out_features(),
-                                  " and ", ctx.rows * in_features(), "; pass the cotangent of this forward"));
+      throw std::invalid_argument(internal::concat("dense::backward_accumulate: dy has ", dy.size(), " and dx ",
+                                                   dx_acc.size(), " elements but the saved ", ctx.rows, " rows need ",
+                                                   ctx.rows * out_features(), " and ", ctx.rows * in_features(),
+                                                   "; pass the cotangent of this forward"));
     }
     check_saved(ctx, "dense::backward_accumulate");
     check_gradients(grads);
     std::vector<C> dy_c(dy.size());
-    kernels::detail::round_n<C>(dy.data(), dy.size(), dy_c.data());
-    if constexpr (!kernels::detail::is_complex_v<C>) {
+    internal::round_n<C>(dy.data(), dy.size(), dy_c.data());
+    if constexpr (!internal::is_complex_v<C>) {
       if (dot_) {
         const std::span<const float> dx_f = injected_backward(ctx, dy_c, grads);
         for (std::size_t i = 0; i < dx_f.size(); ++i) dx_acc[i] += static_cast<accumulator_t<C>>(dx_f[i]);
@@ -446,7 +445,7 @@ class dense {
   template <class C, class XR, class YR>
   void multiply(const XR& x, YR&& y, std::size_t rows) const {
     if (dot_) {
-      if constexpr (kernels::detail::is_complex_v<C>) {
+      if constexpr (internal::is_complex_v<C>) {
         throw std::invalid_argument(
             "dense: an injected dot_product works on real values, and this input is complex; use the plain "
             "product for complex inputs (set_dot(nullptr))");
@@ -481,7 +480,7 @@ class dense {
   /// The kernel as float32 values (a copy).
   [[nodiscard]] std::vector<float> kernel_as_float() const {
     std::vector<float> k(kernel_.size());
-    kernels::detail::round_n<float>(kernel_.data(), kernel_.size(), k.data());
+    internal::round_n<float>(kernel_.data(), kernel_.size(), k.data());
     return k;
   }
 
@@ -491,19 +490,19 @@ class dense {
   void injected_multiply(const XR& x, YR&& y, std::size_t rows) const {
     const dot_shape s{rows, in_features(), out_features(), kept_owner()};
     if (std::ranges::size(x) != rows * s.in || std::ranges::size(y) != rows * s.out) {
-      throw std::invalid_argument(kernels::detail::concat(
+      throw std::invalid_argument(internal::concat(
           "dense: x has ", std::ranges::size(x), " and y ", std::ranges::size(y), " elements but ", rows,
           " rows of the kernel ", detail::shape_string(kernel_.shape()), " need ", rows * s.in, " and ", rows * s.out));
     }
     // Float32 copies in per-thread scratch (kept across calls: no fresh pages per call).
-    const std::span<float> x_f = kernels::detail::thread_scratch<float, struct injected_x>(rows * s.in);
+    const std::span<float> x_f = internal::thread_scratch<float, struct injected_x>(rows * s.in);
     const auto* xp = std::ranges::data(x);
     if constexpr (std::is_same_v<accumulator_t<C>, float>) {
-      kernels::detail::round_widen_n<C>(xp, x_f.size(), x_f.data());  // bulk: the same values
+      internal::round_widen_n<C>(xp, x_f.size(), x_f.data());  // bulk: the same values
     } else {
-      for (std::size_t i = 0; i < x_f.size(); ++i) x_f[i] = static_cast<float>(kernels::detail::round_to<C>(xp[i]));
+      for (std::size_t i = 0; i < x_f.size(); ++i) x_f[i] = static_cast<float>(internal::round_to<C>(xp[i]));
     }
-    const std::span<float> y_f = kernels::detail::thread_scratch<float, struct injected_y>(rows * s.out);
+    const std::span<float> y_f = internal::thread_scratch<float, struct injected_y>(rows * s.out);
     if constexpr (std::is_same_v<param_type, float>) {
       dot_.get()->forward(x_f, std::span<const float>(kernel_.data(), kernel_.size()), y_f, s);
     } else {
@@ -511,13 +510,13 @@ class dense {
     }
     if (bias_) {
       for (std::size_t o = 0; o < s.out; ++o) {
-        const auto b = static_cast<float>(kernels::detail::round_to<C>(bias_->data()[o]));
+        const auto b = static_cast<float>(internal::round_to<C>(bias_->data()[o]));
         for (std::size_t r = 0; r < rows; ++r) y_f[r * s.out + o] += b;
       }
     }
     auto* yp = std::ranges::data(y);
     using Y = std::remove_cvref_t<decltype(*yp)>;
-    kernels::detail::round_n<Y>(y_f.data(), y_f.size(), yp);
+    internal::round_n<Y>(y_f.data(), y_f.size(), yp);
   }
 
   /// The backward pass through the injected product: returns dx as float32 and adds the kernel and
@@ -527,12 +526,12 @@ class dense {
     const dot_shape s{ctx.rows, in_features(), out_features(), kept_owner()};
     // Float32 copies and results in per-thread scratch (kept across calls); dx_f is valid until the
     // next injected_backward on this thread.
-    const std::span<float> x_f = kernels::detail::thread_scratch<float, struct injected_x>(ctx.x.size());
-    const std::span<float> dy_f = kernels::detail::thread_scratch<float, struct injected_dy>(dy_c.size());
-    kernels::detail::round_n<float>(ctx.x.data(), ctx.x.size(), x_f.data());
-    kernels::detail::round_n<float>(dy_c.data(), dy_c.size(), dy_f.data());
-    const std::span<float> dx_f = kernels::detail::thread_scratch<float, struct injected_dx>(s.rows * s.in);
-    const std::span<float> dkernel = kernels::detail::thread_scratch<float, struct injected_dkernel>(s.in * s.out);
+    const std::span<float> x_f = internal::thread_scratch<float, struct injected_x>(ctx.x.size());
+    const std::span<float> dy_f = internal::thread_scratch<float, struct injected_dy>(dy_c.size());
+    internal::round_n<float>(ctx.x.data(), ctx.x.size(), x_f.data());
+    internal::round_n<float>(dy_c.data(), dy_c.size(), dy_f.data());
+    const std::span<float> dx_f = internal::thread_scratch<float, struct injected_dx>(s.rows * s.in);
+    const std::span<float> dkernel = internal::thread_scratch<float, struct injected_dkernel>(s.in * s.out);
     if constexpr (std::is_same_v<param_type, float>) {
       dot_.get()->backward(x_f, dy_f, std::span<const float>(kernel_.data(), kernel_.size()), dx_f, dkernel, s);
     } else {
@@ -576,7 +575,7 @@ class dense {
   template <class T>
   void check_saved(const saved<T>& ctx, const char* where) const {
     if (ctx.x.size() != ctx.rows * in_features()) {
-      throw std::invalid_argument(kernels::detail::concat(
+      throw std::invalid_argument(internal::concat(
           where, ": the saved context holds ", ctx.x.size(), " input values for ", ctx.rows, " rows but the layer has ",
           in_features(), " inputs; pass the context filled by this layer's forward()"));
     }
@@ -619,7 +618,7 @@ class dense {
     const W* src = weight.data();
     param_type* dst = kernel.data();
     for (std::size_t o = 0; o < out; ++o) {
-      for (std::size_t i = 0; i < in; ++i) dst[i * out + o] = kernels::detail::round_to<param_type>(src[o * in + i]);
+      for (std::size_t i = 0; i < in; ++i) dst[i * out + o] = internal::round_to<param_type>(src[o * in + i]);
     }
     return kernel;
   }

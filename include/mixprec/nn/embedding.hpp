@@ -17,13 +17,13 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/formats/intn.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
-#include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
 #include "mixprec/kernels/packed_b.hpp"
+#include "mixprec/kernels/rounding.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/packed_weights.hpp"
 #include "mixprec/nn/detail/validate.hpp"
@@ -154,7 +154,7 @@ class embedding {
     embedding layer(vocab, features);
     // (features == 0: an empty table, nothing is drawn; the distribution still needs a positive stddev.)
     std::normal_distribution<double> dist(0.0, features == 0 ? 1.0 : std::sqrt(1.0 / static_cast<double>(features)));
-    for (auto& w : layer.table_) w = kernels::detail::round_to<param_type>(dist(rng));
+    for (auto& w : layer.table_) w = internal::round_to<param_type>(dist(rng));
     return layer;
   }
 
@@ -213,9 +213,9 @@ class embedding {
     detail::check_gradient_shape("embedding::backward", "embedding", grads.embedding.shape(), table_.shape());
     for (const std::size_t id : ctx.ids) {
       if (id >= vocab_size()) {
-        throw std::invalid_argument(kernels::detail::concat("embedding::backward: the saved context holds id ", id,
-                                                            " but the vocabulary has ", vocab_size(),
-                                                            " ids; pass the context filled by this layer's forward()"));
+        throw std::invalid_argument(internal::concat("embedding::backward: the saved context holds id ", id,
+                                                     " but the vocabulary has ", vocab_size(),
+                                                     " ids; pass the context filled by this layer's forward()"));
       }
     }
     const std::size_t f = features();
@@ -249,7 +249,7 @@ class embedding {
     check_attend(x);
     ctx.rows = detail::leading_size(x);
     ctx.h.resize(x.size());
-    kernels::detail::round_n<C>(x.data(), x.size(), ctx.h.data());
+    internal::round_n<C>(x.data(), x.size(), ctx.h.data());
     auto y = detail::make_like<Y>(x, vocab_size());
     logits<C>(ctx.h, detail::flat(y), ctx.rows);
     return y;
@@ -267,7 +267,7 @@ class embedding {
     detail::check_backward_rows("embedding::attend_backward", detail::leading_size(dlogits), ctx.rows);
     detail::check_gradient_shape("embedding::attend_backward", "embedding", grads.embedding.shape(), table_.shape());
     std::vector<C> dz(dlogits.size());
-    kernels::detail::round_n<C>(dlogits.data(), dlogits.size(), dz.data());
+    internal::round_n<C>(dlogits.data(), dlogits.size(), dz.data());
     auto dh = detail::make_like<T>(dlogits, features());
     bool packed_done = false;
     if constexpr (detail::packable_compute<C>) {
@@ -371,10 +371,10 @@ class embedding {
     const auto& is = ids.shape();
     const auto& os = out.shape();
     if (os.size() != is.size() + 1 || !std::equal(is.begin(), is.end(), os.begin()) || os[is.size()] != features()) {
-      throw std::invalid_argument(
-          kernels::detail::concat("embedding::forward_into: out has shape ", detail::shape_string(os),
-                                  " but ids have shape ", detail::shape_string(is), "; make out with ids' shape and ",
-                                  features(), " (features) appended (it is written, not resized)"));
+      throw std::invalid_argument(internal::concat("embedding::forward_into: out has shape ", detail::shape_string(os),
+                                                   " but ids have shape ", detail::shape_string(is),
+                                                   "; make out with ids' shape and ", features(),
+                                                   " (features) appended (it is written, not resized)"));
     }
     lookup(ids, out.data());
   }
@@ -419,7 +419,7 @@ class embedding {
   template <class X>
   void check_attend(const X& x) const {
     detail::check_features("embedding::attend", x, features(), [&] {
-      return kernels::detail::concat("table shape ", detail::shape_string(table_.shape()), " = [vocab, features]");
+      return internal::concat("table shape ", detail::shape_string(table_.shape()), " = [vocab, features]");
     });
   }
 
@@ -433,13 +433,13 @@ class embedding {
       const auto [in_range, id] = detail::checked_id(id_data[n], vocab);
       if (!in_range) {
         throw std::out_of_range(
-            kernels::detail::concat("embedding: id ", id, " at index ", detail::index_string(ids.shape(), n),
-                                    " is out of range for a vocabulary of ", vocab, " ids (valid ids are 0 to ",
-                                    vocab == 0 ? std::string("none") : std::to_string(vocab - 1), ")"));
+            internal::concat("embedding: id ", id, " at index ", detail::index_string(ids.shape(), n),
+                             " is out of range for a vocabulary of ", vocab, " ids (valid ids are 0 to ",
+                             vocab == 0 ? std::string("none") : std::to_string(vocab - 1), ")"));
       }
       const param_type* row = table_.data() + static_cast<std::size_t>(static_cast<long long>(id_data[n])) * f;
       for (std::size_t j = 0; j < f; ++j) {
-        out[n * f + j] = kernels::detail::round_to<O>(kernels::detail::round_to<C>(row[j]));
+        out[n * f + j] = internal::round_to<O>(internal::round_to<C>(row[j]));
       }
     }
   }

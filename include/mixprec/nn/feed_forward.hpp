@@ -17,15 +17,13 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/arch/isa.hpp"
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/xtensor.hpp"
+#include "mixprec/kernels/activation_kind.hpp"
 #include "mixprec/kernels/activations.hpp"
-#include "mixprec/kernels/detail/activation_kind.hpp"
-#include "mixprec/kernels/detail/activation_rows.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
-#include "mixprec/kernels/detail/message.hpp"
 #include "mixprec/kernels/gemm.hpp"
+#include "mixprec/kernels/rounding.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/validate.hpp"
@@ -162,24 +160,23 @@ class feed_forward {
       : activation_(activation), w1_(std::move(w1)), w2_(std::move(w2)), w3_(std::move(w3)) {
     auto kernel_shape = [](const dense<P>& d) { return detail::shape_string(d.kernel().shape()); };
     if (w1_.out_features() != w2_.in_features()) {
-      throw std::invalid_argument(
-          kernels::detail::concat("feed_forward: w1 has ", w1_.out_features(), " outputs (kernel ", kernel_shape(w1_),
-                                  ") but w2 takes ", w2_.in_features(), " inputs (kernel ", kernel_shape(w2_), ")"));
+      throw std::invalid_argument(internal::concat("feed_forward: w1 has ", w1_.out_features(), " outputs (kernel ",
+                                                   kernel_shape(w1_), ") but w2 takes ", w2_.in_features(),
+                                                   " inputs (kernel ", kernel_shape(w2_), ")"));
     }
     if (is_gated(activation_) && !w3_) {
-      throw std::invalid_argument(kernels::detail::concat(
-          "feed_forward: ", activation_name(activation_),
-          " is gated and needs w3 (the up projection, shape [in, hidden] = ", kernel_shape(w1_), ")"));
+      throw std::invalid_argument(
+          internal::concat("feed_forward: ", activation_name(activation_),
+                           " is gated and needs w3 (the up projection, shape [in, hidden] = ", kernel_shape(w1_), ")"));
     }
     if (!is_gated(activation_) && w3_) {
-      throw std::invalid_argument(
-          kernels::detail::concat("feed_forward: ", activation_name(activation_),
-                                  " is not gated; w3 is only for swiglu, geglu and geglu_tanh"));
+      throw std::invalid_argument(internal::concat("feed_forward: ", activation_name(activation_),
+                                                   " is not gated; w3 is only for swiglu, geglu and geglu_tanh"));
     }
     if (w3_ && (w3_->in_features() != w1_.in_features() || w3_->out_features() != w1_.out_features())) {
-      throw std::invalid_argument(kernels::detail::concat("feed_forward: w3 has kernel ", kernel_shape(*w3_),
-                                                          " but w1 has kernel ", kernel_shape(w1_),
-                                                          "; the gate and up projections must have the same shape"));
+      throw std::invalid_argument(internal::concat("feed_forward: w3 has kernel ", kernel_shape(*w3_),
+                                                   " but w1 has kernel ", kernel_shape(w1_),
+                                                   "; the gate and up projections must have the same shape"));
     }
   }
 
@@ -307,8 +304,7 @@ class feed_forward {
     using H = detail::ffn_hidden_t<P, T>;
     detail::check_real<T>("feed_forward::backward");
     detail::check_features("feed_forward::backward", dy, out_features(), [&] {
-      return kernels::detail::concat("w2 kernel shape ", detail::shape_string(w2_.kernel().shape()),
-                                     " = [hidden, out]");
+      return internal::concat("w2 kernel shape ", detail::shape_string(w2_.kernel().shape()), " = [hidden, out]");
     });
     const std::size_t rows = ctx.input.rows;
     detail::check_backward_rows("feed_forward::backward", detail::leading_size(dy), rows);
@@ -327,13 +323,13 @@ class feed_forward {
       with_activation<Acc>([&](auto act, auto act_derivative) {
         if (is_gated(activation_)) {
           for (std::size_t i = 0; i < count; ++i) {
-            const Acc gi = kernels::detail::round_to<Acc>(g[i]);
-            gb[i] = kernels::detail::round_to<H>(gi * act(a[i]));
-            g[i] = kernels::detail::round_to<H>((gi * b[i]) * act_derivative(a[i]));
+            const Acc gi = internal::round_to<Acc>(g[i]);
+            gb[i] = internal::round_to<H>(gi * act(a[i]));
+            g[i] = internal::round_to<H>((gi * b[i]) * act_derivative(a[i]));
           }
         } else {
           for (std::size_t i = 0; i < count; ++i) {
-            g[i] = kernels::detail::round_to<H>(kernels::detail::round_to<Acc>(g[i]) * act_derivative(a[i]));
+            g[i] = internal::round_to<H>(internal::round_to<Acc>(g[i]) * act_derivative(a[i]));
           }
         }
       });
@@ -346,11 +342,10 @@ class feed_forward {
     if (w3_) {
       const auto dx3 = w3_->backward(ctx.input, db, *grads.w3);
       for (std::size_t i = 0; i < dx.size(); ++i) {
-        out[i] = kernels::detail::round_to<T>(kernels::detail::round_to<Acc>(dx1.data()[i]) +
-                                              kernels::detail::round_to<Acc>(dx3.data()[i]));
+        out[i] = internal::round_to<T>(internal::round_to<Acc>(dx1.data()[i]) + internal::round_to<Acc>(dx3.data()[i]));
       }
     } else {
-      for (std::size_t i = 0; i < dx.size(); ++i) out[i] = kernels::detail::round_to<T>(dx1.data()[i]);
+      for (std::size_t i = 0; i < dx.size(); ++i) out[i] = internal::round_to<T>(dx1.data()[i]);
     }
     return dx;
   }
@@ -371,7 +366,7 @@ class feed_forward {
   template <class X>
   void check_input(const X& x) const {
     detail::check_features("feed_forward", x, in_features(), [&] {
-      return kernels::detail::concat("w1 kernel shape ", detail::shape_string(w1_.kernel().shape()), " = [in, hidden]");
+      return internal::concat("w1 kernel shape ", detail::shape_string(w1_.kernel().shape()), " = [in, hidden]");
     });
   }
 
@@ -383,11 +378,11 @@ class feed_forward {
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
     using Acc = accumulator_t<C>;
-    static_assert(!kernels::detail::is_complex_v<C>,
+    static_assert(!internal::is_complex_v<C>,
                   "nn::feed_forward: the activations (relu, gelu, silu) are real functions; complex inputs are not "
                   "supported. Feed real and imaginary parts separately, or use nn::dense.");
     // The saved contexts hold values of compute_t<P, ffn_hidden_t<P, T>>: they must be C's.
-    static_assert(kernels::detail::is_complex_v<C> || std::is_same_v<compute_t<P, detail::ffn_hidden_t<P, T>>, C>);
+    static_assert(internal::is_complex_v<C> || std::is_same_v<compute_t<P, detail::ffn_hidden_t<P, T>>, C>);
     const std::size_t in = in_features(), hidden = hidden_features(), out = out_features();
     const bool gated = is_gated(activation_);
     const std::size_t rows = detail::leading_size(x);
@@ -400,7 +395,7 @@ class feed_forward {
     if (ctx != nullptr) {
       ctx->input.rows = rows;
       ctx->input.x.resize(x.size());
-      kernels::detail::round_n<C>(x.data(), x.size(), ctx->input.x.data());
+      internal::round_n<C>(x.data(), x.size(), ctx->input.x.data());
       ctx->hidden.rows = rows;
       ctx->hidden.x.resize(rows * hidden);
       ctx->a.resize(rows * hidden);
@@ -421,12 +416,12 @@ class feed_forward {
       if (w3_) project<C>(*w3_, x_rows, std::span<Acc>(b, n * hidden), n);
       activate<C>(n * hidden, a, b, act);
       if constexpr (diagnostics::probe_enabled_v<Probe>) {
-        probe.observe(kernels::detail::concat(site, ".hidden"), std::span<const C>(act, n * hidden));
+        probe.observe(internal::concat(site, ".hidden"), std::span<const C>(act, n * hidden));
       }
       project<C>(w2_, std::span<const C>(act, n * hidden), std::span<O>(y_data + r0 * out, n * out), n);
     }
     if constexpr (diagnostics::probe_enabled_v<Probe>) {
-      probe.observe(kernels::detail::concat(site, ".out"), std::span<const O>(y_data, rows * out));
+      probe.observe(internal::concat(site, ".out"), std::span<const O>(y_data, rows * out));
     }
   }
 
@@ -436,23 +431,21 @@ class feed_forward {
   void with_activation(F&& f) const {
     switch (activation_) {
       case ffn_activation::relu:
-        f([](Acc v) { return kernels::detail::relu_op(v); },
-          [](Acc v) { return kernels::detail::relu_derivative_op(v); });
+        f([](Acc v) { return kernels::relu(v); }, [](Acc v) { return kernels::relu_derivative(v); });
         break;
       case ffn_activation::gelu:
       case ffn_activation::geglu:
-        f([](Acc v) { return kernels::detail::gelu_erf_op(v); },
-          [](Acc v) { return kernels::detail::gelu_erf_derivative_op(v); });
+        f([](Acc v) { return kernels::gelu(v, kernels::gelu_approximation::none); },
+          [](Acc v) { return kernels::gelu_derivative(v, kernels::gelu_approximation::none); });
         break;
       case ffn_activation::gelu_tanh:
       case ffn_activation::geglu_tanh:
-        f([](Acc v) { return kernels::detail::gelu_tanh_op(v); },
-          [](Acc v) { return kernels::detail::gelu_tanh_derivative_op(v); });
+        f([](Acc v) { return kernels::gelu(v, kernels::gelu_approximation::tanh); },
+          [](Acc v) { return kernels::gelu_derivative(v, kernels::gelu_approximation::tanh); });
         break;
       case ffn_activation::silu:
       case ffn_activation::swiglu:
-        f([](Acc v) { return kernels::detail::silu_op(v); },
-          [](Acc v) { return kernels::detail::silu_derivative_op(v); });
+        f([](Acc v) { return kernels::silu(v); }, [](Acc v) { return kernels::silu_derivative(v); });
         break;
     }
   }
@@ -488,11 +481,11 @@ class feed_forward {
     const std::size_t rows = ctx.input.rows, count = rows * hidden_features();
     if (ctx.input.x.size() != rows * in_features() || ctx.hidden.rows != rows || ctx.hidden.x.size() != count ||
         ctx.a.size() != count || ctx.b.size() != (is_gated(activation_) ? count : 0)) {
-      throw std::invalid_argument(kernels::detail::concat(
-          "feed_forward::backward: the saved context does not fit this layer (", ctx.input.x.size(), " input and ",
-          ctx.a.size(), " hidden values for ", rows, " rows; the layer has ", in_features(), " inputs, ",
-          hidden_features(), " hidden features, activation ", activation_name(activation_),
-          "); pass the context filled by this layer's forward()"));
+      throw std::invalid_argument(
+          internal::concat("feed_forward::backward: the saved context does not fit this layer (", ctx.input.x.size(),
+                           " input and ", ctx.a.size(), " hidden values for ", rows, " rows; the layer has ",
+                           in_features(), " inputs, ", hidden_features(), " hidden features, activation ",
+                           activation_name(activation_), "); pass the context filled by this layer's forward()"));
     }
   }
 
@@ -500,19 +493,19 @@ class feed_forward {
   void check_gradients(const gradients& grads) const {
     constexpr const char* where = "feed_forward::backward";
     auto check = [&](const char* name, const dense<P>& layer, const typename dense<P>::gradients& g) {
-      const std::string kernel = kernels::detail::concat(name, ".kernel");
+      const std::string kernel = internal::concat(name, ".kernel");
       detail::check_gradient_shape(where, kernel.c_str(), g.kernel.shape(), layer.kernel().shape());
       if (layer.bias().has_value() != g.bias.has_value() || (g.bias && g.bias->size() != layer.bias()->size())) {
-        throw std::invalid_argument(kernels::detail::concat(where, ": grads.", name, ".bias does not match ", name,
-                                                            "'s bias; make the gradients with zero_gradients()"));
+        throw std::invalid_argument(internal::concat(where, ": grads.", name, ".bias does not match ", name,
+                                                     "'s bias; make the gradients with zero_gradients()"));
       }
     };
     check("w1", w1_, grads.w1);
     check("w2", w2_, grads.w2);
     if (w3_.has_value() != grads.w3.has_value()) {
-      throw std::invalid_argument(kernels::detail::concat(
-          where, ": grads.w3 is ", grads.w3 ? "present" : "missing", " but the layer (", activation_name(activation_),
-          ") has ", w3_ ? "a" : "no", " w3; make the gradients with zero_gradients()"));
+      throw std::invalid_argument(internal::concat(where, ": grads.w3 is ", grads.w3 ? "present" : "missing",
+                                                   " but the layer (", activation_name(activation_), ") has ",
+                                                   w3_ ? "a" : "no", " w3; make the gradients with zero_gradients()"));
     }
     if (w3_) check("w3", *w3_, *grads.w3);
   }
@@ -523,15 +516,15 @@ class feed_forward {
     layer.template project<C>(in, n, out);
   }
 
-  /// The vectorised kernel of this block's activation (kernels/detail/activation_rows.hpp), if it has one.
-  [[nodiscard]] std::optional<kernels::detail::activation_kind> simd_activation() const noexcept {
+  /// The vectorised kernel of this block's activation (`kernels::activation_rows_kernel`), if it has one.
+  [[nodiscard]] std::optional<kernels::activation_kind> simd_activation() const noexcept {
     switch (activation_) {
       case ffn_activation::silu:
-      case ffn_activation::swiglu: return kernels::detail::activation_kind::silu;
+      case ffn_activation::swiglu: return kernels::activation_kind::silu;
       case ffn_activation::gelu_tanh:
-      case ffn_activation::geglu_tanh: return kernels::detail::activation_kind::gelu_tanh;
+      case ffn_activation::geglu_tanh: return kernels::activation_kind::gelu_tanh;
       case ffn_activation::gelu:
-      case ffn_activation::geglu: return kernels::detail::activation_kind::gelu_erf;
+      case ffn_activation::geglu: return kernels::activation_kind::gelu_erf;
       case ffn_activation::relu: break;
     }
     return std::nullopt;
@@ -545,11 +538,11 @@ class feed_forward {
   bool simd_activation_backward(std::size_t count, const Acc* a, const Acc* b, H* g, H* gb) const {
     if constexpr (std::same_as<Acc, float> && std::same_as<H, float>) {
       const auto kind = simd_activation();
-      const isa level = active_isa();  // one level for the whole call
-      if (!kind || !kernels::detail::activation_simd(level)) return false;
-      const auto derivative = kernels::detail::derivative_of(*kind);
+      const kernels::activation_rows_kernel rows;  // one level for the whole call
+      if (!kind || !rows.vectorised()) return false;
+      const auto derivative = kernels::derivative_of(*kind);
       if (!is_gated(activation_)) {
-        kernels::detail::activation_rows(level, derivative, a, g, g, count);
+        rows(derivative, a, g, g, count);
         return true;
       }
       constexpr std::size_t block = 1024;
@@ -557,8 +550,8 @@ class feed_forward {
       for (std::size_t i0 = 0; i0 < count; i0 += block) {
         const std::size_t m = std::min(block, count - i0);
         for (std::size_t i = 0; i < m; ++i) gate_product[i] = g[i0 + i] * b[i0 + i];
-        kernels::detail::activation_rows(level, *kind, a + i0, g + i0, gb + i0, m);
-        kernels::detail::activation_rows(level, derivative, a + i0, gate_product, g + i0, m);
+        rows(*kind, a + i0, g + i0, gb + i0, m);
+        rows(derivative, a + i0, gate_product, g + i0, m);
       }
       return true;
     } else {
@@ -575,19 +568,19 @@ class feed_forward {
   void activate(std::size_t count, const Acc* h1, const Acc* h3, C* h) const {
     const bool gated = is_gated(activation_);
     if constexpr (std::same_as<Acc, float>) {
-      const isa level = active_isa();  // one level for the whole call
+      const kernels::activation_rows_kernel rows;  // one level for the whole call
       const auto kind = simd_activation();
-      if (kind && kernels::detail::activation_simd(level)) {
+      if (kind && rows.vectorised()) {
         const float* gate = gated ? h3 : nullptr;
         if constexpr (std::same_as<C, float>) {
-          kernels::detail::activation_rows(level, *kind, h1, gate, h, count);
+          rows(*kind, h1, gate, h, count);
         } else {
           constexpr std::size_t block = 1024;  // 4 KiB on the stack, one bulk rounding per block
           float values[block];
           for (std::size_t i0 = 0; i0 < count; i0 += block) {
             const std::size_t m = std::min(block, count - i0);
-            kernels::detail::activation_rows(level, *kind, h1 + i0, gate != nullptr ? gate + i0 : nullptr, values, m);
-            kernels::detail::round_n<C>(values, m, h + i0);
+            rows(*kind, h1 + i0, gate != nullptr ? gate + i0 : nullptr, values, m);
+            internal::round_n<C>(values, m, h + i0);
           }
         }
         return;
@@ -612,7 +605,7 @@ class feed_forward {
           } else {
             for (std::size_t i = 0; i < m; ++i) values[i] = act(h1[i0 + i]);
           }
-          kernels::detail::round_n<C>(values, m, h + i0);
+          internal::round_n<C>(values, m, h + i0);
         }
       }
     });

@@ -15,7 +15,7 @@
 #include <utility>
 #include <variant>
 
-#include "mixprec/arch/detail/concat.hpp"
+#include "mixprec/arch/message.hpp"
 #include "mixprec/dtypes/promotion.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/policies/policy.hpp"
@@ -232,7 +232,7 @@ class scoped_layer {
       if (!names.empty()) names.append("; ");
       names.append(to_string(q));
     }
-    throw policy_error(mixprec::detail::concat(
+    throw policy_error(internal::concat(
         layer_name<Layer>, "<from_scope<...>>: the policy ", to_string(p), " (the scope's, ",
         to_string(current_policy()), compute ? ", with the compute override" : "", ") is not one of the ",
         listed.size(), " listed policies (", names,

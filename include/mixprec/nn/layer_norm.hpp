@@ -14,12 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/xtensor.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
-#include "mixprec/kernels/detail/message.hpp"
-#include "mixprec/kernels/detail/norm_rows.hpp"
+#include "mixprec/kernels/norms.hpp"
 #include "mixprec/kernels/reductions.hpp"
+#include "mixprec/kernels/rounding.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/from_scope.hpp"
@@ -53,8 +53,8 @@ struct layer_norm_options {
 ///   normalises correctly; ordinary rows are not rescaled. The
 ///   normalisation `(x - mean) * (rsqrt(var + eps) * scale) + bias` runs in S with the parameters
 ///   rounded to C; each result is rounded once to `O = output_t<P, T>`.
-/// - **Fast path**: on a CPU with AVX2 (`mixprec::active_isa()`), with T, C and O each float, bfloat16
-///   or float16, ordinary rows take kernels/detail/norm_avx2.hpp instead: the same formula with the
+/// - **Fast path**: on a CPU with AVX2 or AVX-512, with T, C and O each float, bfloat16 or float16,
+///   ordinary rows take the vectorised rows of `kernels::layer_norm_rows` instead: the same formula with the
 ///   statistics summed in float64 in one pass (d = x - x[0]; mean and variance from Σd and Σd²) and
 ///   the last step as one FMA — within a few float32 roundings of the path above; rows that are not
 ///   finite or need rescaling still take it. Rows are split over `mixprec::num_threads()` threads;
@@ -143,7 +143,7 @@ class layer_norm {
                   "layer_norm::forward_into(out, x): out's element type must be output_t<P, T> of the layer's "
                   "policy P for x's element type T; make out with that type, or use the value-returning call.");
     detail::check_features("layer_norm", x, features_,
-                           [&] { return kernels::detail::concat("scale and bias shape [", features_, "]"); });
+                           [&] { return internal::concat("scale and bias shape [", features_, "]"); });
     detail::check_output_shape("layer_norm::forward_into", "out", out, x);
     normalise(x.data(), features_ == 0 ? 0 : x.size() / features_, out.data(), nullptr);
   }
@@ -226,11 +226,11 @@ class layer_norm {
     using S = typename saved<T>::stat_type;
     const std::size_t f = features_;
     detail::check_features("layer_norm::backward", dy, f,
-                           [&] { return kernels::detail::concat("scale and bias shape [", f, "]"); });
+                           [&] { return internal::concat("scale and bias shape [", f, "]"); });
     // Rows as the forward counted them (none when there are no features: x and dy are then empty).
     detail::check_backward_rows("layer_norm::backward", f == 0 ? 0 : detail::leading_size(dy), ctx.rstd.size());
     if (ctx.xhat.size() != ctx.rstd.size() * f) {
-      throw std::invalid_argument(kernels::detail::concat(
+      throw std::invalid_argument(internal::concat(
           "layer_norm::backward: the saved context holds ", ctx.xhat.size(), " normalised values for ", ctx.rstd.size(),
           " rows but the layer has ", f, " features; pass the context filled by this layer's forward()"));
     }
@@ -241,13 +241,13 @@ class layer_norm {
           "zero_gradients()");
     }
     std::vector<S> scale(f, S(1));
-    if (scale_) kernels::detail::round_widen_n<C>(scale_->data(), f, scale.data());
+    if (scale_) internal::round_widen_n<C>(scale_->data(), f, scale.data());
     auto dx = detail::make_like<T>(dy, f);
     std::vector<S> d(f), g(f);
     const std::size_t rows = ctx.rstd.size();
     for (std::size_t r = 0; r < rows; ++r) {
       const S* xh = ctx.xhat.data() + r * f;
-      for (std::size_t j = 0; j < f; ++j) d[j] = kernels::detail::round_to<S>(dy.data()[r * f + j]);
+      for (std::size_t j = 0; j < f; ++j) d[j] = internal::round_to<S>(dy.data()[r * f + j]);
       S sum_g = 0, sum_gx = 0;
       for (std::size_t j = 0; j < f; ++j) {
         g[j] = scale[j] * d[j];
@@ -258,7 +258,7 @@ class layer_norm {
       const S mean_gx = sum_gx / static_cast<S>(f);
       const S rs = ctx.rstd[r];
       for (std::size_t j = 0; j < f; ++j) {
-        dx.data()[r * f + j] = kernels::detail::round_out<T>(rs * (g[j] - mean_g - xh[j] * mean_gx));
+        dx.data()[r * f + j] = internal::round_out<T>(rs * (g[j] - mean_g - xh[j] * mean_gx));
       }
       if (grads.scale) {
         for (std::size_t j = 0; j < f; ++j) grads.scale->data()[j] += static_cast<grad_type>(d[j] * xh[j]);
@@ -276,56 +276,41 @@ class layer_norm {
   auto run(const X& x, Ctx ctx) const {
     using T = detail::value_t<X>;
     detail::check_features("layer_norm", x, features_,
-                           [&] { return kernels::detail::concat("scale and bias shape [", features_, "]"); });
+                           [&] { return internal::concat("scale and bias shape [", features_, "]"); });
     auto y = detail::make_like<output_t<P, T>>(x, features_);
     normalise(x.data(), features_ == 0 ? 0 : x.size() / features_, y.data(), ctx);
     return y;
   }
 
-  /// Normalises `rows` rows of `in` into `out`; rows are split over the kernels' threads, and each
-  /// takes the AVX2 row (kernels/detail/norm_avx2.hpp) when the CPU has it and the types are float,
-  /// bfloat16 or float16, else (and for rows that are not finite or need rescaling) `portable_row`.
+  /// Normalises `rows` rows of `in` into `out` through `kernels::layer_norm_rows` (the vectorised rows
+  /// where this CPU and the types have them, split over the kernels' threads); the rows it does not take
+  /// go to `portable_row`.
   template <class T, class O, class Ctx>
   void normalise(const T* in, std::size_t rows, O* out, Ctx ctx) const {
     using C = compute_t<P, T>;
     using S = accumulator_t<C>;
-    constexpr bool saves = !std::is_same_v<Ctx, std::nullptr_t> && !kernels::detail::is_complex_v<S>;
-    constexpr bool simd_types = kernels::detail::simd_norm_types<T, C, O> && std::is_same_v<S, float>;
+    constexpr bool saves = !std::is_same_v<Ctx, std::nullptr_t> && !internal::is_complex_v<S>;
     const std::size_t f = features_;
     // Parameters rounded to the compute type, in the statistics type (1 and 0 when absent).
     std::vector<S> scale(f, S(1)), bias(f, S(0));
-    if (scale_) kernels::detail::round_widen_n<C>(scale_->data(), f, scale.data());
-    if (bias_) kernels::detail::round_widen_n<C>(bias_->data(), f, bias.data());
+    if (scale_) internal::round_widen_n<C>(scale_->data(), f, scale.data());
+    if (bias_) internal::round_widen_n<C>(bias_->data(), f, bias.data());
+    S* xhat = nullptr;
+    S* rstd = nullptr;
     if constexpr (saves) {
       if (ctx != nullptr) {
         ctx->xhat.resize(rows * f);
         ctx->rstd.resize(rows);
+        xhat = ctx->xhat.data();
+        rstd = ctx->rstd.data();
       }
     }
-    const kernels::detail::row_path path = kernels::detail::choose_row_path<simd_types>(rows * f * sizeof(O));
-    kernels::detail::for_row_blocks(rows, f, [&](std::size_t begin, std::size_t end) {
-      std::vector<S> row;  // the portable path's row, made when a row takes that path
-      for (std::size_t r = begin; r < end; ++r) {
-        S* xhat = nullptr;
-        S* rstd = nullptr;
-        if constexpr (saves) {
-          if (ctx != nullptr) {
-            xhat = ctx->xhat.data() + r * f;
-            rstd = ctx->rstd.data() + r;
-          }
-        }
-        if constexpr (simd_types) {
-          if (path.simd && kernels::detail::layer_norm_row_simd<T, C, O>(
-                               in + r * f, f, static_cast<float>(epsilon_), scale.data(), bias.data(), out + r * f,
-                               xhat, rstd, r + 1 < end ? in + (r + 1) * f : nullptr, path)) {
-            continue;
-          }
-        }
-        row.resize(f);
-        portable_row<C>(in + r * f, std::span<S>(row), scale, bias, out + r * f, xhat, rstd);
-      }
-      if (path.streaming) kernels::detail::store_fence();
-    });
+    kernels::layer_norm_rows<C>(in, rows, f, static_cast<float>(epsilon_), scale.data(), bias.data(), out, xhat, rstd,
+                                [&](std::size_t r, std::span<S> row) {
+                                  portable_row<C>(in + r * f, row, scale, bias, out + r * f,
+                                                  xhat != nullptr ? xhat + r * f : nullptr,
+                                                  rstd != nullptr ? rstd + r : nullptr);
+                                });
   }
 
   /// One row on the portable path: x rounded to C into `row` (S), corrected two-pass statistics with
@@ -333,17 +318,17 @@ class layer_norm {
   template <class C, class T, class S, class O>
   void portable_row(const T* in, std::span<S> row, const std::vector<S>& scale, const std::vector<S>& bias, O* out,
                     S* xhat, S* rstd) const {
-    using R = kernels::detail::real_of_t<S>;
+    using R = internal::real_of_t<S>;
     const std::size_t f = row.size();
     const R eps = static_cast<R>(epsilon_);
-    kernels::detail::round_widen_n<C>(in, f, row.data());
+    internal::round_widen_n<C>(in, f, row.data());
     // Rows whose sums or squares would overflow or underflow S are divided by 2^k (exact); then
     // (x - mean) / sqrt(var + eps) = (z - mean_z) / sqrt(var_z + eps 2^-2k) with z = x 2^-k.
     const int k = kernels::rescaling_exponent(row);
     R eps_row = eps;
     int unscale = 0;  // exponent to multiply deviations by when eps 2^-2k is beyond R's range
     if (k != 0) {
-      for (S& v : row) v = kernels::detail::scale_pow2(v, -k);
+      for (S& v : row) v = internal::scale_pow2(v, -k);
       eps_row = static_cast<R>(std::ldexp(epsilon_, -2 * k));  // scaled in double: exact
       if (!std::isfinite(eps_row)) {
         // A tiny row with eps dominating: var < eps 2^-R::max_exponent is negligible beside eps.
@@ -355,13 +340,13 @@ class layer_norm {
     const R inv = unscale != 0 ? R(1) / std::sqrt(eps) : R(1) / std::sqrt(stats.variance + eps_row);
     for (std::size_t j = 0; j < f; ++j) {
       S deviation = (row[j] - stats.mean) - stats.mean_correction;
-      if (unscale != 0) deviation = kernels::detail::scale_pow2(deviation, unscale);
-      out[j] = kernels::detail::round_out<O>(deviation * (inv * scale[j]) + bias[j]);
-      if constexpr (!kernels::detail::is_complex_v<S>) {
+      if (unscale != 0) deviation = internal::scale_pow2(deviation, unscale);
+      out[j] = internal::round_out<O>(deviation * (inv * scale[j]) + bias[j]);
+      if constexpr (!internal::is_complex_v<S>) {
         if (xhat != nullptr) xhat[j] = deviation * inv;
       }
     }
-    if constexpr (!kernels::detail::is_complex_v<S>) {
+    if constexpr (!internal::is_complex_v<S>) {
       // r in x's units: the rescaled row's r_z = 2^k r_x (unless eps dominated, where inv already is r_x).
       if (rstd != nullptr) *rstd = (k != 0 && unscale == 0) ? std::ldexp(inv, -k) : inv;
     }
@@ -369,9 +354,9 @@ class layer_norm {
 
   void check_param(const char* name, const std::optional<vector_type>& p) const {
     if (p && p->size() != features_) {
-      throw std::invalid_argument(
-          kernels::detail::concat("layer_norm: ", name, " has shape ", detail::shape_string(p->shape()),
-                                  " but the layer normalises ", features_, " features (expects [", features_, "])"));
+      throw std::invalid_argument(internal::concat("layer_norm: ", name, " has shape ",
+                                                   detail::shape_string(p->shape()), " but the layer normalises ",
+                                                   features_, " features (expects [", features_, "])"));
     }
   }
 

@@ -41,12 +41,12 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/xtensor.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
-#include "mixprec/kernels/detail/message.hpp"
-#include "mixprec/kernels/detail/norm_rows.hpp"
+#include "mixprec/kernels/norms.hpp"
 #include "mixprec/kernels/reductions.hpp"
+#include "mixprec/kernels/rounding.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/from_scope.hpp"
@@ -195,8 +195,7 @@ class rms_norm {
   [[nodiscard]] auto operator()(const X& x_in) const {
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
-    detail::check_features("rms_norm", x, features_,
-                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
+    detail::check_features("rms_norm", x, features_, [&] { return internal::concat("scale shape [", features_, "]"); });
     auto y = detail::make_like<output_t<P, T>>(x, features_);
     normalise_plain(x.data(), rows_of(x), y.data(), static_cast<saved<T>*>(nullptr));
     return y;
@@ -219,8 +218,7 @@ class rms_norm {
   [[nodiscard]] auto operator()(const X& x_in, no_residual_t) const {
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
-    detail::check_features("rms_norm", x, features_,
-                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
+    detail::check_features("rms_norm", x, features_, [&] { return internal::concat("scale shape [", features_, "]"); });
     return fused(x, static_cast<const residual_t<P, T>*>(nullptr));
   }
 
@@ -232,8 +230,7 @@ class rms_norm {
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     check_out_type<T, Y>();
-    detail::check_features("rms_norm", x, features_,
-                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
+    detail::check_features("rms_norm", x, features_, [&] { return internal::concat("scale shape [", features_, "]"); });
     detail::check_output_shape("rms_norm::forward_into", "out", out, x);
     normalise_plain(x.data(), rows_of(x), out.data(), static_cast<saved<T>*>(nullptr));
   }
@@ -283,8 +280,7 @@ class rms_norm {
                   "rms_norm::forward_into(out, new_residual, x, no_residual): new_residual must be the same kind "
                   "of container as x with element type nn::residual_t<P, T> (float32, or float64 under float64 "
                   "compute).");
-    detail::check_features("rms_norm", x, features_,
-                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
+    detail::check_features("rms_norm", x, features_, [&] { return internal::concat("scale shape [", features_, "]"); });
     detail::check_output_shape("rms_norm::forward_into", "out", out, x);
     detail::check_output_shape("rms_norm::forward_into", "new_residual", new_residual, x);
     normalise_fused(x.data(), static_cast<const residual_t<P, T>*>(nullptr), rows_of(x), out.data(),
@@ -348,8 +344,7 @@ class rms_norm {
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     detail::check_real<T>("rms_norm");
-    detail::check_features("rms_norm", x, features_,
-                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
+    detail::check_features("rms_norm", x, features_, [&] { return internal::concat("scale shape [", features_, "]"); });
     auto y = detail::make_like<output_t<P, T>>(x, features_);
     normalise_plain(x.data(), rows_of(x), y.data(), &ctx);
     return y;
@@ -373,8 +368,7 @@ class rms_norm {
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     detail::check_real<T>("rms_norm");
-    detail::check_features("rms_norm", x, features_,
-                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
+    detail::check_features("rms_norm", x, features_, [&] { return internal::concat("scale shape [", features_, "]"); });
     return fused(x, static_cast<const residual_t<P, T>*>(nullptr), &ctx);
   }
 
@@ -392,7 +386,7 @@ class rms_norm {
           "dnew_residual, grads) or backward_fused(ctx, dnormed, grads)");
     }
     detail::check_features("rms_norm::backward", dy, features_,
-                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
+                           [&] { return internal::concat("scale shape [", features_, "]"); });
     auto dx = detail::make_like<T>(dy, features_);
     backward_rows<T>(ctx, dy, static_cast<const typename saved<T>::stat_type*>(nullptr), grads, dx.data(), 1.0);
     return dx;
@@ -412,12 +406,12 @@ class rms_norm {
     const auto& dnew_residual = detail::as_array(dnew_residual_in);
     using R = typename saved<T>::stat_type;
     if (dnew_residual.size() != dnormed.size()) {
-      throw std::invalid_argument(kernels::detail::concat(
+      throw std::invalid_argument(internal::concat(
           "rms_norm::backward: dnew_residual has shape ", detail::shape_string(dnew_residual.shape()),
           " but dnormed has shape ", detail::shape_string(dnormed.shape()), "; pass cotangents of both outputs"));
     }
     std::vector<R> dres(dnew_residual.size());
-    for (std::size_t i = 0; i < dres.size(); ++i) dres[i] = kernels::detail::round_to<R>(dnew_residual.data()[i]);
+    for (std::size_t i = 0; i < dres.size(); ++i) dres[i] = internal::round_to<R>(dnew_residual.data()[i]);
     return backward_fused_impl(ctx, dnormed, dres.data(), grads);
   }
 
@@ -447,13 +441,12 @@ class rms_norm {
                   "rms_norm(x, residual): the residual stream must have element type nn::residual_t<P, T> "
                   "(float32, or float64 under float64 compute), as the previous fused rms_norm returned it; "
                   "start the stream with nn::no_residual.");
-    detail::check_features("rms_norm", x, features_,
-                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
+    detail::check_features("rms_norm", x, features_, [&] { return internal::concat("scale shape [", features_, "]"); });
     if (!std::equal(x.shape().begin(), x.shape().end(), residual.shape().begin(), residual.shape().end())) {
       throw std::invalid_argument(
-          kernels::detail::concat("rms_norm: x has shape ", detail::shape_string(x.shape()),
-                                  " but the residual has shape ", detail::shape_string(residual.shape()),
-                                  "; pass the residual returned by the previous fused rms_norm for this x"));
+          internal::concat("rms_norm: x has shape ", detail::shape_string(x.shape()), " but the residual has shape ",
+                           detail::shape_string(residual.shape()),
+                           "; pass the residual returned by the previous fused rms_norm for this x"));
     }
   }
 
@@ -466,7 +459,7 @@ class rms_norm {
           "rms_norm::backward: the context was saved by the plain form; call backward(ctx, dy, grads)");
     }
     detail::check_features("rms_norm::backward", dnormed, features_,
-                           [&] { return kernels::detail::concat("scale shape [", features_, "]"); });
+                           [&] { return internal::concat("scale shape [", features_, "]"); });
     auto ds = detail::make_like<R>(dnormed, features_);
     const double c = residual_scale_.value_or(1.0);
     backward_rows<T>(ctx, dnormed, dres, grads, ds.data(), c);
@@ -480,11 +473,10 @@ class rms_norm {
     using C = compute_t<P, T>;
     using S = typename saved<T>::stat_type;
     const std::size_t f = features_;
-    detail::check_features("rms_norm::backward", dy, f,
-                           [&] { return kernels::detail::concat("scale shape [", f, "]"); });
+    detail::check_features("rms_norm::backward", dy, f, [&] { return internal::concat("scale shape [", f, "]"); });
     detail::check_backward_rows("rms_norm::backward", rows_of(dy), ctx.rstd.size());  // as the forward counted
     if (ctx.xhat.size() != ctx.rstd.size() * f) {
-      throw std::invalid_argument(kernels::detail::concat(
+      throw std::invalid_argument(internal::concat(
           "rms_norm::backward: the saved context holds ", ctx.xhat.size(), " normalised values for ", ctx.rstd.size(),
           " rows but the layer has ", f, " features; pass the context filled by this layer's forward()"));
     }
@@ -493,13 +485,13 @@ class rms_norm {
           "rms_norm::backward: the gradients do not match the layer's scale; make them with zero_gradients()");
     }
     const std::vector<S> scale = scale_in<C, S>();
-    const S cs = kernels::detail::round_to<S>(c);
+    const S cs = internal::round_to<S>(c);
     std::vector<S> d(f), g(f);
     for (std::size_t r = 0; r < ctx.rstd.size(); ++r) {
       const S* xh = ctx.xhat.data() + r * f;
       S sum_gx = 0;
       for (std::size_t j = 0; j < f; ++j) {
-        d[j] = kernels::detail::round_to<S>(dy.data()[r * f + j]);
+        d[j] = internal::round_to<S>(dy.data()[r * f + j]);
         g[j] = scale[j] * d[j];
         sum_gx += g[j] * xh[j];
       }
@@ -508,7 +500,7 @@ class rms_norm {
       for (std::size_t j = 0; j < f; ++j) {
         S v = rs * (g[j] - xh[j] * mean_gx);
         if (dres != nullptr) v += cs * dres[r * f + j];
-        out[r * f + j] = kernels::detail::round_out<Out>(v);
+        out[r * f + j] = internal::round_out<Out>(v);
       }
       if (grads.scale) {
         for (std::size_t j = 0; j < f; ++j) grads.scale->data()[j] += static_cast<grad_type>(d[j] * xh[j]);
@@ -535,9 +527,9 @@ class rms_norm {
     if (!scale_) {
       std::fill(scale.begin(), scale.end(), S(1));
     } else if (scale_precision_ == norm_scale_precision::compute) {
-      kernels::detail::round_widen_n<C>(scale_->data(), features_, scale.data());
+      internal::round_widen_n<C>(scale_->data(), features_, scale.data());
     } else {
-      kernels::detail::round_widen_n<S>(scale_->data(), features_, scale.data());
+      internal::round_widen_n<S>(scale_->data(), features_, scale.data());
     }
   }
 
@@ -546,7 +538,7 @@ class rms_norm {
   /// exact: y = (x 2^-k) * rsqrt(mean(|x 2^-k|^2) + eps 2^-2k) * scale. Ordinary rows have k = 0.
   template <class S, class O>
   void normalise_row(const S* row, std::span<const S> scale, O* out, S* xhat = nullptr, S* rstd = nullptr) const {
-    using Real = kernels::detail::real_of_t<S>;
+    using Real = internal::real_of_t<S>;
     const auto ms = kernels::scaled_mean_square(std::span<const S>(row, features_));
     const int k = ms.exponent;
     // eps 2^-2k, scaled in double (exact) and rounded once to Real.
@@ -555,7 +547,7 @@ class rms_norm {
       // A tiny row (k < 0) with eps 2^-2k beyond Real's range: mean(|x|^2) < eps 2^-Real::max_exponent is
       // negligible beside eps, so y = x / sqrt(eps) on the unscaled row.
       const Real inv = Real(1) / std::sqrt(static_cast<Real>(epsilon_));
-      for (std::size_t j = 0; j < features_; ++j) out[j] = kernels::detail::round_out<O>(row[j] * inv * scale[j]);
+      for (std::size_t j = 0; j < features_; ++j) out[j] = internal::round_out<O>(row[j] * inv * scale[j]);
       if (xhat != nullptr) {
         for (std::size_t j = 0; j < features_; ++j) xhat[j] = row[j] * inv;
         *rstd = inv;
@@ -564,115 +556,92 @@ class rms_norm {
     }
     const Real inv = Real(1) / std::sqrt(ms.value + eps);
     if (k == 0) {
-      for (std::size_t j = 0; j < features_; ++j) out[j] = kernels::detail::round_out<O>(row[j] * inv * scale[j]);
+      for (std::size_t j = 0; j < features_; ++j) out[j] = internal::round_out<O>(row[j] * inv * scale[j]);
       if (xhat != nullptr) {
         for (std::size_t j = 0; j < features_; ++j) xhat[j] = row[j] * inv;
         *rstd = inv;
       }
     } else {
       for (std::size_t j = 0; j < features_; ++j) {
-        out[j] = kernels::detail::round_out<O>(kernels::detail::scale_pow2(row[j], -k) * inv * scale[j]);
+        out[j] = internal::round_out<O>(internal::scale_pow2(row[j], -k) * inv * scale[j]);
       }
       if (xhat != nullptr) {
-        for (std::size_t j = 0; j < features_; ++j) xhat[j] = kernels::detail::scale_pow2(row[j], -k) * inv;
+        for (std::size_t j = 0; j < features_; ++j) xhat[j] = internal::scale_pow2(row[j], -k) * inv;
         *rstd = std::ldexp(inv, -k);  // r in x's units: the rescaled row's r is 2^k times it
       }
     }
   }
 
-  /// The plain form over `rows` rows of `in` into `out` (x̂ and r saved in `ctx` when non-null). Rows
-  /// are split over the kernels' threads; each takes the AVX2 row (kernels/detail/norm_avx2.hpp) when
-  /// the CPU has it and the types are float, bfloat16 or float16, else (and for rows that are not
-  /// finite or need rescaling) the portable `normalise_row`.
+  /// The plain form over `rows` rows of `in` into `out` (x̂ and r saved in `ctx` when non-null), through
+  /// `kernels::rms_norm_rows` (the vectorised rows where this CPU and the types have them, split over the
+  /// kernels' threads); the rows it does not take go to the portable `normalise_row`.
   template <class T, class O>
   void normalise_plain(const T* in, std::size_t rows, O* out, saved<T>* ctx) const {
     using C = compute_t<P, T>;
     using S = accumulator_t<C>;
-    constexpr bool simd_types = kernels::detail::simd_norm_types<T, C, O> && std::is_same_v<S, float>;
     const std::size_t f = features_;
     const std::vector<S> scale = scale_in<C, S>();
+    S* xhat = nullptr;
+    S* rstd = nullptr;
     if (ctx != nullptr) {
       ctx->fused = false;
       ctx->xhat.resize(rows * f);
       ctx->rstd.resize(rows);
+      xhat = ctx->xhat.data();
+      rstd = ctx->rstd.data();
     }
-    const kernels::detail::row_path path = kernels::detail::choose_row_path<simd_types>(rows * f * sizeof(O));
-    kernels::detail::for_row_blocks(rows, f, [&](std::size_t begin, std::size_t end) {
-      std::vector<S> row;  // the portable path's row, made when a row takes that path
-      for (std::size_t r = begin; r < end; ++r) {
-        S* xhat = ctx != nullptr ? ctx->xhat.data() + r * f : nullptr;
-        S* rstd = ctx != nullptr ? ctx->rstd.data() + r : nullptr;
-        if constexpr (simd_types) {
-          if (path.simd && kernels::detail::rms_norm_row_simd<T, C, O>(
-                               in + r * f, f, static_cast<float>(epsilon_), scale.data(), out + r * f, xhat, rstd,
-                               r + 1 < end ? in + (r + 1) * f : nullptr, path)) {
-            continue;
-          }
-        }
-        row.resize(f);
-        kernels::detail::round_widen_n<C>(in + r * f, f, row.data());
-        normalise_row<S>(row.data(), scale, out + r * f, xhat, rstd);
-      }
-      if (path.streaming) kernels::detail::store_fence();
-    });
+    kernels::rms_norm_rows<C>(
+        in, rows, f, static_cast<float>(epsilon_), scale.data(), out, xhat, rstd, [&](std::size_t r, std::span<S> row) {
+          internal::round_widen_n<C>(in + r * f, f, row.data());
+          normalise_row<S>(row.data(), scale, out + r * f, xhat != nullptr ? xhat + r * f : nullptr,
+                           rstd != nullptr ? rstd + r : nullptr);
+        });
   }
 
   /// The fused form over `rows` rows: stream = residual + x (x alone when `residual` is null; `stream`
-  /// may be `residual` itself), out = rmsnorm(stream), then stream *= the residual scale. Rows as in
-  /// `normalise_plain`.
+  /// may be `residual` itself), out = rmsnorm(stream), then stream *= the residual scale, through
+  /// `kernels::rms_norm_fused_rows` as `normalise_plain`.
   template <class T, class O, class R>
   void normalise_fused(const T* in, const R* residual, std::size_t rows, O* out, R* stream, saved<T>* ctx,
                        workspace& ws) const {
     using C = compute_t<P, T>;
-    constexpr bool simd_types = kernels::detail::simd_norm_types<T, float, O> && std::is_same_v<R, float>;
     const std::size_t f = features_;
     const workspace::frame frame(ws);
     const std::span<R> scale = ws.take<R>(f);
     scale_into<C>(scale);
+    R* xhat = nullptr;
+    R* rstd = nullptr;
     if (ctx != nullptr) {
       ctx->fused = true;
       ctx->xhat.resize(rows * f);
       ctx->rstd.resize(rows);
+      xhat = ctx->xhat.data();
+      rstd = ctx->rstd.data();
     }
     const std::optional<R> factor =
-        residual_scale_ ? std::optional<R>(kernels::detail::round_to<R>(*residual_scale_)) : std::nullopt;
-    const kernels::detail::row_path path = kernels::detail::choose_row_path<simd_types>(rows * f * sizeof(O));
-    kernels::detail::for_row_blocks(rows, f, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t r = begin; r < end; ++r) {
-        R* s = stream + r * f;
-        R* xhat = ctx != nullptr ? ctx->xhat.data() + r * f : nullptr;
-        R* rstd = ctx != nullptr ? ctx->rstd.data() + r : nullptr;
-        bool summed = false;  // s holds residual + x already (the AVX2 row declined after the sum)
-        if constexpr (simd_types) {
-          if (path.simd) {
-            const R* res = residual != nullptr ? residual + r * f : nullptr;
-            if (kernels::detail::rms_norm_fused_row_simd<T, O>(
-                    in + r * f, res, f, static_cast<float>(epsilon_), scale.data(), out + r * f, s, xhat, rstd,
-                    factor ? &*factor : nullptr, r + 1 < end ? in + (r + 1) * f : nullptr,
-                    r + 1 < end && residual != nullptr ? res + f : nullptr, path)) {
-              continue;
-            }
-            // The declined row's stream holds residual + x; without a residual it is rebuilt below,
-            // so that a signalling NaN of x is quieted exactly as round_to<R> quiets it.
-            summed = residual != nullptr;
-          }
-        }
-        // s = residual + x, element by element in R (one addition each, nothing else).
-        if (!summed) {
-          if (residual == nullptr) {
-            for (std::size_t j = 0; j < f; ++j) s[j] = kernels::detail::round_to<R>(in[r * f + j]);
-          } else {
-            for (std::size_t j = 0; j < f; ++j)
-              s[j] = residual[r * f + j] + kernels::detail::round_to<R>(in[r * f + j]);
-          }
-        }
-        normalise_row<R>(s, std::span<const R>(scale), out + r * f, xhat, rstd);
-        if (factor) {
-          for (std::size_t j = 0; j < f; ++j) s[j] = s[j] * *factor;
-        }
-      }
-      if (path.streaming) kernels::detail::store_fence();
-    });
+        residual_scale_ ? std::optional<R>(internal::round_to<R>(*residual_scale_)) : std::nullopt;
+    kernels::rms_norm_fused_rows(in, residual, rows, f, static_cast<float>(epsilon_), scale.data(), out, stream, xhat,
+                                 rstd, factor ? &*factor : nullptr, [&](std::size_t r, bool summed) {
+                                   R* s = stream + r * f;
+                                   // s = residual + x, element by element in R (one addition each, nothing else). A row
+                                   // the vectorised kernel declined holds residual + x already when there is a
+                                   // residual; without one it is rebuilt, so that a signalling NaN of x is quieted
+                                   // exactly as round_to<R> quiets it.
+                                   if (!summed) {
+                                     if (residual == nullptr) {
+                                       for (std::size_t j = 0; j < f; ++j) s[j] = internal::round_to<R>(in[r * f + j]);
+                                     } else {
+                                       for (std::size_t j = 0; j < f; ++j)
+                                         s[j] = residual[r * f + j] + internal::round_to<R>(in[r * f + j]);
+                                     }
+                                   }
+                                   normalise_row<R>(s, std::span<const R>(scale), out + r * f,
+                                                    xhat != nullptr ? xhat + r * f : nullptr,
+                                                    rstd != nullptr ? rstd + r : nullptr);
+                                   if (factor) {
+                                     for (std::size_t j = 0; j < f; ++j) s[j] = s[j] * *factor;
+                                   }
+                                 });
   }
 
   /// The fused form; `residual` is null for `no_residual`.

@@ -39,7 +39,7 @@
 
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/formats/convert.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/rounding.hpp"
 
 namespace mixprec::nn {
 
@@ -165,10 +165,10 @@ class rotary_embedding {
       for (std::size_t h = 0; h < heads; ++h) {
         U& xa = x[h * head_dim_ + a];
         U& xb = x[h * head_dim_ + b];
-        const A va = kernels::detail::widen(xa);
-        const A vb = kernels::detail::widen(xb);
-        xa = kernels::detail::round_out<U>(va * c - vb * s);
-        xb = kernels::detail::round_out<U>(va * s + vb * c);
+        const A va = internal::widen(xa);
+        const A vb = internal::widen(xb);
+        xa = internal::round_out<U>(va * c - vb * s);
+        xb = internal::round_out<U>(va * s + vb * c);
       }
     }
   }

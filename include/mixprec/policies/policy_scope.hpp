@@ -14,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-#include "mixprec/arch/detail/concat.hpp"
+#include "mixprec/arch/message.hpp"
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/policies/policy.hpp"
 #include "mixprec/policies/runtime_policy.hpp"
@@ -144,12 +144,12 @@ class dtype_ish {
     }
     const std::optional<dtype> d = parse_dtype(text);
     if (d && is_small_float(*d)) {
-      throw policy_error(detail::small_float_policy_message(detail::concat("mixprec::dtype_ish: '", text, "'")));
+      throw policy_error(detail::small_float_policy_message(internal::concat("mixprec::dtype_ish: '", text, "'")));
     }
     if (d && is_floating(*d) && !is_weak(*d)) return *d;
-    throw policy_error(detail::concat("mixprec::dtype_ish: '", text,
-                                      "' names neither a role nor a dtype a policy holds: write param, compute or "
-                                      "output, or f32, bf16, f16 or f64"));
+    throw policy_error(internal::concat("mixprec::dtype_ish: '", text,
+                                        "' names neither a role nor a dtype a policy holds: write param, compute or "
+                                        "output, or f32, bf16, f16 or f64"));
   }
 
   std::variant<semantic_dtype, dtype> value_;

@@ -22,7 +22,7 @@
 #include <format>
 #endif
 
-#include "mixprec/arch/detail/concat.hpp"
+#include "mixprec/arch/message.hpp"
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/policies/detail/policy_grammar.hpp"
 #include "mixprec/policies/policy.hpp"
@@ -82,8 +82,8 @@ namespace detail {
 /// visit, to_string, policy_scope, dtype_ish): `subject` names the dtype and where it was found, then
 /// the rule and the explicit float8 paths (MIXPREC_DETAIL_SMALL_FLOAT_POLICY_REASON, policy.hpp).
 [[nodiscard]] inline std::string small_float_policy_message(std::string_view subject) {
-  return concat(subject, " is a float8, float6 or float4 dtype, which no policy holds: ",
-                std::string_view(MIXPREC_DETAIL_SMALL_FLOAT_POLICY_REASON));
+  return internal::concat(subject, " is a float8, float6 or float4 dtype, which no policy holds: ",
+                          std::string_view(MIXPREC_DETAIL_SMALL_FLOAT_POLICY_REASON));
 }
 
 /// Builds the `policy_parse_error` for a failed `parse_policy_grammar(text)`.
@@ -92,64 +92,69 @@ namespace detail {
   const std::string_view part = text.substr(r.part_position, r.part_size);
   const std::string position = std::to_string(r.position);
   std::string at;
-  at += concat(" at position ", position, " in \"", text, "\"");
+  at += internal::concat(" at position ", position, " in \"", text, "\"");
   constexpr std::string_view dtypes_hint =
       "write f32 (or float32, full), bf16 (bfloat16), f16 (float16) or f64 (float64)";
   std::string message = "mixprec::parse_policy: ";
   switch (r.error) {
     case policy_parse_errc::empty_input:
-      message += concat("empty policy string \"", text, "\"",
-                        ": write a dtype such as \"f32\", or key=value parts such as \"p=f32,c=bf16,o=f32\"");
+      message += internal::concat("empty policy string \"", text, "\"",
+                                  ": write a dtype such as \"f32\", or key=value parts such as \"p=f32,c=bf16,o=f32\"");
       break;
     case policy_parse_errc::empty_part:
-      message += concat("empty part", at, " (a doubled, leading or trailing comma): remove the extra comma");
+      message += internal::concat("empty part", at, " (a doubled, leading or trailing comma): remove the extra comma");
       break;
     case policy_parse_errc::missing_equals:
-      message += concat("part '", token, "'", at,
-                        " has no '=': when a policy has several comma-separated parts, each is key=value (p=, c=, o=)");
+      message += internal::concat(
+          "part '", token, "'", at,
+          " has no '=': when a policy has several comma-separated parts, each is key=value (p=, c=, o=)");
       break;
     case policy_parse_errc::missing_key:
-      message += concat("missing key before '='", at, " (part '", part,
-                        "'): write p=, c= or o= (or params=, compute=, output=)");
+      message += internal::concat("missing key before '='", at, " (part '", part,
+                                  "'): write p=, c= or o= (or params=, compute=, output=)");
       break;
     case policy_parse_errc::unknown_key:
-      message += concat("unknown key '", token, "'", at, ": keys are p (or params), c (or compute) and o (or output)");
+      message += internal::concat("unknown key '", token, "'", at,
+                                  ": keys are p (or params), c (or compute) and o (or output)");
       break;
     case policy_parse_errc::repeated_key: {
       std::string_view role = "a";
       for (const auto& [key, named] : policy_keys) {
         if (key == token) role = role_name(named);
       }
-      message += concat("key '", token, "'", at, " sets the ", role, " dtype again (already set by '",
-                        text.substr(r.previous_position, r.previous_size), "' at position ",
-                        std::to_string(r.previous_position),
-                        "): give each of p, c and o at most once (jmp silently keeps the last; mixprec rejects it)");
+      message += internal::concat(
+          "key '", token, "'", at, " sets the ", role, " dtype again (already set by '",
+          text.substr(r.previous_position, r.previous_size), "' at position ", std::to_string(r.previous_position),
+          "): give each of p, c and o at most once (jmp silently keeps the last; mixprec rejects it)");
       break;
     }
     case policy_parse_errc::missing_value:
-      message += concat("missing dtype after '", text.substr(r.part_position, r.position - r.part_position), "'", at,
-                        ": ", dtypes_hint);
+      message += internal::concat("missing dtype after '", text.substr(r.part_position, r.position - r.part_position),
+                                  "'", at, ": ", dtypes_hint);
       break;
     case policy_parse_errc::extra_equals:
-      message += concat("second '='", at, " (part '", part,
-                        "'): write one key=value per part and separate parts with commas, as in \"p=f32,c=bf16\"");
+      message +=
+          internal::concat("second '='", at, " (part '", part,
+                           "'): write one key=value per part and separate parts with commas, as in \"p=f32,c=bf16\"");
       break;
     case policy_parse_errc::unknown_dtype:
-      message += concat("unknown dtype '", token, "'", at, ": ", dtypes_hint);
+      message += internal::concat("unknown dtype '", token, "'", at, ": ", dtypes_hint);
       break;
     case policy_parse_errc::platform_dependent_dtype:
-      message += concat("dtype '", token, "'", at,
-                        " is platform-dependent in jmp (bfloat16 on TPU, float16 elsewhere): write bf16 or f16");
+      message +=
+          internal::concat("dtype '", token, "'", at,
+                           " is platform-dependent in jmp (bfloat16 on TPU, float16 elsewhere): write bf16 or f16");
       break;
     case policy_parse_errc::not_floating_dtype:
-      message += concat("dtype '", token, "'", at,
-                        " is not a floating dtype (a policy casts floating values only): ", dtypes_hint);
+      message += internal::concat("dtype '", token, "'", at,
+                                  " is not a floating dtype (a policy casts floating values only): ", dtypes_hint);
       break;
     case policy_parse_errc::weak_dtype:
-      message += concat("dtype '", token, "'", at, " is JAX's weakly typed float, not a storage type: ", dtypes_hint);
+      message += internal::concat("dtype '", token, "'", at,
+                                  " is JAX's weakly typed float, not a storage type: ", dtypes_hint);
       break;
     case policy_parse_errc::small_float_dtype:
-      message += small_float_policy_message(concat("dtype '", token, "'", at));
+      message += small_float_policy_message(internal::concat("dtype '", token, "'", at));
       break;
   }
   return policy_parse_error(r.error, r.position, std::string(token), message);
@@ -160,21 +165,22 @@ namespace detail {
 inline void check_policy_dtype(dtype d, std::string_view subject) {
   const auto index = static_cast<std::size_t>(d);
   if (index >= dtype_count) {
-    throw policy_error(concat(subject, " holds ", std::to_string(index), ", which is not a dtype enumerator"));
+    throw policy_error(
+        internal::concat(subject, " holds ", std::to_string(index), ", which is not a dtype enumerator"));
   }
   if (!is_floating(d) || is_weak(d)) {
-    throw policy_error(concat(subject, " is ", name(d),
-                              ", which is not a real floating dtype; a policy holds f32, bf16, f16 or f64 only"));
+    throw policy_error(internal::concat(
+        subject, " is ", name(d), ", which is not a real floating dtype; a policy holds f32, bf16, f16 or f64 only"));
   }
-  if (is_small_float(d)) throw policy_error(small_float_policy_message(concat(subject, " (", name(d), ")")));
+  if (is_small_float(d)) throw policy_error(small_float_policy_message(internal::concat(subject, " (", name(d), ")")));
 }
 
 /// Throws `policy_error` unless every member of `p` is a dtype a policy may hold (`check_policy_dtype`);
 /// `caller` starts the message ("mixprec::to_string").
 inline void check_runtime_policy(const runtime_policy& p, std::string_view caller) {
-  check_policy_dtype(p.param, concat(caller, ": runtime_policy.param"));
-  check_policy_dtype(p.compute, concat(caller, ": runtime_policy.compute"));
-  check_policy_dtype(p.output, concat(caller, ": runtime_policy.output"));
+  check_policy_dtype(p.param, internal::concat(caller, ": runtime_policy.param"));
+  check_policy_dtype(p.compute, internal::concat(caller, ": runtime_policy.compute"));
+  check_policy_dtype(p.output, internal::concat(caller, ": runtime_policy.output"));
 }
 
 /// Throws the float8 rule's `policy_error` if a member of `p` is a float8, float6 or float4 dtype.
@@ -182,8 +188,8 @@ inline void check_no_small_float(const runtime_policy& p, std::string_view calle
   for (const semantic_dtype role : {semantic_dtype::param, semantic_dtype::compute, semantic_dtype::output}) {
     const dtype d = role == semantic_dtype::param ? p.param : role == semantic_dtype::compute ? p.compute : p.output;
     if (is_small_float(d)) {
-      throw policy_error(
-          small_float_policy_message(concat(caller, ": runtime_policy.", role_name(role), " (", name(d), ")")));
+      throw policy_error(small_float_policy_message(
+          internal::concat(caller, ": runtime_policy.", role_name(role), " (", name(d), ")")));
     }
   }
 }
@@ -327,8 +333,9 @@ R visit_call(F&& f) {
   for (semantic_dtype r : {semantic_dtype::param, semantic_dtype::compute, semantic_dtype::output}) {
     const dtype rd = resolve(r, p);
     if (!shown.empty()) shown += ',';
-    shown += concat(policy_key_name(r), "=",
-                    static_cast<std::size_t>(rd) < dtype_count ? policy_dtype_name(rd) : std::string_view("?"));
+    shown +=
+        internal::concat(policy_key_name(r), "=",
+                         static_cast<std::size_t>(rd) < dtype_count ? policy_dtype_name(rd) : std::string_view("?"));
   }
   return shown;
 }
@@ -339,10 +346,10 @@ inline void check_visit_dtype(dtype d, semantic_dtype role, const runtime_policy
   if (visit_index(d) < visit_dtypes.size()) return;
   const auto index = static_cast<std::size_t>(d);
   const std::string found = index < dtype_count ? std::string(name(d)) : "the non-enumerator " + std::to_string(index);
-  throw policy_error(concat("mixprec::visit: the ", role_name(role), " dtype of policy ", describe_policy(p), " is ",
-                            found,
-                            "; a policy holds only float32, float64, bfloat16 and float16, and visit dispatches all "
-                            "4^3 = 64 such policies (exactly those parse_policy accepts)"));
+  throw policy_error(
+      internal::concat("mixprec::visit: the ", role_name(role), " dtype of policy ", describe_policy(p), " is ", found,
+                       "; a policy holds only float32, float64, bfloat16 and float16, and visit dispatches all "
+                       "4^3 = 64 such policies (exactly those parse_policy accepts)"));
 }
 
 template <class R, class F, class P>
@@ -355,13 +362,13 @@ template <std::size_t N>
 [[nodiscard]] policy_error make_visit_listed_error(const runtime_policy& p,
                                                    const std::array<runtime_policy, N>& listed) {
   std::string message;
-  message += concat("mixprec::visit: policy ", describe_policy(p), " is not one of the ", std::to_string(N),
-                    " listed policies (");
+  message += internal::concat("mixprec::visit: policy ", describe_policy(p), " is not one of the ", std::to_string(N),
+                              " listed policies (");
   for (std::size_t i = 0; i < N; ++i) {
     if (i > 0) message += "; ";
     message += to_string(listed[i]);
   }
-  message += concat("): add its compile-time policy to visit<...>'s list, or ask for a listed one");
+  message += internal::concat("): add its compile-time policy to visit<...>'s list, or ask for a listed one");
   return policy_error(message);
 }
 

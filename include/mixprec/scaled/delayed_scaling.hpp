@@ -122,7 +122,7 @@ template <class T>
 }
 
 [[noreturn]] inline void throw_delayed_scaling_error(const std::string& what) {
-  throw std::invalid_argument(concat("mixprec::delayed_scaling: ", what));
+  throw std::invalid_argument(internal::concat("mixprec::delayed_scaling: ", what));
 }
 }  // namespace detail
 
@@ -194,26 +194,26 @@ class delayed_scaling {
   explicit delayed_scaling(const delayed_scaling_state& state) : state_(state) {
     validate_options(state.options);
     if (!std::isfinite(state.scale) || !(state.scale >= smallest_scale)) {
-      detail::throw_delayed_scaling_error(detail::concat(
+      detail::throw_delayed_scaling_error(internal::concat(
           "scale = ", detail::number(state.scale), " is invalid: it must be finite and at least smallest_scale = ",
           detail::number(smallest_scale), " (M / FLT_MAX for this format)"));
     }
     if (state.options.power_of_two_scale && normalise(state.scale, state.options) != state.scale) {
       detail::throw_delayed_scaling_error(
-          detail::concat("scale = ", detail::number(state.scale),
-                         " is invalid: power_of_two_scale is set but M / scale is not a power of two for M = ",
-                         detail::number(format_max), " (was the state saved for another format?)"));
+          internal::concat("scale = ", detail::number(state.scale),
+                           " is invalid: power_of_two_scale is set but M / scale is not a power of two for M = ",
+                           detail::number(format_max), " (was the state saved for another format?)"));
     }
     if (state.amax_history.size() > state.options.amax_history_len) {
       detail::throw_delayed_scaling_error(
-          detail::concat("the amax history holds ", state.amax_history.size(),
-                         " amaxes, more than amax_history_len = ", state.options.amax_history_len));
+          internal::concat("the amax history holds ", state.amax_history.size(),
+                           " amaxes, more than amax_history_len = ", state.options.amax_history_len));
     }
     for (std::size_t i = 0; i < state.amax_history.size(); ++i) {
       if (state.amax_history[i] < 0.0) {
         detail::throw_delayed_scaling_error(
-            detail::concat("amax_history[", i, "] = ", detail::number(state.amax_history[i]),
-                           " is invalid: an amax is a largest magnitude, never negative"));
+            internal::concat("amax_history[", i, "] = ", detail::number(state.amax_history[i]),
+                             " is invalid: an amax is a largest magnitude, never negative"));
       }
     }
   }
@@ -239,9 +239,9 @@ class delayed_scaling {
   /// Errors: std::invalid_argument when `amax` is negative (-Inf included); nothing changes then.
   void update(double amax) {
     if (amax < 0.0) {
-      detail::throw_delayed_scaling_error(detail::concat("update: amax = ", detail::number(amax),
-                                                         " is invalid: an amax is a largest magnitude, never "
-                                                         "negative (pass max |x|, e.g. kernels::absmax(x))"));
+      detail::throw_delayed_scaling_error(internal::concat("update: amax = ", detail::number(amax),
+                                                           " is invalid: an amax is a largest magnitude, never "
+                                                           "negative (pass max |x|, e.g. kernels::absmax(x))"));
     }
     if (amax == 0.0) return;
     std::vector<double>& history = state_.amax_history;
@@ -303,15 +303,15 @@ class delayed_scaling {
           "uses the most recent amax only)");
     }
     if (o.margin < -126 || o.margin > 126) {
-      detail::throw_delayed_scaling_error(detail::concat(
+      detail::throw_delayed_scaling_error(internal::concat(
           "margin = ", o.margin,
           " is invalid: it must lie in [-126, 126], where 2^margin is a normal float (TE's default is 0)"));
     }
     if (o.initial_scale && (!(*o.initial_scale > 0.0) || !std::isfinite(*o.initial_scale))) {
       detail::throw_delayed_scaling_error(
-          detail::concat("initial_scale = ", detail::number(*o.initial_scale),
-                         " is invalid: it must be a positive finite number (or empty, for M: a multiplier of 1, "
-                         "as TE starts)"));
+          internal::concat("initial_scale = ", detail::number(*o.initial_scale),
+                           " is invalid: it must be a positive finite number (or empty, for M: a multiplier of 1, "
+                           "as TE starts)"));
     }
   }
 

@@ -52,80 +52,21 @@
 #include <span>
 #include <vector>
 
-#include "mixprec/arch/isa.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/formats/saturate_cast.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
-#include "mixprec/kernels/detail/scratch.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
 #include "mixprec/kernels/packed_b.hpp"
+#include "mixprec/kernels/quantise.hpp"
 #include "mixprec/kernels/reductions.hpp"
+#include "mixprec/kernels/rounding.hpp"
+#include "mixprec/kernels/scratch.hpp"
 #include "mixprec/nn/dot_product.hpp"
 #include "mixprec/scaled/delayed_scaling.hpp"
-#include "mixprec/scaled/detail/quantise_avx2.hpp"
 #include "mixprec/scaled/scaled_format.hpp"
 
 namespace mixprec::scaled {
-
-namespace detail {
-
-/// float8 data of `x` under the bound `scale`: x * (M / scale) in float, clamped to +-M, then rounded to
-/// F in bulk, into `out` (x's size). The finite elements with |x| > scale (the bound broken: they saturate, even where
-/// the product overflows float) are added to `clipped`; an element at the bound whose product rounds a float ulp past M
-/// is clamped but not counted; NaN and Inf are not clamped (they make the product non-finite). Returns amax(x) (NaN if
-/// x holds one). One pass over x in blocks of `block` elements (the scaled block stays in L1; no scratch array of x's
-/// size): the scaling in AVX2 where the CPU has it (scaled/detail/quantise_avx2.hpp, the same values), each block
-/// rounded by `mixprec::convert` (run-time dispatched AVX2 lanes). `scale` must leave M / scale finite and positive
-/// in float (delayed_scaling's scales do; asserted). Both paths take the amax from the bit patterns of |x|, so it is
-/// exact under DAZ too.
-template <class F>
-float quantise_by_scale(std::span<const float> x, double scale, std::span<F> out, std::size_t& clipped) {
-  constexpr float m = static_cast<float>(format_max<F>());
-  constexpr float float_max = std::numeric_limits<float>::max();
-  constexpr std::size_t block = 1024;
-  const auto mult = static_cast<float>(format_max<F>() / scale);
-  assert(std::isfinite(mult) && mult > 0.0f);
-  // The largest float <= scale: for a float a, a > scale exactly when a > bound.
-  float bound = scale >= static_cast<double>(float_max) ? float_max : static_cast<float>(scale);
-  if (static_cast<double>(bound) > scale) bound = std::nextafter(bound, 0.0f);
-  float scaled[block];
-  // amax as the largest pattern of |x| (kernels/detail/absmax_avx2.hpp: patterns order like values,
-  // NaN patterns above +Inf's), on both paths.
-  std::uint32_t amax_bits = 0;
-  std::size_t clips = 0;
-#if MIXPREC_X86_DISPATCH
-  const bool simd = active_isa() >= isa::avx2;
-#endif
-  for (std::size_t i0 = 0; i0 < x.size(); i0 += block) {
-    const std::size_t n = std::min(block, x.size() - i0);
-    const float* xs = x.data() + i0;
-    std::size_t done = 0;
-#if MIXPREC_X86_DISPATCH
-    if (simd) {  // whole groups of 8 lanes (scaled/detail/quantise_avx2.hpp), the rest below
-      done = n - n % 8;
-      mixprec::detail::quantise_avx2::scale_block(xs, done, mult, bound, m, scaled, amax_bits, clips);
-    }
-#endif
-    for (std::size_t i = done; i < n; ++i) {
-      const std::uint32_t pattern = std::bit_cast<std::uint32_t>(xs[i]) & 0x7FFFFFFFU;
-      const float a = std::bit_cast<float>(pattern);
-      const bool finite = pattern < 0x7F800000U;  // false for NaN and Inf
-      amax_bits = std::max(amax_bits, pattern);
-      clips += (finite && a > bound) ? 1U : 0U;
-      const float v = xs[i] * mult;
-      // Finite values saturate at +-M; NaN and Inf stay non-finite (NaN in e4m3fn, which has no Inf), so
-      // that the products turn non-finite and a loss scaler or a finiteness check sees the overflow.
-      scaled[i] = finite ? std::min(std::max(v, -m), m) : v;
-    }
-    kernels::detail::round_n<F>(scaled, n, out.data() + i0);
-  }
-  clipped += clips;
-  return amax_bits > 0x7F800000U ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(amax_bits);
-}
-
-}  // namespace detail
 
 /// Counters of a float8 product: saturated operand elements since construction, per tensor.
 struct float8_clip_counts {
@@ -155,9 +96,9 @@ class float8_dot final : public nn::dot_product {
 
   void forward(std::span<const float> x, std::span<const float> kernel, std::span<float> y, nn::dot_shape s) override {
     const double x_scale = scale_for<forward_format>(x_, x);
-    const auto xq = kernels::detail::thread_scratch<forward_format, struct forward_x>(x.size());
+    const auto xq = internal::thread_scratch<forward_format, struct forward_x>(x.size());
     std::size_t x_clips = 0;
-    const float x_amax = detail::quantise_by_scale(x, x_scale, xq, x_clips);
+    const float x_amax = kernels::quantise_by_scale(x, x_scale, xq, x_clips);
     const prepared_view k = prepared(kernel, s, false);
     kernels::matmul<bfloat16>(xq, *k.packed, y, s.rows);
     scale_by(y, x_scale / format_max<forward_format>() * k.step);
@@ -172,11 +113,11 @@ class float8_dot final : public nn::dot_product {
                 std::span<float> dkernel, nn::dot_shape s) override {
     const double x_scale = scale_for<forward_format>(x_, x);
     const double dy_scale = scale_for<backward_format>(dy_, dy);
-    const auto xq = kernels::detail::thread_scratch<forward_format, struct backward_x>(x.size());
-    const auto gq = kernels::detail::thread_scratch<backward_format, struct backward_dy>(dy.size());
+    const auto xq = internal::thread_scratch<forward_format, struct backward_x>(x.size());
+    const auto gq = internal::thread_scratch<backward_format, struct backward_dy>(dy.size());
     std::size_t ignored = 0, g_clips = 0;  // x and the kernel were counted in the forward pass
-    (void)detail::quantise_by_scale(x, x_scale, xq, ignored);
-    const float g_amax = detail::quantise_by_scale(dy, dy_scale, gq, g_clips);
+    (void)kernels::quantise_by_scale(x, x_scale, xq, ignored);
+    const float g_amax = kernels::quantise_by_scale(dy, dy_scale, gq, g_clips);
     const prepared_view k = prepared(kernel, s, true);
     const double x_step = x_scale / format_max<forward_format>();
     const double dy_step = dy_scale / format_max<backward_format>();
@@ -324,7 +265,7 @@ class float8_dot final : public nn::dot_product {
       k = {};
       k.scale = scale_of<forward_format>(held, kernel);
       k.data.resize(kernel.size());
-      k.amax = detail::quantise_by_scale(kernel, k.scale, std::span<forward_format>(k.data), k.clips);
+      k.amax = kernels::quantise_by_scale(kernel, k.scale, std::span<forward_format>(k.data), k.clips);
       k.forward = std::make_shared<const kernels::packed_b>(
           kernels::pack_b<bfloat16>(k.data, s.in, s.out, kernels::b_layout::k_n));
       k.owner = s.owner;  // a kernel without an owner is prepared again at every call
@@ -372,7 +313,7 @@ class float8_weight_dot final : public nn::dot_product {
                 std::span<float> dkernel, nn::dot_shape s) override {
     const prepared_view k = prepared(kernel, s, true);
     // dx = dy · (Q(kernel) * step)ᵀ: the column steps move onto dy's columns.
-    const std::span<float> dy_scaled = kernels::detail::thread_scratch<float, struct weight_dot_dy>(dy.size());
+    const std::span<float> dy_scaled = internal::thread_scratch<float, struct weight_dot_dy>(dy.size());
     const double* steps = k.kept->steps.data();
     for (std::size_t r = 0; r < s.rows; ++r) {
       for (std::size_t j = 0; j < s.out; ++j) {

@@ -55,7 +55,7 @@ namespace mixprec::scaled {
 
 namespace detail {
 
-using ::mixprec::detail::concat;
+using internal::concat;
 using ::mixprec::detail::number;
 using ::mixprec::detail::shape_text;
 
@@ -79,8 +79,9 @@ scale_rule resolve_rule(const scaled_tensor<A>& a, const scaled_tensor<B>& b, st
                         std::string_view op) {
   if (rule) return *rule;
   if (a.rule() != b.rule()) {
-    throw std::invalid_argument(concat(op, ": the operands follow different rules (", to_string(a.rule()), " and ",
-                                       to_string(b.rule()), "); pass the rule for this op explicitly"));
+    throw std::invalid_argument(internal::concat(op, ": the operands follow different rules (", to_string(a.rule()),
+                                                 " and ", to_string(b.rule()),
+                                                 "); pass the rule for this op explicitly"));
   }
   return a.rule();
 }
@@ -139,8 +140,8 @@ class hybrid_operands {
 template <class A, class B>
 void check_same_shape(const scaled_tensor<A>& a, const scaled_tensor<B>& b, std::string_view op) {
   if (a.shape() != b.shape()) {
-    throw std::invalid_argument(concat(op, ": the shapes differ, ", shape_text(a.shape()), " and ",
-                                       shape_text(b.shape()), " (scaled ops do not broadcast)"));
+    throw std::invalid_argument(internal::concat(op, ": the shapes differ, ", shape_text(a.shape()), " and ",
+                                                 shape_text(b.shape()), " (scaled ops do not broadcast)"));
   }
 }
 
@@ -236,7 +237,7 @@ template <scaled_format F>
 [[nodiscard]] scaled_tensor<F> mul(const scaled_tensor<F>& a, double c) {
   if (!std::isfinite(c)) {
     throw std::invalid_argument(
-        detail::concat("scaled::mul: the scalar is ", detail::number(c), "; it must be finite"));
+        internal::concat("scaled::mul: the scalar is ", detail::number(c), "; it must be finite"));
   }
   const auto scaled_values = [&] {
     std::vector<double> v(a.size());
@@ -295,9 +296,9 @@ template <class Out = void, scaled_format A, scaled_format B>
   detail::check_result_format<Out, A, B>();
   using R = detail::result_format_t<Out, A, B>;
   if (a.shape().size() != 2 || b.shape().size() != 2 || a.shape()[1] != b.shape()[0]) {
-    throw std::invalid_argument(detail::concat("scaled::matmul: needs A [m, k] and B [k, n], got A ",
-                                               detail::shape_text(a.shape()), " and B ",
-                                               detail::shape_text(b.shape())));
+    throw std::invalid_argument(internal::concat("scaled::matmul: needs A [m, k] and B [k, n], got A ",
+                                                 detail::shape_text(a.shape()), " and B ",
+                                                 detail::shape_text(b.shape())));
   }
   const std::size_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   const scale_rule r = detail::resolve_rule(a, b, rule, "scaled::matmul");
@@ -324,8 +325,9 @@ template <class Out = void, scaled_format A, scaled_format B>
   detail::check_result_format<Out, A, B>();
   using R = detail::result_format_t<Out, A, B>;
   if (a.shape().size() != 1 || b.shape().size() != 1 || a.size() != b.size()) {
-    throw std::invalid_argument(detail::concat("scaled::dot: needs two 1-d tensors of one length, got ",
-                                               detail::shape_text(a.shape()), " and ", detail::shape_text(b.shape())));
+    throw std::invalid_argument(internal::concat("scaled::dot: needs two 1-d tensors of one length, got ",
+                                                 detail::shape_text(a.shape()), " and ",
+                                                 detail::shape_text(b.shape())));
   }
   const std::size_t k = a.size();
   const scale_rule r = detail::resolve_rule(a, b, rule, "scaled::dot");

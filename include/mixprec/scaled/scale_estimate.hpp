@@ -75,9 +75,9 @@ inline void check_scale_estimate(const scale_estimate& s, std::string_view what)
   const auto valid = [](double v) { return std::isfinite(v) && v > 0.0; };
   if (!valid(s.scale) || !valid(s.expected_scale)) {
     throw std::invalid_argument(
-        detail::concat(what, ": scales must be finite and positive, got scale = ", detail::number(s.scale),
-                       " and expected_scale = ", detail::number(s.expected_scale),
-                       " (an all-zero tensor gets the smallest normal float as its scale, never 0)"));
+        internal::concat(what, ": scales must be finite and positive, got scale = ", detail::number(s.scale),
+                         " and expected_scale = ", detail::number(s.expected_scale),
+                         " (an all-zero tensor gets the smallest normal float as its scale, never 0)"));
   }
 }
 

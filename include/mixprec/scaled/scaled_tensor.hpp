@@ -86,8 +86,8 @@ class scaled_tensor {
       for (std::size_t i = 0; i < data_.size(); ++i) {
         if (data_.data()[i] == std::numeric_limits<std::int8_t>::min()) {
           throw std::invalid_argument(
-              detail::concat("scaled_tensor: int8 data are symmetric, [-127, 127], but element ", i,
-                             " is -128 (negating it would overflow); clamp the data to [-127, 127]"));
+              internal::concat("scaled_tensor: int8 data are symmetric, [-127, 127], but element ", i,
+                               " is -128 (negating it would overflow); clamp the data to [-127, 127]"));
         }
       }
     }
@@ -124,7 +124,7 @@ class scaled_tensor {
     const double scale_q = quantisation_scale(estimate, options);
     const double step = scale_q / quantisation_unit<Format>(options.rule);
     if (!(step >= std::numeric_limits<double>::min())) {
-      throw std::domain_error(detail::concat(
+      throw std::domain_error(internal::concat(
           "scaled_tensor: the scale ", detail::number(scale_q), " is below ", detail::number(smallest_scale(options)),
           ", the smallest this format can be quantised by (its step would not be a normal double)"));
     }
@@ -171,9 +171,9 @@ namespace detail {
 template <class E>
 void require_row_major(const E& x, std::string_view what) {
   if (x.dimension() > 1 && x.layout() != xt::layout_type::row_major) {
-    throw std::invalid_argument(concat(what,
-                                       ": the input is not row-major; copy it into a row-major container "
-                                       "first (xt::xarray<float> y = x;)"));
+    throw std::invalid_argument(internal::concat(what,
+                                                 ": the input is not row-major; copy it into a row-major container "
+                                                 "first (xt::xarray<float> y = x;)"));
   }
 }
 
@@ -182,9 +182,10 @@ template <class T>
 void require_finite_values(const T* values, std::size_t n, std::string_view what) {
   for (std::size_t i = 0; i < n; ++i) {
     if (!std::isfinite(static_cast<double>(values[i]))) {
-      throw std::domain_error(concat(what, ": the value at index ", i, " is ", number(static_cast<double>(values[i])),
-                                     "; a scaled tensor holds finite values only (check the input with "
-                                     "mixprec::all_finite, or find the overflow upstream)"));
+      throw std::domain_error(internal::concat(what, ": the value at index ", i, " is ",
+                                               number(static_cast<double>(values[i])),
+                                               "; a scaled tensor holds finite values only (check the input with "
+                                               "mixprec::all_finite, or find the overflow upstream)"));
     }
   }
 }
@@ -239,11 +240,11 @@ std::vector<double> values_of(const scaled_tensor<Format>& t) {
 template <scaled_format Format>
 void report_broken_promise(const scaled_tensor<Format>& t, on_broken_promise mode) {
   if (mode == on_broken_promise::throw_error && t.clipped() > 0) {
-    throw std::range_error(concat("with_scale: the promise scale = ", number(t.scale()),
-                                  ", expected_scale = ", number(t.expected_scale()), " (rule ", to_string(t.rule()),
-                                  ") is broken: ", t.clipped(), " of ", t.size(),
-                                  " values lie beyond what it can hold and saturated; pass a larger scale, or "
-                                  "quantise to measure it"));
+    throw std::range_error(internal::concat(
+        "with_scale: the promise scale = ", number(t.scale()), ", expected_scale = ", number(t.expected_scale()),
+        " (rule ", to_string(t.rule()), ") is broken: ", t.clipped(), " of ", t.size(),
+        " values lie beyond what it can hold and saturated; pass a larger scale, or "
+        "quantise to measure it"));
   }
 }
 

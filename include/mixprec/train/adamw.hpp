@@ -96,7 +96,7 @@ class adamw : public optimizer<adamw> {
   void update_impl(std::string_view name, std::span<T> param, std::span<const G> grad, bool decay,
                    std::vector<std::uint64_t> shape) {
     if (grad.size() != param.size())
-      fail(name, mixprec::detail::concat("gradient of ", grad.size(), " elements for ", param.size()));
+      fail(name, internal::concat("gradient of ", grad.size(), " elements for ", param.size()));
     parameter_state& st = state_for<T>(name, std::span<const T>(param.data(), param.size()), std::move(shape));
     using S = optimizer_math_t<T>;
     const double t = static_cast<double>(step_);

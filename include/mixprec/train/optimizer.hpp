@@ -51,7 +51,7 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/arch/detail/concat.hpp"
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/formats/bfloat16.hpp"
@@ -136,19 +136,18 @@ class optimizer_base {
         moment_count_(moment_count) {
     if (precision_.master_weights && precision_.rounding == write_back::kahan)
       throw std::invalid_argument(
-          mixprec::detail::concat(kind_, ": Kahan compensation replaces master weights; set master_weights = false"));
+          internal::concat(kind_, ": Kahan compensation replaces master weights; set master_weights = false"));
   }
 
   [[noreturn]] void fail(std::string_view name, const std::string& what) const {
-    throw std::invalid_argument(mixprec::detail::concat(kind_, ": parameter \"", name, "\": ", what));
+    throw std::invalid_argument(internal::concat(kind_, ": parameter \"", name, "\": ", what));
   }
 
   /// The state of `name` for a parameter of type T and `size` elements: created on first use (moments
   /// zero, master copied from `param`), matched with a loaded state, or checked against earlier calls.
   template <optimizer_parameter T>
   parameter_state& state_for(std::string_view name, std::span<const T> param, std::vector<std::uint64_t> shape) {
-    if (!in_step_)
-      throw std::logic_error(mixprec::detail::concat(kind_, ": update(\"", name, "\") before begin_step()"));
+    if (!in_step_) throw std::logic_error(internal::concat(kind_, ": update(\"", name, "\") before begin_step()"));
     constexpr bool narrow = std::same_as<T, bfloat16> || std::same_as<T, float16>;
     constexpr bool is_double = std::same_as<T, double>;
     const bool master = narrow && precision_.master_weights;
@@ -176,15 +175,15 @@ class optimizer_base {
       return st;
     }
     if (st.size != param.size())
-      fail(name, mixprec::detail::concat("has ", param.size(), " elements, its optimiser state ", st.size));
+      fail(name, internal::concat("has ", param.size(), " elements, its optimiser state ", st.size));
     if (!st.bound) {
       if (st.moments_double != is_double && (st.has_moments || moment_count_ == 2))
-        fail(name, mixprec::detail::concat("the loaded moments are ", st.moments_double ? "F64" : "F32",
-                                           ", the parameter is ", mixprec::name(dtype_of_v<T>)));
+        fail(name, internal::concat("the loaded moments are ", st.moments_double ? "F64" : "F32", ", the parameter is ",
+                                    mixprec::name(dtype_of_v<T>)));
       if (master != !st.master.empty())
         fail(name,
              master
-                 ? mixprec::detail::concat("the parameter needs master weights, the checkpoint has no master.", name)
+                 ? internal::concat("the parameter needs master weights, the checkpoint has no master.", name)
                  : std::string("the checkpoint has master weights, which this parameter and these options do not use"));
       if (kahan != !st.compensation.empty() || (kahan && st.param_type != dtype_of_v<T>))
         fail(name, "the checkpoint's Kahan compensation does not match the parameter type and options");
@@ -205,7 +204,7 @@ class optimizer_base {
       return st;
     }
     if (st.param_type != dtype_of_v<T>)
-      fail(name, mixprec::detail::concat("was ", mixprec::name(st.param_type), ", now ", mixprec::name(dtype_of_v<T>)));
+      fail(name, internal::concat("was ", mixprec::name(st.param_type), ", now ", mixprec::name(dtype_of_v<T>)));
     return st;
   }
 

@@ -23,7 +23,7 @@
 #include <cstddef>
 
 #include "mixprec/arch/detail/target.hpp"
-#include "mixprec/kernels/detail/activation_kind.hpp"
+#include "mixprec/kernels/activation_kind.hpp"
 #include "mixprec/kernels/detail/erfc_fit.hpp"
 #include "mixprec/kernels/detail/exp_avx2.hpp"
 
@@ -33,7 +33,7 @@
 MIXPREC_BEGIN_ISA_NAMESPACE
 namespace activation_avx2 {
 
-using kernels::detail::activation_kind;
+using kernels::activation_kind;
 
 /// tanh-GELU's y = sqrt(2/pi) (x + 0.044715 x^3) of 8 floats, the scalar code's operations in its order.
 MIXPREC_TARGET_AVX2_INLINE inline __m256 gelu_tanh_y8(__m256 x) noexcept {

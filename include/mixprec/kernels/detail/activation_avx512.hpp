@@ -10,7 +10,7 @@
 #include <cstddef>
 
 #include "mixprec/arch/detail/target.hpp"
-#include "mixprec/kernels/detail/activation_kind.hpp"
+#include "mixprec/kernels/activation_kind.hpp"
 #include "mixprec/kernels/detail/erfc_fit.hpp"
 #include "mixprec/kernels/detail/exp_avx512.hpp"
 
@@ -20,7 +20,7 @@
 MIXPREC_BEGIN_ISA_NAMESPACE
 namespace activation_avx512 {
 
-using kernels::detail::activation_kind;
+using kernels::activation_kind;
 
 /// The bits of the float sign.
 inline constexpr int sign_bit = static_cast<int>(0x80000000U);

@@ -9,9 +9,9 @@
 #include <cstddef>
 
 #include "mixprec/arch/isa.hpp"
+#include "mixprec/kernels/activation_kind.hpp"
 #include "mixprec/kernels/detail/activation_avx2.hpp"
 #include "mixprec/kernels/detail/activation_avx512.hpp"
-#include "mixprec/kernels/detail/activation_kind.hpp"
 
 namespace mixprec::kernels::detail {
 

@@ -32,11 +32,11 @@
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/detail/cache_aligned.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
 #include "mixprec/kernels/detail/gemm_avx2.hpp"
 #include "mixprec/kernels/detail/gemm_avx512.hpp"
 #include "mixprec/kernels/detail/gemm_avx512bf16.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
+#include "mixprec/kernels/rounding.hpp"
 #include "mixprec/kernels/threads.hpp"
 
 namespace mixprec::kernels::detail {
@@ -45,7 +45,7 @@ namespace mixprec::kernels::detail {
 template <class C>
 [[nodiscard]] inline bool use_blocked_gemm() noexcept {
 #if MIXPREC_X86_DISPATCH
-  if constexpr (std::same_as<accumulator_t<C>, float> && !is_complex_v<C>) {
+  if constexpr (std::same_as<accumulator_t<C>, float> && !internal::is_complex_v<C>) {
     return active_isa() >= isa::avx2;
   } else {
     return false;
@@ -365,7 +365,7 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
       if (bias != nullptr) {
         for (std::size_t j = 0; j < cols; ++j) src[j] += bias[j0 + j];
       }
-      if (!in_place) round_n<Y>(src, cols, dst);
+      if (!in_place) internal::round_n<Y>(src, cols, dst);
     }
   }
 }
@@ -432,7 +432,7 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
   // Parallel: each task is one column block (its b block packed by the thread that runs it) and all
   // row blocks of it; with one column block, tasks are row blocks sharing the b block.
   if (col_blocks >= threads || row_blocks == 1) {
-    parallel_for(col_blocks, threads, [&](std::size_t task) { column_block(task * nc); });
+    internal::parallel_for(col_blocks, threads, [&](std::size_t task) { column_block(task * nc); });
     return;
   }
   for (std::size_t j0 = 0; j0 < n; j0 += nc) {
@@ -449,7 +449,7 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
       pack_block<C, F>(b, k, n, j0, cols, shared, own);
       panels = shared;
     }
-    parallel_for(row_blocks, threads, [&](std::size_t task) {
+    internal::parallel_for(row_blocks, threads, [&](std::size_t task) {
       const std::size_t i0 = task * gemm_mc;
       gemm_block<C, F>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
                        level, gemm_scratch::local(), false);

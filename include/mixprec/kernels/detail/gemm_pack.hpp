@@ -41,7 +41,7 @@
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/formats/numeric_limits.hpp"  // std::numeric_limits of the small floats, before any use
 #include "mixprec/kernels/detail/cache_aligned.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/rounding.hpp"
 
 namespace mixprec::kernels::detail {
 
@@ -73,7 +73,7 @@ template <class C>
   if constexpr (std::same_as<C, float16>) {
     return panel_format::f16;
   } else if constexpr (small_float<C>) {
-    if constexpr (values_exact_in<C, bfloat16>) return panel_format::bf16;  // bfloat16, float8/6/4
+    if constexpr (internal::values_exact_in<C, bfloat16>) return panel_format::bf16;  // bfloat16, float8/6/4
     return panel_format::f32;
   } else {
     return panel_format::f32;
@@ -208,7 +208,7 @@ void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t 
           if constexpr (std::same_as<S, float> && std::same_as<C, float>) {
             std::memcpy(tile + jj * chunk, col, depth * sizeof(float));
           } else {
-            round_widen_n<C>(col, depth, tile + jj * chunk);
+            internal::round_widen_n<C>(col, depth, tile + jj * chunk);
           }
         }
         for (std::size_t jj = width; jj < gemm_nr; ++jj) std::fill(tile + jj * chunk, tile + jj * chunk + depth, 0.0f);
@@ -226,7 +226,7 @@ void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t 
       if constexpr (std::same_as<S, float> && std::same_as<C, float>) {
         src = b + p * n + j0;
       } else {
-        round_widen_n<C>(b + p * n + j0, cols, row);
+        internal::round_widen_n<C>(b + p * n + j0, cols, row);
       }
       for (std::size_t q = 0; q < panels; ++q) {
         panel_element_t<F>* panel = dst + q * panel_stride<F>(k);
@@ -262,7 +262,7 @@ void pack_a(const S* a, std::size_t m, std::size_t k, bool k_major, std::size_t 
         if constexpr (std::same_as<S, float> && std::same_as<C, float>) {
           src = src_row;
         } else {
-          round_widen_n<C>(src_row, kc, row);
+          internal::round_widen_n<C>(src_row, kc, row);
         }
         for (std::size_t p = 0; p < kc; ++p) panel[p * gemm_mr + ii] = src[p];
       }
@@ -278,7 +278,7 @@ void pack_a(const S* a, std::size_t m, std::size_t k, bool k_major, std::size_t 
       if constexpr (std::same_as<S, float> && std::same_as<C, float>) {
         src = src_row;
       } else {
-        round_widen_n<C>(src_row, rows, row);
+        internal::round_widen_n<C>(src_row, rows, row);
       }
       for (std::size_t r = 0; r < panels; ++r) {
         float* out = dst + r * gemm_mr * kc + p * gemm_mr;
@@ -321,7 +321,7 @@ inline void pack_a_pairs(const float* a, std::size_t panels, std::size_t kc, std
 template <class C, class S>
 void pack_a_pairs_from(const S* a, std::size_t m, std::size_t k, bool k_major, std::size_t i0, std::size_t rows,
                        std::size_t p0, std::size_t kc, std::uint32_t* dst, float* row, float* floats) {
-  static_assert(values_exact_in<C, bfloat16>, "VDPBF16PS pairs hold bfloat16 values");
+  static_assert(internal::values_exact_in<C, bfloat16>, "VDPBF16PS pairs hold bfloat16 values");
   const std::size_t panels = (rows + gemm_mr - 1) / gemm_mr;
   if (k_major) {
     pack_a<C>(a, m, k, k_major, i0, rows, p0, kc, floats, row);
@@ -337,7 +337,7 @@ void pack_a_pairs_from(const S* a, std::size_t m, std::size_t k, bool k_major, s
     for (std::size_t ii = 0; ii < gemm_mr; ++ii) {
       float* buffer = floats + ii * width;
       if (ii < height) {
-        round_widen_n<C>(a + (i0 + r * gemm_mr + ii) * k + p0, kc, buffer);
+        internal::round_widen_n<C>(a + (i0 + r * gemm_mr + ii) * k + p0, kc, buffer);
         if (kc < width) buffer[kc] = 0.0f;
       } else {
         std::fill(buffer, buffer + width, 0.0f);

@@ -58,7 +58,7 @@ MIXPREC_TARGET_AVX2_INLINE inline __m256 load_tail(const T* p, std::size_t n) no
 }
 
 /// bfloat16 patterns (in the high halves of the 32-bit lanes, low halves zero) of 8 floats, rounded to
-/// nearest-even; NaN becomes bfloat16's quiet NaN with the sign kept (kernels/detail/convert.hpp).
+/// nearest-even; NaN becomes bfloat16's quiet NaN with the sign kept (kernels/rounding.hpp).
 MIXPREC_TARGET_AVX2_INLINE inline __m256i round_bf16_bits(__m256 v) noexcept {
   const __m256i u = _mm256_castps_si256(v);
   const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));

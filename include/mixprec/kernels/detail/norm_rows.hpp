@@ -103,7 +103,7 @@ void for_row_blocks(std::size_t rows, std::size_t features, const F& f) {
     return;
   }
   const std::size_t per_task = (rows + threads - 1) / threads;
-  parallel_for(threads, threads, [&](std::size_t task) {
+  internal::parallel_for(threads, threads, [&](std::size_t task) {
     const std::size_t begin = std::min(rows, task * per_task);
     f(begin, std::min(rows, begin + per_task));
   });

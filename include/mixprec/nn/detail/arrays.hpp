@@ -14,10 +14,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/row_major.hpp"
 #include "mixprec/arrays/xtensor.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
-#include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/kernels/rounding.hpp"
 
 namespace mixprec::nn::detail {
 
@@ -144,14 +144,14 @@ void check_features(const char* layer, const X& x, std::size_t expected, const W
     }
   };
   if (x.dimension() == 0) {
-    throw std::invalid_argument(kernels::detail::concat(
-        layer, ": input is a scalar (shape []) but the layer expects [..., ", expected, "] (", what(), ")"));
+    throw std::invalid_argument(internal::concat(layer, ": input is a scalar (shape []) but the layer expects [..., ",
+                                                 expected, "] (", what(), ")"));
   }
   const std::size_t got = last_extent(x);
   if (got != expected) {
-    throw std::invalid_argument(kernels::detail::concat(layer, ": input has ", got, " features (shape ",
-                                                        shape_string(x.shape()), ") but the layer expects ", expected,
-                                                        " (", what(), ")"));
+    throw std::invalid_argument(internal::concat(layer, ": input has ", got, " features (shape ",
+                                                 shape_string(x.shape()), ") but the layer expects ", expected, " (",
+                                                 what(), ")"));
   }
 }
 
@@ -159,9 +159,9 @@ void check_features(const char* layer, const X& x, std::size_t expected, const W
 template <class Out, class X>
 void check_output_shape(const char* layer, const char* what, const Out& out, const X& x) {
   if (!std::equal(x.shape().begin(), x.shape().end(), out.shape().begin(), out.shape().end())) {
-    throw std::invalid_argument(kernels::detail::concat(layer, ": ", what, " has shape ", shape_string(out.shape()),
-                                                        " but x has shape ", shape_string(x.shape()),
-                                                        "; make it with x's shape (it is written, not resized)"));
+    throw std::invalid_argument(internal::concat(layer, ": ", what, " has shape ", shape_string(out.shape()),
+                                                 " but x has shape ", shape_string(x.shape()),
+                                                 "; make it with x's shape (it is written, not resized)"));
   }
 }
 
@@ -174,9 +174,9 @@ void check_output_features(const char* layer, const Out& out, const X& x, std::s
   const bool ok = xs.size() == os.size() && xs.size() > 0 && std::equal(xs.begin(), xs.end() - 1, os.begin()) &&
                   os[os.size() - 1] == last;
   if (!ok) {
-    throw std::invalid_argument(kernels::detail::concat(
-        layer, ": out has shape ", shape_string(os), " but x has shape ", shape_string(xs),
-        "; make out with x's shape and ", last, " elements on its last axis (it is written, not resized)"));
+    throw std::invalid_argument(internal::concat(layer, ": out has shape ", shape_string(os), " but x has shape ",
+                                                 shape_string(xs), "; make out with x's shape and ", last,
+                                                 " elements on its last axis (it is written, not resized)"));
   }
 }
 
@@ -207,7 +207,7 @@ template <class P, class Src>
   xt::xtensor<P, Src::rank> out = xt::xtensor<P, Src::rank>::from_shape(src.shape());
   const auto* in = src.data();
   P* dst = out.data();
-  for (std::size_t i = 0; i < src.size(); ++i) dst[i] = kernels::detail::round_to<P>(in[i]);
+  for (std::size_t i = 0; i < src.size(); ++i) dst[i] = internal::round_to<P>(in[i]);
   return out;
 }
 

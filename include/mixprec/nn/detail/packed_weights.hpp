@@ -22,7 +22,7 @@ namespace mixprec::nn::detail {
 
 /// Whether products in compute type C can use packed weights: float32-accumulating real types.
 template <class C>
-inline constexpr bool packable_compute = std::same_as<accumulator_t<C>, float> && !kernels::detail::is_complex_v<C>;
+inline constexpr bool packable_compute = std::same_as<accumulator_t<C>, float> && !internal::is_complex_v<C>;
 
 /// Whether a layer multiplies through its packed weights now: a packable C, the cache on
 /// (`nn::set_weight_cache`) and the blocked engine active (AVX2 level and above). At the portable
@@ -30,7 +30,7 @@ inline constexpr bool packable_compute = std::same_as<accumulator_t<C>, float> &
 template <class C>
 [[nodiscard]] inline bool use_packed() noexcept {
   if constexpr (packable_compute<C>) {
-    return weight_cache_enabled() && kernels::detail::use_blocked_gemm<C>();
+    return weight_cache_enabled() && kernels::packed_products_active<C>();
   } else {
     return false;
   }

@@ -13,7 +13,7 @@
 #include <system_error>
 #include <type_traits>
 
-#include "mixprec/kernels/detail/message.hpp"
+#include "mixprec/arch/message.hpp"
 
 namespace mixprec::nn::detail {
 
@@ -27,7 +27,7 @@ namespace mixprec::nn::detail {
 /// \throws std::invalid_argument unless `epsilon` is finite and >= 0.
 inline void check_epsilon(const char* layer, double epsilon) {
   if (!(std::isfinite(epsilon) && epsilon >= 0.0)) {
-    throw std::invalid_argument(kernels::detail::concat(
+    throw std::invalid_argument(internal::concat(
         layer, ": epsilon is ", number_string(epsilon),
         " but must be finite and >= 0 (it is added to the variance or mean square before the square root; "
         "typical values are 1e-6 and 1e-5)"));
@@ -37,7 +37,7 @@ inline void check_epsilon(const char* layer, double epsilon) {
 /// \throws std::invalid_argument unless `scale` is finite and > 0.
 inline void check_residual_scale(const char* layer, double scale) {
   if (!(std::isfinite(scale) && scale > 0.0)) {
-    throw std::invalid_argument(kernels::detail::concat(
+    throw std::invalid_argument(internal::concat(
         layer, ": residual_scale is ", number_string(scale),
         " but must be finite and > 0 (it multiplies the residual stream; use a power of two such as 0.5 so "
         "that the scaling is exact, or leave it unset for no scaling)"));
@@ -47,9 +47,8 @@ inline void check_residual_scale(const char* layer, double scale) {
 /// \throws std::invalid_argument unless a backward pass got as many rows of cotangent as its forward saved.
 inline void check_backward_rows(const char* where, std::size_t got, std::size_t saved) {
   if (got != saved) {
-    throw std::invalid_argument(kernels::detail::concat(where, ": the cotangent has ", got,
-                                                        " rows but the saved forward had ", saved,
-                                                        "; pass the context filled by forward() for this very input"));
+    throw std::invalid_argument(internal::concat(where, ": the cotangent has ", got, " rows but the saved forward had ",
+                                                 saved, "; pass the context filled by forward() for this very input"));
   }
 }
 
@@ -62,9 +61,9 @@ void check_gradient_shape(const char* where, const char* name, const GradShape& 
       for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
       return s + "]";
     };
-    throw std::invalid_argument(kernels::detail::concat(where, ": grads.", name, " has shape ", str(got),
-                                                        " but the parameter has shape ", str(want),
-                                                        "; make the gradients with zero_gradients()"));
+    throw std::invalid_argument(internal::concat(where, ": grads.", name, " has shape ", str(got),
+                                                 " but the parameter has shape ", str(want),
+                                                 "; make the gradients with zero_gradients()"));
   }
 }
 

@@ -1,5 +1,5 @@
 /// \file
-/// \brief Private: messages of the scaled tensors: `concat` (arch/detail/concat.hpp) and `number`, a
+/// \brief Private: messages of the scaled tensors: `internal::concat` (arch/message.hpp) and `number`, a
 /// double in its shortest round-trip form (std::to_chars), which `concat` does not print.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/arch/detail/concat.hpp"
+#include "mixprec/arch/message.hpp"
 
 namespace mixprec::detail {
 
@@ -26,7 +26,7 @@ std::string shape_text(const Shape& shape) {
   std::string text = "[";
   std::size_t i = 0;
   for (const auto extent : shape) {
-    text += concat(i++ == 0 ? "" : ", ", static_cast<std::size_t>(extent));
+    text += internal::concat(i++ == 0 ? "" : ", ", static_cast<std::size_t>(extent));
   }
   return text + "]";
 }

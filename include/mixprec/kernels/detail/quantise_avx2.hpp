@@ -1,6 +1,6 @@
 /// \file
 /// \brief Private: the scaling pass of float8 quantisation in AVX2 (`quantise_avx2::scale_block`),
-/// chosen at run time by `scaled::detail::quantise_by_scale`: per element, |x|'s pattern into an
+/// chosen at run time by `kernels::quantise_by_scale` (kernels/quantise.hpp): per element, |x|'s pattern into an
 /// integer maximum (absmax, NaN detected: kernels/detail/absmax_avx2.hpp explains why patterns order
 /// like values), a count of the finite elements above the bound, and x · mult clamped to ±M for finite
 /// x (NaN and Inf pass through). The same values as the portable loop: one float multiplication,

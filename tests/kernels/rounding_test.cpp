@@ -1,7 +1,7 @@
-// Tests of the kernels' operand conversion (kernels/detail/convert.hpp), the first step of every
-// matmul: "round once to the compute type, widen exactly to the accumulator". The bulk paths must give
-// the same bits as the scalar conversions of the number types (which tests/types checks against the
-// format specifications) for every input, special values included.
+// Tests of the rounding the kernels and layers share (kernels/rounding.hpp, mixprec::internal), the
+// first step of every matmul: "round once to the compute type, widen exactly to the accumulator". The bulk paths must
+// give the same bits as the scalar conversions of the number types (which tests/types checks against the format
+// specifications) for every input, special values included.
 #include <catch2/catch.hpp>
 
 #include <bit>
@@ -12,15 +12,15 @@
 #include <vector>
 
 #include "mixprec/core.hpp"
-#include "mixprec/kernels/detail/convert.hpp"
+#include "mixprec/kernels/rounding.hpp"
 
-namespace convert_test {
+namespace rounding_test {
 
 using mixprec::bfloat16;
 using mixprec::float16;
 using mixprec::float8_e4m3fn;
 using mixprec::float8_e5m2;
-namespace kd = mixprec::kernels::detail;
+namespace mi = mixprec::internal;
 
 namespace {
 
@@ -75,7 +75,7 @@ void check_same_bits(const std::vector<float>& in, F f, G g) {
 template <class C>
 void check_bulk_matches_scalar(const std::vector<float>& in) {
   std::vector<float> out(in.size());
-  kd::round_widen_n<C>(in.data(), in.size(), out.data());
+  mi::round_widen_n<C>(in.data(), in.size(), out.data());
   std::size_t i = 0;
   check_same_bits(
       in, [&](float) { return out[i++]; }, [](float x) { return static_cast<float>(C(x)); });
@@ -86,13 +86,13 @@ void check_bulk_matches_scalar(const std::vector<float>& in) {
 TEST_CASE("round_through_bfloat16 equals bfloat16(x) widened, bit for bit", "[kernels][convert]") {
   // Same bits, NaN included (bfloat16's canonical quiet NaN keeps the input's sign).
   check_same_bits(
-      probe_floats(), [](float x) { return kd::round_through_bfloat16(x); },
+      probe_floats(), [](float x) { return mi::round_through_bfloat16(x); },
       [](float x) { return static_cast<float>(bfloat16(x)); });
   // Two hand-checked cases: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 (8 significant bits): even -> 1;
   // the largest float rounds up to Inf.
-  CHECK(kd::round_through_bfloat16(1.0f + 0x1p-8f) == 1.0f);
-  CHECK(kd::round_through_bfloat16(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f);
-  CHECK(std::isinf(kd::round_through_bfloat16(std::numeric_limits<float>::max())));
+  CHECK(mi::round_through_bfloat16(1.0f + 0x1p-8f) == 1.0f);
+  CHECK(mi::round_through_bfloat16(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f);
+  CHECK(std::isinf(mi::round_through_bfloat16(std::numeric_limits<float>::max())));
 }
 
 TEST_CASE("round_to<bfloat16> of a float equals bfloat16(x) for every pattern and every kind of low half",
@@ -104,7 +104,7 @@ TEST_CASE("round_to<bfloat16> of a float equals bfloat16(x) for every pattern an
   for (std::uint32_t top = 0; top < 0x10000U; ++top) {
     for (const std::uint32_t low : {0x0U, 0x1U, 0x7FFFU, 0x8000U, 0x8001U, 0xFFFFU}) {
       const float x = std::bit_cast<float>((top << 16) | low);
-      const auto fast = kd::round_to<bfloat16>(x).bits();
+      const auto fast = mi::round_to<bfloat16>(x).bits();
       const auto codec = bfloat16(x).bits();
       if (fast != codec && ++mismatches <= 5) {
         CAPTURE(top, low);
@@ -128,21 +128,21 @@ TEST_CASE("round_widen_n rounds double sources once and widens small floats exac
   // float first would land on the tie 1 + 2^-8 and then round to even, 1.
   const std::vector<double> d{1.0 + 0x1p-8 + 0x1p-30, -3.0, 1e300};
   std::vector<float> out(d.size());
-  kd::round_widen_n<bfloat16>(d.data(), d.size(), out.data());
+  mi::round_widen_n<bfloat16>(d.data(), d.size(), out.data());
   CHECK(out[0] == 1.0f + 0x1p-7f);
   CHECK(out[1] == -3.0f);
   CHECK(std::isinf(out[2]));
   const std::vector<float16> h{float16(0.5f), float16(-65504.0f), std::numeric_limits<float16>::denorm_min()};
   std::vector<float> wide(h.size());
-  kd::round_widen_n<float16>(h.data(), h.size(), wide.data());
+  mi::round_widen_n<float16>(h.data(), h.size(), wide.data());
   CHECK(wide[0] == 0.5f);
   CHECK(wide[1] == -65504.0f);
   CHECK(wide[2] == 0x1p-24f);
   // Identity for float -> float and double -> double; integers convert like C(i).
   const std::vector<int> ids{3, -7};
   std::vector<float> fi(2);
-  kd::round_widen_n<float>(ids.data(), 2, fi.data());
+  mi::round_widen_n<float>(ids.data(), 2, fi.data());
   CHECK(fi == std::vector<float>{3.0f, -7.0f});
 }
 
-}  // namespace convert_test
+}  // namespace rounding_test

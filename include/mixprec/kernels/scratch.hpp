@@ -1,5 +1,6 @@
 /// \file
-/// \brief Private: `thread_scratch<T, Tag>(n)`, a per-thread buffer of at least n elements of T, grown
+/// \brief Internal API (namespace `mixprec::internal`, docs/kernels.md, "Internal API"):
+/// `thread_scratch<T, Tag>(n)`, a per-thread buffer of at least n elements of T, grown
 /// on demand and kept for the thread's lifetime, for the temporaries of a hot call (a layer's float32
 /// copies of its operands, quantised operands). A call that allocated its temporaries afresh paid for
 /// fresh pages every time (glibc maps large blocks and returns them on free: page faults and zeroing
@@ -14,7 +15,7 @@
 #include <span>
 #include <vector>
 
-namespace mixprec::kernels::detail {
+namespace mixprec::internal {
 
 template <class T, class Tag>
 [[nodiscard]] std::span<T> thread_scratch(std::size_t n) {
@@ -23,4 +24,4 @@ template <class T, class Tag>
   return {buffer.data(), n};
 }
 
-}  // namespace mixprec::kernels::detail
+}  // namespace mixprec::internal

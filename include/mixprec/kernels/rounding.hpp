@@ -1,9 +1,12 @@
 /// \file
-/// \brief Private: element conversions used by the kernels — "round once to the compute type, then
-/// widen exactly to its accumulator" — one element at a time or in bulk. Light: no Eigen, no xtensor.
+/// \brief Internal API (namespace `mixprec::internal`, docs/kernels.md, "Internal API"): the element
+/// conversions the kernels and the layers share — "round once to the compute type, then widen exactly
+/// to its accumulator" — one element at a time or in bulk, and exact scaling by powers of two. Light:
+/// no Eigen, no xtensor.
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <complex>
 #include <concepts>
 #include <cstddef>
@@ -18,7 +21,7 @@
 #include "mixprec/formats/convert.hpp"
 #include "mixprec/formats/numeric_limits.hpp"  // std::numeric_limits of the small floats
 
-namespace mixprec::kernels::detail {
+namespace mixprec::internal {
 
 template <class T>
 inline constexpr bool is_complex_v = false;
@@ -158,4 +161,14 @@ template <class O, class A>
   return round_to<O>(x);
 }
 
-}  // namespace mixprec::kernels::detail
+/// x * 2^k (each part of a complex number), exact unless the result overflows or is subnormal.
+template <class A>
+[[nodiscard]] A scale_pow2(const A& x, int k) noexcept {
+  if constexpr (is_complex_v<A>) {
+    return A(std::ldexp(x.real(), k), std::ldexp(x.imag(), k));
+  } else {
+    return std::ldexp(x, k);
+  }
+}
+
+}  // namespace mixprec::internal

@@ -1,6 +1,8 @@
 /// \file
-/// \brief Private: `concat(...)`, which builds a message (an exception's `what()`) by appending its
-/// parts to one string. Every layer builds its messages with it.
+/// \brief Internal API shared by every folder: `internal::concat(...)`, which builds a message (an
+/// exception's `what()`) by appending its parts to one string. Every layer builds its messages with
+/// it. Namespace `mixprec::internal` is the library's documented internal API (docs/kernels.md,
+/// "Internal API"): for mixprec's own folders, not for users, and never a folder's private `detail`.
 ///
 /// Why not `std::string` `operator+`: GCC 12 at -O1 and above inlines chains of it and reports false
 /// `-Wrestrict`, `-Wstringop-overflow` and `-Warray-bounds` warnings inside libstdc++'s copies (GCC bug
@@ -13,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-namespace mixprec::detail {
+namespace mixprec::internal {
 
 inline void append_part(std::string& s, std::string_view part) { s.append(part); }
 
@@ -34,4 +36,4 @@ template <class... Parts>
   return s;
 }
 
-}  // namespace mixprec::detail
+}  // namespace mixprec::internal

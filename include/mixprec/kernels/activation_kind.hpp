@@ -1,13 +1,14 @@
 /// \file
-/// \brief Private: the element-wise activations that have a vectorised kernel (activation_avx2.hpp), and
-/// the constants of the tanh form of GELU, shared by the scalar formulas (kernels/activations.hpp) and
-/// the kernel so that both evaluate the same expression.
+/// \brief `kernels::activation_kind`, the element-wise activations and derivatives that have a
+/// vectorised kernel (`kernels::activation_rows_kernel`, kernels/activations.hpp), and the constants of
+/// GELU's two forms, shared by the scalar formulas and the vectorised kernels so that both evaluate the
+/// same expression.
 #pragma once
 
 #include <cstdint>
 #include <numbers>
 
-namespace mixprec::kernels::detail {
+namespace mixprec::kernels {
 
 /// An activation or derivative with a vectorised kernel (the formulas of activations.hpp): the
 /// logistic ones are `x / (1 + e^-z)` for some z, their derivatives built on e = e^-|z|; erf-GELU and
@@ -38,6 +39,8 @@ enum class activation_kind : std::uint8_t {
   return kind;
 }
 
+namespace detail {
+
 /// The cubic coefficient of the tanh approximation of GELU (Hendrycks & Gimpel 2016, section 2).
 inline constexpr double gelu_tanh_cubic = 0.044715;
 
@@ -52,4 +55,6 @@ inline constexpr double gelu_erf_scale = std::numbers::sqrt2 / 2.0;
 /// 1 / sqrt(2 pi) = (1 / sqrt(pi)) / sqrt(2), the normal density's factor in erf-GELU's derivative.
 inline constexpr double normal_density_scale = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
 
-}  // namespace mixprec::kernels::detail
+}  // namespace detail
+
+}  // namespace mixprec::kernels
