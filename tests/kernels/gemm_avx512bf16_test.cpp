@@ -82,7 +82,8 @@ void check_pack(std::size_t rows, std::size_t kc, bool native_only = false) {
   std::vector<std::uint32_t> packed(words + 1, 0xDEADBEEFU);
   std::vector<float> row(std::max(kc, rows));
   std::vector<float> floats(kd::gemm_mr * std::max(kc + 1, panels * kc));
-  kd::pack_a_pairs_from<bfloat16>(a.data(), m, k, false, i0, rows, p0, kc, expected.data(), row.data(), floats.data());
+  kd::pack_a_pairs_from<bfloat16>(a.data(), m, k, mixprec::kernels::a_layout::m_k, i0, rows, p0, kc, expected.data(),
+                                  row.data(), floats.data());
   mixprec::detail::gemm_avx512bf16::pack_a_pairs<S>(a.data() + i0 * k + p0, k, rows, kc, packed.data());
   INFO("rows " << rows << ", kc " << kc << (native_only ? ", no NaN or subnormal" : ""));
   for (std::size_t w = 0; w <= words; ++w) {

@@ -238,11 +238,12 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
           // This kv head's keys as b(head_dim, keys) panels and its values as b(keys, head_dim) panels,
           // converted once for every query head of the group; the values of padding keys zeroed.
           if (pair_scores) {
-            kd::pack_b<C, kd::panel_format::bf16>(keys, hd, total, true, 0, total, buffers.key_pairs.data(), pack_row);
+            kd::pack_b<C, kd::panel_format::bf16>(keys, hd, total, b_layout::n_k, 0, total, buffers.key_pairs.data(),
+                                                  pack_row);
           } else {
-            kd::pack_b<C>(keys, hd, total, true, 0, total, packed_keys, pack_row);
+            kd::pack_b<C>(keys, hd, total, b_layout::n_k, 0, total, packed_keys, pack_row);
           }
-          kd::pack_b<C>(values, total, hd, false, 0, hd, packed_values, pack_row);
+          kd::pack_b<C>(values, total, hd, b_layout::k_n, 0, hd, packed_values, pack_row);
           if (any_padding_key) {
             for (std::size_t j = 0; j < total; ++j) {
               if (valid[j] != 0) continue;

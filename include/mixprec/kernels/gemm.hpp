@@ -47,16 +47,11 @@
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/eigen.hpp"
 #include "mixprec/kernels/detail/gemm_engine.hpp"
+#include "mixprec/kernels/layouts.hpp"
 #include "mixprec/kernels/rounding.hpp"
 #include "mixprec/kernels/scratch.hpp"
 
 namespace mixprec::kernels {
-
-/// How the right operand `b` of `matmul` is laid out in memory (row-major in both cases).
-enum class b_layout : std::uint8_t {
-  k_n,  ///< b is [k, n]: b(p, j) = b[p * n + j]. NumPy's `a @ b`; Flax's Dense kernel [in, out].
-  n_k,  ///< b is [n, k]: b(p, j) = b[j * k + p]. `a @ b.T`; PyTorch Linear / llama2.c weights [out, in].
-};
 
 /// The sizes of y[m, n] = a[m, k] · b(k, n).
 struct matmul_shape {
@@ -140,14 +135,15 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
 
   if constexpr (std::same_as<Acc, float> && !internal::is_complex_v<C>) {
     if (use_blocked_gemm<C>()) {
-      const float* bias_ptr = nullptr;
+      gemm_problem<A, Y> p{.a = a, .a_order = a_layout::m_k, .y = y, .m = s.m, .k = s.k, .n = s.n};
       if (bias != nullptr) {
         struct blocked_bias_tag;
         const std::span<float> bias_buf = internal::thread_scratch<float, blocked_bias_tag>(s.n);
         internal::round_widen_n<C>(bias, s.n, bias_buf.data());
-        bias_ptr = bias_buf.data();
+        p.out = epilogue::bias;
+        p.bias = bias_buf.data();
       }
-      blocked_gemm<C>(a, false, b_source<C, B>{b, layout == b_layout::n_k}, bias_ptr, y, s.m, s.k, s.n, false);
+      blocked_gemm<C>(p, b_source<C, B>{b, layout});
       return;
     }
   }

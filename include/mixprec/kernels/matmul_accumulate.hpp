@@ -31,12 +31,6 @@
 
 namespace mixprec::kernels {
 
-/// How the left operand `a` of `matmul_accumulate` is laid out in memory (row-major in both cases).
-enum class a_layout : std::uint8_t {
-  m_k,  ///< a is [m, k]: a(i, p) = a[i * k + p]. NumPy's `a @ b`.
-  k_m,  ///< a is [k, m]: a(i, p) = a[p * m + i]. `a.T @ b`: xᵀ·dy of a weight gradient.
-};
-
 namespace detail {
 
 /// The operand as Acc values: a pointer into `src` when it already holds Acc values, else `buf`
@@ -79,9 +73,14 @@ void matmul_accumulate(const RA& a, a_layout la, const RB& b, b_layout lb, RY&& 
   if (s.m == 0 || s.n == 0 || s.k == 0) return;
   if constexpr (std::same_as<Acc, float> && !internal::is_complex_v<Compute>) {
     if (detail::use_blocked_gemm<Compute>()) {
-      detail::blocked_gemm<Compute>(std::ranges::data(a), la == a_layout::k_m,
-                                    detail::b_source<Compute, B>{std::ranges::data(b), lb == b_layout::n_k}, nullptr,
-                                    std::ranges::data(y), s.m, s.k, s.n, true);
+      const detail::gemm_problem<A, float> p{.a = std::ranges::data(a),
+                                             .a_order = la,
+                                             .y = std::ranges::data(y),
+                                             .m = s.m,
+                                             .k = s.k,
+                                             .n = s.n,
+                                             .out = epilogue::accumulate};
+      detail::blocked_gemm<Compute>(p, detail::b_source<Compute, B>{std::ranges::data(b), lb});
       return;
     }
   }

@@ -131,19 +131,16 @@ template <class Compute, class RB>
     if (finite) {
       out.format_ = detail::panel_format::e4m3;
       out.bytes_.resize(detail::gemm_panels(n) * detail::panel_stride<detail::panel_format::e4m3>(k));
-      detail::pack_b<Compute, detail::panel_format::e4m3>(data, k, n, layout == b_layout::n_k, 0, n, out.bytes_.data(),
-                                                          row.data());
+      detail::pack_b<Compute, detail::panel_format::e4m3>(data, k, n, layout, 0, n, out.bytes_.data(), row.data());
       return out;
     }
   }
   if constexpr (format == detail::panel_format::f32) {
     out.floats_.resize(count);
-    detail::pack_b<Compute, format>(std::ranges::data(b), k, n, layout == b_layout::n_k, 0, n, out.floats_.data(),
-                                    row.data());
+    detail::pack_b<Compute, format>(std::ranges::data(b), k, n, layout, 0, n, out.floats_.data(), row.data());
   } else {
     out.halves_.resize(count);
-    detail::pack_b<Compute, format>(std::ranges::data(b), k, n, layout == b_layout::n_k, 0, n, out.halves_.data(),
-                                    row.data());
+    detail::pack_b<Compute, format>(std::ranges::data(b), k, n, layout, 0, n, out.halves_.data(), row.data());
   }
   return out;
 }
@@ -176,8 +173,9 @@ void matmul(const RA& a, const packed_b& b, RY&& y, std::size_t m) {
   using Y = detail::matmul_element_t<RY>;
   detail::check_compute_type<Compute, A>();
   detail::check_packed_product<Compute, A, Y>(b, std::ranges::size(a), std::ranges::size(y), m);
-  detail::blocked_gemm<Compute>(std::ranges::data(a), false, b.view(), nullptr, std::ranges::data(y), m, b.k(), b.n(),
-                                false);
+  detail::blocked_gemm<Compute>(
+      detail::gemm_problem<A, Y>{.a = std::ranges::data(a), .y = std::ranges::data(y), .m = m, .k = b.k(), .n = b.n()},
+      b.view());
 }
 
 /// y[m, n] = a[m, k] · b(k, n) + bias[n] with b packed by `pack_b<Compute>`; bias rounded to Compute
@@ -197,8 +195,14 @@ void matmul(const RA& a, const packed_b& b, const RBias& bias, RY&& y, std::size
   struct bias_tag;  // the bias in float32: a per-thread buffer, so that a call allocates nothing once warm
   const std::span<float> bias_acc = internal::thread_scratch<float, bias_tag>(b.n());
   internal::round_widen_n<Compute>(std::ranges::data(bias), b.n(), bias_acc.data());
-  detail::blocked_gemm<Compute>(std::ranges::data(a), false, b.view(), bias_acc.data(), std::ranges::data(y), m, b.k(),
-                                b.n(), false);
+  detail::blocked_gemm<Compute>(detail::gemm_problem<A, Y>{.a = std::ranges::data(a),
+                                                           .y = std::ranges::data(y),
+                                                           .m = m,
+                                                           .k = b.k(),
+                                                           .n = b.n(),
+                                                           .out = epilogue::bias,
+                                                           .bias = bias_acc.data()},
+                                b.view());
 }
 
 /// y[m, n] += a[m, k] · b(k, n) with b packed by `pack_b<Compute>` and y in float32 (the accumulator),
@@ -212,8 +216,13 @@ void matmul_accumulate(const RA& a, const packed_b& b, RY&& y, std::size_t m) {
   detail::check_compute_type<Compute, A>();
   static_assert(std::same_as<Y, float>, "kernels::matmul_accumulate: y must hold float32 accumulator values.");
   detail::check_packed_product<Compute, A, Y>(b, std::ranges::size(a), std::ranges::size(y), m);
-  detail::blocked_gemm<Compute>(std::ranges::data(a), false, b.view(), nullptr, std::ranges::data(y), m, b.k(), b.n(),
-                                true);
+  detail::blocked_gemm<Compute>(detail::gemm_problem<A, Y>{.a = std::ranges::data(a),
+                                                           .y = std::ranges::data(y),
+                                                           .m = m,
+                                                           .k = b.k(),
+                                                           .n = b.n(),
+                                                           .out = epilogue::accumulate},
+                                b.view());
 }
 
 }  // namespace mixprec::kernels

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "mixprec/arch/isa.hpp"
@@ -107,8 +108,37 @@ struct packed_b_view {
 template <class C, class S>
 struct b_source {
   const S* b;
-  bool n_major;
+  b_layout layout;
 };
+
+/// One product, described once: y[m, n] = op(a) · b, with `out` saying what happens to y (store, add
+/// the bias, or accumulate into a float y). `a` is [m, k] or [k, m] (`a_order`); `bias` is n floats
+/// already rounded to C and widened, for `epilogue::bias` only.
+template <class A, class Y>
+struct gemm_problem {
+  const A* a = nullptr;
+  a_layout a_order = a_layout::m_k;
+  Y* y = nullptr;
+  std::size_t m = 0;
+  std::size_t k = 0;
+  std::size_t n = 0;
+  epilogue out = epilogue::store;
+  const float* bias = nullptr;
+};
+
+/// Rows [i0, i0 + rows) × columns [j0, j0 + cols) of y: the part of a product one `gemm_block` computes.
+struct gemm_tile_range {
+  std::size_t i0 = 0;
+  std::size_t rows = 0;
+  std::size_t j0 = 0;
+  std::size_t cols = 0;
+};
+
+/// Where `gemm_block` keeps its float32 accumulator tile for a float y that it stores (not
+/// accumulates) over whole panels: in y itself, with y's row stride, or in the thread's scratch. When
+/// several threads split one column block by rows, tiles in the thread's scratch measured faster
+/// (docs/kernels.md, "Accumulator tiles").
+enum class tile_home : std::uint8_t { in_y, scratch };
 
 /// A kept packing of 1-byte e4m3 panels read as bfloat16 pair panels: each column block decoded
 /// whole (all of k), exactly, when the engine comes to it (gemm_avx512bf16::e4m3_pair_panels), for
@@ -168,7 +198,7 @@ template <class C, panel_format F, class S>
 void pack_block(const b_source<C, S>& src, std::size_t k, std::size_t n, std::size_t j0, std::size_t cols,
                 panel_element_t<F>* dst, gemm_scratch& scratch) {
   float* row = gemm_scratch::sized(scratch.row, std::max({k, cols, gemm_kc, gemm_mc}));
-  pack_b<C, F>(src.b, k, n, src.n_major, j0, cols, dst, row);
+  pack_b<C, F>(src.b, k, n, src.layout, j0, cols, dst, row);
 }
 template <class C, panel_format F>
 void pack_block(const e4m3_pairs_view& src, std::size_t k, std::size_t, std::size_t j0, std::size_t cols,
@@ -220,20 +250,20 @@ template <class C, panel_format F>
 /// The VDPBF16PS pairs of a's rows [i0, i0 + rows) over the k-slice [p0, p0 + kc): ceil(rows / 6)
 /// pair panels at `pairs` (pack_a_pairs_from's layout).
 template <class C, class A>
-void pack_pair_slice(const A* a, bool a_k_major, std::size_t m, std::size_t k, std::size_t i0, std::size_t rows,
+void pack_pair_slice(const A* a, a_layout a_order, std::size_t m, std::size_t k, std::size_t i0, std::size_t rows,
                      std::size_t p0, std::size_t kc, std::uint32_t* pairs, gemm_scratch& scratch) {
   float* row = gemm_scratch::sized(scratch.row, std::max({k, gemm_kc, gemm_mc}));
   float* a_pack = gemm_scratch::sized(scratch.a_pack, gemm_mc * gemm_kc);
 #if MIXPREC_X86_DISPATCH
   if constexpr (std::same_as<C, bfloat16> && (std::same_as<A, float> || std::same_as<A, bfloat16>)) {
-    if (!a_k_major) {
+    if (a_order == a_layout::m_k) {
       // Row-major float or bfloat16 a: rounded and paired on 16 lanes (the same words).
       ::mixprec::detail::gemm_avx512bf16::pack_a_pairs<A>(a + i0 * k + p0, k, rows, kc, pairs);
       return;
     }
   }
 #endif
-  pack_a_pairs_from<C>(a, m, k, a_k_major, i0, rows, p0, kc, pairs, row, a_pack);
+  pack_a_pairs_from<C>(a, m, k, a_order, i0, rows, p0, kc, pairs, row, a_pack);
 }
 
 /// Where the pairs of the k-slice from p0 start when the pairs of a `rows`-row block are packed slice
@@ -244,23 +274,25 @@ void pack_pair_slice(const A* a, bool a_k_major, std::size_t m, std::size_t k, s
   return (rows + gemm_mr - 1) / gemm_mr * gemm_mr * (p0 / 2);
 }
 
-/// One (jc, ic) block: rows [i0, i0 + rows) × columns [j0, j0 + cols) of y, all of k. `tile_in_y`
-/// allows a float y to be the accumulator tile (see below).
+/// One (jc, ic) block of the product `p`: the rows and columns of `range`, all of k, with b's panels
+/// for those columns at `b_panels`, at `level`. `home` says where a float y's accumulator tile may live;
+/// `packed_pairs`, when not null, holds the block's a rows already packed as VDPBF16PS pairs for all of k.
 template <class C, panel_format F, class A, class Y>
-void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, const float* bias, Y* y, std::size_t m,
-                std::size_t k, std::size_t n, std::size_t i0, std::size_t rows, std::size_t j0, std::size_t cols,
-                bool accumulate, isa level, gemm_scratch& scratch, bool tile_in_y = true,
-                const std::uint32_t* packed_pairs = nullptr) {
+void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels, gemm_tile_range range, isa level,
+                gemm_scratch& scratch, tile_home home = tile_home::in_y, const std::uint32_t* packed_pairs = nullptr) {
+  const A* const a = p.a;
+  Y* const y = p.y;
+  const std::size_t m = p.m, k = p.k, n = p.n;
+  const std::size_t i0 = range.i0, rows = range.rows, j0 = range.j0, cols = range.cols;
+  const bool accumulate = p.out == epilogue::accumulate;
   const std::size_t panels = gemm_panels(cols);
   const std::size_t stride = panel_stride<F>(k);
   // A float y written (not accumulated into) over whole panels is its own accumulator tile, with its
-  // row stride: the same sums in the same order, without the copy from a scratch tile (the copy took
-  // ~5% of an M2048·K1024·N4096 product; bf16 ran 3-8% faster without it). Not when the caller
-  // (`tile_in_y` false) is one of several threads splitting one column block by rows: there tiles in
-  // y ran slower (bf16 at M2048·K4096·N1024 on 2 threads: 520-570 against 650-680 GFLOP/s in four
-  // alternations, Zen 5), for a reason not established; tiles in each thread's scratch are kept.
+  // row stride: the same sums in the same order, without the copy from a scratch tile. Not when the
+  // caller is one of several threads splitting one column block by rows (`tile_home::scratch`):
+  // there tiles in y measured slower (docs/kernels.md, "Accumulator tiles").
   bool in_place = false;
-  if constexpr (std::same_as<Y, float>) in_place = tile_in_y && !accumulate && cols % gemm_nr == 0;
+  if constexpr (std::same_as<Y, float>) in_place = home == tile_home::in_y && !accumulate && cols % gemm_nr == 0;
   const std::size_t ldc = in_place ? n : panels * gemm_nr;
   float* tile = nullptr;
   if constexpr (std::same_as<Y, float>) {
@@ -278,7 +310,7 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
     // Decode: the one row packed for all of k, then each group of b panels streamed start to end
     // (the same k-slices and order as below, so the same bits).
     float* a_row = gemm_scratch::sized(scratch.a_row, k * gemm_mr);
-    pack_a<C>(a, m, k, a_k_major, i0, 1, 0, k, a_row, row);
+    pack_a<C>(a, m, k, p.a_order, i0, 1, 0, k, a_row, row);
     if constexpr (dpbf16_panels<C, F>) {
       if (use_dpbf16<C, F>(level)) {
         // The row's pairs, consecutive: lane 0 of the one-row a panel (element p at a_row[p · gemm_mr]).
@@ -330,7 +362,7 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
           pairs = packed_pairs + pair_slice_offset(rows, p0);
         } else {
           std::uint32_t* own = gemm_scratch::sized(scratch.a_pairs, pair_slice_offset(rows, kc + 1));
-          pack_pair_slice<C>(a, a_k_major, m, k, i0, rows, p0, kc, own, scratch);
+          pack_pair_slice<C>(a, p.a_order, m, k, i0, rows, p0, kc, own, scratch);
           pairs = own;
         }
         ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
@@ -339,7 +371,7 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
       }
     }
 #endif
-    pack_a<C>(a, m, k, a_k_major, i0, rows, p0, kc, a_pack, row);
+    pack_a<C>(a, m, k, p.a_order, i0, rows, p0, kc, a_pack, row);
 #if MIXPREC_X86_DISPATCH
     if (level >= isa::avx512) {
       ::mixprec::detail::gemm_avx512::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc,
@@ -362,8 +394,8 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
         for (std::size_t j = 0; j < cols; ++j) dst[j] += src[j];
       }
     } else {
-      if (bias != nullptr) {
-        for (std::size_t j = 0; j < cols; ++j) src[j] += bias[j0 + j];
+      if (p.out == epilogue::bias) {
+        for (std::size_t j = 0; j < cols; ++j) src[j] += p.bias[j0 + j];
       }
       if (!in_place) internal::round_n<Y>(src, cols, dst);
     }
@@ -372,8 +404,8 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
 
 /// `blocked_gemm` for b panels of format F, every block at `level`.
 template <class C, panel_format F, class A, class BSrc, class Y>
-void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float* bias, Y* y, std::size_t m,
-                         std::size_t k, std::size_t n, bool accumulate, isa level) {
+void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) {
+  const std::size_t m = p.m, k = p.k, n = p.n;
   // A kept packing needs no b scratch: its blocks can be as wide as the accumulator tile allows. Blocks
   // packed per call hold at most 4 MiB of floats; decoded e4m3 blocks up to 8 MiB of bfloat16 pairs,
   // so that up to k = 4096 they are as wide as kept bfloat16 panels' (narrower blocks re-pack a for
@@ -395,8 +427,7 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
     const std::size_t cols = std::min(nc, n - j0);
     const panel_element_t<F>* panels = b_block<C, F>(b, k, n, j0, cols, scratch);
     for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
-      gemm_block<C, F>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
-                       level, scratch);
+      gemm_block<C, F>(p, panels, {i0, std::min(gemm_mc, m - i0), j0, cols}, level, scratch);
     }
   };
   if (threads <= 1 || col_blocks * row_blocks < 2) {
@@ -413,14 +444,14 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
           if (rows > 1 && k != 0) {  // one row takes the decode path, which pairs its row itself
             pairs = gemm_scratch::sized(scratch.a_pairs_all, pair_slice_offset(rows, k + 1));
             for (std::size_t p0 = 0; p0 < k; p0 += gemm_kc) {
-              pack_pair_slice<C>(a, a_k_major, m, k, i0, rows, p0, std::min(gemm_kc, k - p0),
+              pack_pair_slice<C>(p.a, p.a_order, m, k, i0, rows, p0, std::min(gemm_kc, k - p0),
                                  pairs + pair_slice_offset(rows, p0), scratch);
             }
           }
           for (std::size_t j0 = 0; j0 < n; j0 += nc) {
             const std::size_t cols = std::min(nc, n - j0);
-            gemm_block<C, F>(a, a_k_major, b_block<C, F>(b, k, n, j0, cols, scratch), bias, y, m, k, n, i0, rows, j0,
-                             cols, accumulate, level, scratch, true, pairs);
+            gemm_block<C, F>(p, b_block<C, F>(b, k, n, j0, cols, scratch), {i0, rows, j0, cols}, level, scratch,
+                             tile_home::in_y, pairs);
           }
         }
         return;
@@ -451,50 +482,46 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
     }
     internal::parallel_for(row_blocks, threads, [&](std::size_t task) {
       const std::size_t i0 = task * gemm_mc;
-      gemm_block<C, F>(a, a_k_major, panels, bias, y, m, k, n, i0, std::min(gemm_mc, m - i0), j0, cols, accumulate,
-                       level, gemm_scratch::local(), false);
+      gemm_block<C, F>(p, panels, {i0, std::min(gemm_mc, m - i0), j0, cols}, level, gemm_scratch::local(),
+                       tile_home::scratch);
     });
   }
 }
 
-/// y[m, n] = op(a) · b (+ bias), or y += op(a) · b when `accumulate` (then Y is float and bias null).
-/// `a` is [m, k] (or [k, m] when a_k_major); `bias` is `n` floats already rounded to C and widened.
-/// Only called when use_blocked_gemm<C>() is true, or with a kept packing (any level).
+/// The product `p` (gemm_problem: y = op(a) · b, with its epilogue) against b from `b`: the caller's
+/// array (b_source), a kept packing (packed_b_view) or kept e4m3 panels read as pairs. The one place
+/// where a product's kernels are chosen: the panel format and the micro-kernels of the level in use,
+/// read once. Only called when use_blocked_gemm<C>() is true, or with a kept packing (any level).
 template <class C, class A, class BSrc, class Y>
-void blocked_gemm(const A* a, bool a_k_major, const BSrc& b, const float* bias, Y* y, std::size_t m, std::size_t k,
-                  std::size_t n, bool accumulate) {
-  if (m == 0 || n == 0) return;
+void blocked_gemm(const gemm_problem<A, Y>& p, const BSrc& b) {
+  static_assert(!std::is_const_v<Y>, "the product writes y");
+  if (p.m == 0 || p.n == 0) return;
   const isa level = active_isa();  // read once: every block of this product runs the same kernel
   if constexpr (std::same_as<BSrc, packed_b_view>) {
     switch (b.format) {
-      case panel_format::bf16:
-        blocked_gemm_panels<C, panel_format::bf16>(a, a_k_major, b, bias, y, m, k, n, accumulate, level);
-        return;
-      case panel_format::f16:
-        blocked_gemm_panels<C, panel_format::f16>(a, a_k_major, b, bias, y, m, k, n, accumulate, level);
-        return;
+      case panel_format::bf16: blocked_gemm_panels<C, panel_format::bf16>(p, b, level); return;
+      case panel_format::f16: blocked_gemm_panels<C, panel_format::f16>(p, b, level); return;
       case panel_format::e4m3:
         if constexpr (dpbf16_panels<C, panel_format::e4m3>) {
           // A batch on VDPBF16PS: each column block decoded once to bfloat16 pairs, for every row
           // block (decoding a slice per row block cost 6-12% of M2048·K1024·N4096).
-          if (m > 1 && use_dpbf16<C, panel_format::e4m3>(level)) {
-            blocked_gemm_panels<C, panel_format::bf16>(a, a_k_major, e4m3_pairs_view{b}, bias, y, m, k, n, accumulate,
-                                                       level);
+          if (p.m > 1 && use_dpbf16<C, panel_format::e4m3>(level)) {
+            blocked_gemm_panels<C, panel_format::bf16>(p, e4m3_pairs_view{b}, level);
             return;
           }
         }
-        blocked_gemm_panels<C, panel_format::e4m3>(a, a_k_major, b, bias, y, m, k, n, accumulate, level);
+        blocked_gemm_panels<C, panel_format::e4m3>(p, b, level);
         return;
       case panel_format::f32: break;
     }
   } else if constexpr (kept_panel_format<C>() == panel_format::bf16) {
     // b packed per call: as bfloat16 pairs where VDPBF16PS multiplies them, else as floats.
     if (use_dpbf16<C, panel_format::bf16>(level)) {
-      blocked_gemm_panels<C, panel_format::bf16>(a, a_k_major, b, bias, y, m, k, n, accumulate, level);
+      blocked_gemm_panels<C, panel_format::bf16>(p, b, level);
       return;
     }
   }
-  blocked_gemm_panels<C, panel_format::f32>(a, a_k_major, b, bias, y, m, k, n, accumulate, level);
+  blocked_gemm_panels<C, panel_format::f32>(p, b, level);
 }
 
 }  // namespace mixprec::kernels::detail

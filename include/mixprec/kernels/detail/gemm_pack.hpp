@@ -41,6 +41,7 @@
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/formats/numeric_limits.hpp"  // std::numeric_limits of the small floats, before any use
 #include "mixprec/kernels/detail/cache_aligned.hpp"
+#include "mixprec/kernels/layouts.hpp"
 #include "mixprec/kernels/rounding.hpp"
 
 namespace mixprec::kernels::detail {
@@ -180,12 +181,12 @@ template <panel_format F>
 template <panel_format F>
 inline constexpr std::size_t panel_rows_per_line = cache_line_bytes / (gemm_nr * sizeof(panel_element_t<F>));
 
-/// Packs columns [j0, j0 + cols) of b(k, n) — stored [k, n] when `n_major` is false, [n, k] when it
-/// is true — into `cols`-worth of b panels at `dst`, panel_stride<F>(k) elements each (j0 a multiple
+/// Packs columns [j0, j0 + cols) of b(k, n) — stored [k, n] (`b_layout::k_n`) or [n, k]
+/// (`b_layout::n_k`) — into `cols`-worth of b panels at `dst`, panel_stride<F>(k) elements each (j0 a multiple
 /// of gemm_nr; the last panel is zero padded, and so is the pad row of paired bfloat16 rows). `row` is
 /// scratch of at least max(k, cols) floats.
 template <class C, panel_format F = panel_format::f32, class S>
-void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t j0, std::size_t cols,
+void pack_b(const S* b, std::size_t k, std::size_t n, b_layout layout, std::size_t j0, std::size_t cols,
             panel_element_t<F>* dst, float* row) {
   const std::size_t panels = gemm_panels(cols);
   if (panel_rows<F>(k) != k) {
@@ -193,7 +194,7 @@ void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t 
       for (std::size_t jj = 0; jj < gemm_nr; ++jj) dst[q * panel_stride<F>(k) + panel_index<F>(k, jj)] = 0;
     }
   }
-  if (n_major) {
+  if (layout == b_layout::n_k) {
     // Column j of b(k, n) is row j of the [n, k] array. Per panel, a chunk of 64 k-steps of its 16
     // columns is converted into `tile` (16 × 64 floats, in L1), then written out as 64 panel rows.
     constexpr std::size_t chunk = 64;
@@ -245,14 +246,14 @@ void pack_b(const S* b, std::size_t k, std::size_t n, bool n_major, std::size_t 
   }
 }
 
-/// Packs rows [i0, i0 + rows) and columns [p0, p0 + kc) of a(m, k) — stored [m, k] when `k_major` is
-/// false, [k, m] when it is true — into a panels at `dst` (kc × gemm_mr floats each, zero padded past
+/// Packs rows [i0, i0 + rows) and columns [p0, p0 + kc) of a(m, k) — stored [m, k] (`a_layout::m_k`) or
+/// [k, m] (`a_layout::k_m`) — into a panels at `dst` (kc × gemm_mr floats each, zero padded past
 /// the last row). `row` is scratch of at least max(kc, rows) floats.
 template <class C, class S>
-void pack_a(const S* a, std::size_t m, std::size_t k, bool k_major, std::size_t i0, std::size_t rows, std::size_t p0,
+void pack_a(const S* a, std::size_t m, std::size_t k, a_layout layout, std::size_t i0, std::size_t rows, std::size_t p0,
             std::size_t kc, float* dst, float* row) {
   const std::size_t panels = (rows + gemm_mr - 1) / gemm_mr;
-  if (!k_major) {
+  if (layout == a_layout::m_k) {
     for (std::size_t r = 0; r < panels; ++r) {
       float* panel = dst + r * gemm_mr * kc;
       const std::size_t height = std::min(gemm_mr, rows - r * gemm_mr);
@@ -292,11 +293,11 @@ void pack_a(const S* a, std::size_t m, std::size_t k, bool k_major, std::size_t 
 
 /// pack_a straight into VDPBF16PS pairs (the layout of pack_a_pairs below), for a compute type C whose
 /// values are all bfloat16 values: rows [i0, i0 + rows) and columns [p0, p0 + kc) of a(m, k), stored
-/// [m, k] (`k_major` false) or [k, m]. One pass per row of a [m, k] instead of pack_a's float panels
+/// [m, k] (`a_layout::m_k`) or [k, m]. One pass per row of a [m, k] instead of pack_a's float panels
 /// and a second pass over them. `row` is scratch of at least max(kc, rows) floats; `floats` of
 /// gemm_mr · max(kc + 1, ceil(rows / gemm_mr) · kc) floats.
 template <class C, class S>
-void pack_a_pairs_from(const S* a, std::size_t m, std::size_t k, bool k_major, std::size_t i0, std::size_t rows,
+void pack_a_pairs_from(const S* a, std::size_t m, std::size_t k, a_layout layout, std::size_t i0, std::size_t rows,
                        std::size_t p0, std::size_t kc, std::uint32_t* dst, float* row, float* floats);
 
 /// The a panels of one k-slice (`panels` panels of kc × gemm_mr floats, as pack_a writes them, every
@@ -319,12 +320,12 @@ inline void pack_a_pairs(const float* a, std::size_t panels, std::size_t kc, std
 }
 
 template <class C, class S>
-void pack_a_pairs_from(const S* a, std::size_t m, std::size_t k, bool k_major, std::size_t i0, std::size_t rows,
+void pack_a_pairs_from(const S* a, std::size_t m, std::size_t k, a_layout layout, std::size_t i0, std::size_t rows,
                        std::size_t p0, std::size_t kc, std::uint32_t* dst, float* row, float* floats) {
   static_assert(internal::values_exact_in<C, bfloat16>, "VDPBF16PS pairs hold bfloat16 values");
   const std::size_t panels = (rows + gemm_mr - 1) / gemm_mr;
-  if (k_major) {
-    pack_a<C>(a, m, k, k_major, i0, rows, p0, kc, floats, row);
+  if (layout == a_layout::k_m) {
+    pack_a<C>(a, m, k, layout, i0, rows, p0, kc, floats, row);
     pack_a_pairs(floats, panels, kc, dst);
     return;
   }
