@@ -255,10 +255,9 @@ void gemm_block(const A* a, bool a_k_major, const panel_element_t<F>* b_panels, 
   const std::size_t stride = panel_stride<F>(k);
   // A float y written (not accumulated into) over whole panels is its own accumulator tile, with its
   // row stride: the same sums in the same order, without the copy from a scratch tile (the copy took
-  // ~5% of an M2048·K1024·N4096 product; bf16 ran 3-8% faster without it). Not when the caller
-  // (`tile_in_y` false) is one of several threads splitting one column block by rows: there tiles in
-  // y ran slower (bf16 at M2048·K4096·N1024 on 2 threads: 520-570 against 650-680 GFLOP/s in four
-  // alternations, Zen 5), for a reason not established; tiles in each thread's scratch are kept.
+  // a measurable share of a large product). Not when the caller (`tile_in_y` false) is one of several
+  // threads splitting one column block by rows: there tiles in y ran slower, for a reason not
+  // established; tiles in each thread's scratch are kept (measured: docs/kernels.md, "Engine measurements").
   bool in_place = false;
   if constexpr (std::same_as<Y, float>) in_place = tile_in_y && !accumulate && cols % gemm_nr == 0;
   const std::size_t ldc = in_place ? n : panels * gemm_nr;
@@ -377,7 +376,7 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
   // A kept packing needs no b scratch: its blocks can be as wide as the accumulator tile allows. Blocks
   // packed per call hold at most 4 MiB of floats; decoded e4m3 blocks up to 8 MiB of bfloat16 pairs,
   // so that up to k = 4096 they are as wide as kept bfloat16 panels' (narrower blocks re-pack a for
-  // each: 2048·4096·1024 ran at 0.74-0.84x kept bfloat16 with 256 columns, 2 and 1 threads).
+  // each, which measured slower: docs/kernels.md, "Engine measurements").
   const std::size_t nc = std::same_as<BSrc, packed_b_view>     ? gemm_nc
                          : std::same_as<BSrc, e4m3_pairs_view> ? gemm_block_columns(k, std::size_t{1} << 22)
                                                                : gemm_block_columns(k);
@@ -404,7 +403,8 @@ void blocked_gemm_panels(const A* a, bool a_k_major, const BSrc& b, const float*
       if (col_blocks > 1 && use_dpbf16<C, F>(level)) {
         // A kept b in several column blocks: each row block's a pairs are packed once, for all of k
         // (96 · ceil(k / 2) words of scratch), and used by every column block, instead of packed again
-        // for each (rounding a to bfloat16 pairs took ~6% of M2048·K1024·N4096 at 4 column blocks).
+        // for each (rounding a to bfloat16 pairs per column block was measurable: docs/kernels.md,
+        // "Engine measurements").
         // The same slices in the same order: the same bits.
         gemm_scratch& scratch = gemm_scratch::local();
         for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
@@ -476,7 +476,7 @@ void blocked_gemm(const A* a, bool a_k_major, const BSrc& b, const float* bias, 
       case panel_format::e4m3:
         if constexpr (dpbf16_panels<C, panel_format::e4m3>) {
           // A batch on VDPBF16PS: each column block decoded once to bfloat16 pairs, for every row
-          // block (decoding a slice per row block cost 6-12% of M2048·K1024·N4096).
+          // block (decoding a slice per row block was slower: docs/kernels.md, "Engine measurements").
           if (m > 1 && use_dpbf16<C, panel_format::e4m3>(level)) {
             blocked_gemm_panels<C, panel_format::bf16>(a, a_k_major, e4m3_pairs_view{b}, bias, y, m, k, n, accumulate,
                                                        level);
