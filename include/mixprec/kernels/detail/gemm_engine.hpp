@@ -1,7 +1,8 @@
 /// \file
 /// \brief Private: the blocked, packed GEMM behind `kernels::matmul` and `kernels::matmul_accumulate`
 /// for every float32-accumulating compute type (float, bfloat16, float16, the float8/6/4 formats) when
-/// the CPU runs the AVX2 level or above; the portable level keeps Eigen's GEMM.
+/// the CPU runs the AVX2 level or above; the portable level keeps Eigen's GEMM, except for products
+/// with a `kernels::packed_b`, which run here at every level (`portable_block` below).
 ///
 /// Loop nest (BLIS's five loops, with the k loop inside the m loop so that the float accumulator tile
 /// is one mc × nc block, however long k is):
