@@ -6,7 +6,7 @@
 /// Eigen, no xtensor.
 ///
 /// **The rule** (the float16 T5 encoder work: NovelAI's t5 README "Float16 considerations" and
-/// nai_t5/scripts/t5_encoder_precision_parity.py; DESIGN.md layer 7). A pre-norm block adds the
+/// nai_t5/scripts/t5_encoder_precision_parity.py; docs/diagnostics.md). A pre-norm block adds the
 /// outputs of its out-projections (attention `wo`, feed-forward `w2`) to the residual stream, and
 /// every norm reads the stream. If block l's out-projection kernels and biases are multiplied by a
 /// power of two S_l, its outputs shrink by S_l exactly, and the stream stays proportional to the

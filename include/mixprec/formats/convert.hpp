@@ -113,7 +113,7 @@ template <class From, bool Simd>
 inline void decode_n(const From* in, float* out, std::size_t n) noexcept {
 #if MIXPREC_X86_DISPATCH && !defined(MIXPREC_DETAIL_CONVERT_AVX512)
   // 16 lanes (convert_x86.hpp), chosen at run time; not for e5m2 and e4m3fn, whose AVX2 loops through
-  // float16 and VCVTPH2PS decode as fast or faster (2x for e5m2: docs/conversions.md).
+  // float16 and VCVTPH2PS decode as fast or faster (measured: docs/conversions.md, "Which instructions").
   if constexpr (Simd && avx512::handles<From::format> && !avx2::via_float16<From::format>) {
     if (active_isa() >= isa::avx512) {
       avx512::decode<From>(in, out, n);

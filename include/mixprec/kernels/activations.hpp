@@ -23,8 +23,8 @@
 /// 1), the rewritten ones keep full relative accuracy there.
 /// Infinities follow the formulas: gelu and silu of -Inf are NaN (-Inf * 0), of +Inf are +Inf.
 ///
-/// Derivatives (`*_derivative`, for backward passes; TRAINING.md §1, the formulas of PyTorch's CPU
-/// `GeluBackwardKernelImpl` / `silu_backward` / `threshold_backward`), in opmath, rounded once:
+/// Derivatives (`*_derivative`, for backward passes; docs/training.md, "Gradient formulas": the formulas of PyTorch's
+/// CPU `GeluBackwardKernelImpl` / `silu_backward` / `threshold_backward`), in opmath, rounded once:
 ///
 /// | function | derivative | evaluated as |
 /// |---|---|---|
@@ -352,8 +352,8 @@ template <activation_scalar T>
   return internal::round_out<T>(detail::sigmoid_derivative_op(internal::widen(x)));
 }
 
-/// The derivative of `silu`, sigmoid(x) (1 + x (1 - sigmoid(x))) (TRAINING.md §1; PyTorch's
-/// `silu_backward`), in `opmath_t<T>`, rounded once to `T`. 0.5 at 0; 1 at +Inf, 0 at -Inf.
+/// The derivative of `silu`, sigmoid(x) (1 + x (1 - sigmoid(x))) (docs/training.md, "Gradient formulas";
+/// PyTorch's `silu_backward`), in `opmath_t<T>`, rounded once to `T`. 0.5 at 0; 1 at +Inf, 0 at -Inf.
 template <activation_scalar T>
 [[nodiscard]] inline T silu_derivative(T x) noexcept {
   return internal::round_out<T>(detail::silu_derivative_op(internal::widen(x)));
@@ -361,8 +361,8 @@ template <activation_scalar T>
 
 /// The derivative of `gelu` in the same form: Phi(x) + x phi(x) for the erf form, and
 /// (1 + t)/2 + x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2 with t = tanh(sqrt(2/pi) (x + 0.044715
-/// x^3)) for the tanh form (TRAINING.md §1; PyTorch's `GeluBackwardKernelImpl`), in `opmath_t<T>`
-/// without cancellation (see the file comment), rounded once to `T`. 0.5 at 0; 1 at +Inf, 0 at -Inf.
+/// x^3)) for the tanh form (docs/training.md, "Gradient formulas"; PyTorch's `GeluBackwardKernelImpl`), in
+/// `opmath_t<T>` without cancellation (see the file comment), rounded once to `T`. 0.5 at 0; 1 at +Inf, 0 at -Inf.
 ///
 /// **Example**:
 ///

@@ -15,11 +15,12 @@
 ///
 /// Who multiplies is decided at run time (`mixprec::active_isa()`): for float32 accumulation on the
 /// AVX2 level and above, the blocked GEMM of kernels/detail/gemm_engine.hpp (operands converted while
-/// they are packed, an AVX2+FMA micro-kernel, a row's result independent of the other rows and of the
-/// threads); otherwise (portable level, float64, complex) Eigen's GEMM, or GEMV when m or n is 1, on
-/// blocks converted to `Acc` in scratch buffers of at most `matmul_block_elements` elements per
-/// operand (operands already in `Acc` are mapped in place). Eigen never sees a half type, so it can
-/// never accumulate in one. docs/kernels.md has the details.
+/// they are packed; the micro-kernel chosen by the level in use: AVX2+FMA, AVX-512, or VDPBF16PS for
+/// bfloat16 operands on the avx512bf16 level, giving the same bits for normal operands; a row's result
+/// independent of the other rows and of the threads); otherwise (portable level, float64, complex)
+/// Eigen's GEMM, or GEMV when m or n is 1, on blocks converted to `Acc` in scratch buffers of at most
+/// `matmul_block_elements` elements per operand (operands already in `Acc` are mapped in place).
+/// Eigen never sees a half type, so it can never accumulate in one. docs/kernels.md has the details.
 #pragma once
 
 #include <algorithm>
@@ -62,7 +63,7 @@ struct matmul_shape {
 
 /// Default upper bound on the elements of each scratch block (converted a rows, converted b panel,
 /// y block): 2^18 accumulator values, 1 MiB of float, so that a converted panel is still in the L2
-/// cache when Eigen reads it (measured: 2^16..2^18 beat 2^20 by about 1.4x on the decode path).
+/// cache when Eigen reads it (2^20 was slower on the decode path; measured: docs/kernels.md, "Performance").
 /// Blocks are cut along m and n, never along k.
 inline constexpr std::size_t matmul_block_elements = std::size_t{1} << 18;
 

@@ -4,13 +4,15 @@
 /// operand transposed.
 ///
 /// Numerics are `kernels::matmul`'s: every operand is rounded once to `Compute` and widened exactly to
-/// `Acc = accumulator_t<Compute>`; Eigen multiplies and sums in Acc, and the sum is added to y, which
+/// `Acc = accumulator_t<Compute>`; the products are summed in Acc (by `matmul`'s blocked engine for
+/// float32 accumulation on the AVX2 level and above, else by Eigen), and the sum is added to y, which
 /// is an Acc array (float32 for bfloat16/float16/float8 compute, float64 for double). Nothing is
-/// rounded to a 16-bit type: parameter gradients stay float32 (TRAINING.md §1, "write dW from the A
-/// accumulator straight into G").
+/// rounded to a 16-bit type: parameter gradients stay float32 (docs/training.md,
+/// "Gradient formulas").
 ///
-/// Memory: operands that are not already Acc values are converted whole into scratch buffers (`m k`
-/// and `k n` Acc values); operands already in Acc are mapped in place.
+/// Memory: the blocked engine packs the operands block by block, as `matmul` does. On the Eigen path,
+/// operands that are not already Acc values are converted whole into scratch buffers (`m k` and
+/// `k n` Acc values); operands already in Acc are mapped in place.
 #pragma once
 
 #include <complex>
@@ -50,7 +52,7 @@ const Acc* as_accumulator(const S* src, std::size_t count, std::vector<Acc>& buf
 
 /// y[m, n] += op(a) · op(b), with op(a) [m, k] read from a [m, k] or a [k, m] (`a_layout`), op(b)
 /// [k, n] read from b [k, n] or b [n, k] (`b_layout`), operands rounded to `Compute`, products summed
-/// in `accumulator_t<Compute>` by Eigen's GEMM and added to y, whose element type must be that
+/// in `accumulator_t<Compute>` (as `matmul` sums them) and added to y, whose element type must be that
 /// accumulator (float32, or float64 for double compute). `y` must not overlap `a` or `b`.
 ///
 /// \throws std::invalid_argument when a size does not match the shape (the message gives the shapes).

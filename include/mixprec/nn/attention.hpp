@@ -501,7 +501,7 @@ class attention {
                 static_cast<saved<In>*>(nullptr), none, {}, out.data(), ws);
   }
 
-  // ---- training (docs/training.md, TRAINING.md §1: FlashAttention-2's backward from a saved
+  // ---- training (docs/training.md, "Gradient formulas": FlashAttention-2's backward from a saved
   // log-sum-exp) ----
 
   using grad_type = grad_t<P>;  ///< element type of the parameter gradients

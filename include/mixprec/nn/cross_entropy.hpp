@@ -1,7 +1,7 @@
 /// \file
 /// \brief `nn::softmax_cross_entropy`: the mean softmax cross-entropy of logits against target ids,
 /// fused with its gradient, in float32 (float64 for double logits), and `nn::cross_entropy_loss`, the
-/// loss alone (TRAINING.md §1 "Softmax cross-entropy, fused, f32"; PyTorch `F.cross_entropy` with
+/// loss alone (docs/training.md, "Gradient formulas"; PyTorch `F.cross_entropy` with
 /// `reduction="mean"` and `ignore_index`; llm.c's fused classifier).
 ///
 /// Per row i of logits z [rows, vocab] with target t_i:

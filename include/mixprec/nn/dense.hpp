@@ -124,7 +124,7 @@ class injected_dot {
 /// - **Errors**: `std::invalid_argument` when the input's last axis is not `in` (both shapes in the
 ///   message), or when parameter shapes disagree. Zero in or out features is valid: in = 0 gives
 ///   y = bias (an empty sum), out = 0 an empty y.
-/// - **Training** (TRAINING.md §1, §6): `forward(x, ctx)` computes `operator()(x)` and saves x as the
+/// - **Training** (docs/training.md, "Backward passes"): `forward(x, ctx)` computes `operator()(x)` and saves x as the
 ///   GEMM saw it (rounded to C); `backward(ctx, dy, grads)` returns dx = dy · kernelᵀ (operands
 ///   rounded to C, summed in float32, rounded once to the input type T) and adds kernel += xᵀ · dy and
 ///   bias += Σrows dy into `grads` (`grad_t<P>`: float32, float64 under float64). `for_each_parameter`

@@ -83,8 +83,8 @@ template <class Shape>
 ///   float32 (`kernels::matmul` with the table as an [n, k] operand), result in `output_t<P, T>`.
 /// - **Errors**: an id < 0 or >= vocab throws `std::out_of_range` naming the id, its position and the
 ///   vocabulary size; `attend` throws `std::invalid_argument` when the last axis of x is not `features`.
-/// - **Training** (TRAINING.md §1, §6): `forward(ids, ctx)` / `backward(ctx, dy, grads)` for the lookup
-///   (`grads.embedding[id] += dy` row by row, in a fixed order: deterministic), `attend_forward<Y>(h, ctx)`
+/// - **Training** (docs/training.md, "Backward passes"): `forward(ids, ctx)` / `backward(ctx, dy, grads)` for the
+///   lookup (`grads.embedding[id] += dy` row by row, in a fixed order: deterministic), `attend_forward<Y>(h, ctx)`
 ///   / `attend_backward(ctx, dlogits, grads)` for the tied classifier (dh = dlogits · table, and
 ///   `grads.embedding += dlogitsᵀ · h`). Both add into the **same** `grads.embedding` (nanoGPT ties
 ///   `wte.weight = lm_head.weight`; llm.c sums both into `grads.wte`). Gradients are `grad_t<P>`
@@ -228,7 +228,8 @@ class embedding {
   }
 
   /// `attend(x)` with logits returned in `Y` instead of `output_t<P, T>` (float32 logits for a fused
-  /// cross-entropy: TRAINING.md keeps logits in float32, never rounded to the compute type).
+  /// cross-entropy, which keeps logits in float32, never rounded to the compute type:
+  /// docs/training.md, "Gradient formulas").
   /// \throws std::invalid_argument if the last axis of x is not `features()`.
   template <class Y, detail::layer_input X>
   [[nodiscard]] auto attend_logits(const X& x_in) const {

@@ -95,8 +95,8 @@ enum class ffn_activation : std::uint8_t {
 /// - **Errors**: `std::invalid_argument` for an input whose last axis is not `in`, and at construction
 ///   for projections whose shapes do not chain or a w3 missing (gated) or superfluous (plain).
 ///   Complex compute types do not compile (the activations are real functions).
-/// - **Training** (TRAINING.md §1, §6): `forward(x, ctx)` returns `operator()(x)` bit for bit (one code
-///   path) and saves x and the hidden activation as the GEMMs saw them (in C) and the pre-activations
+/// - **Training** (docs/training.md, "Backward passes"): `forward(x, ctx)` returns `operator()(x)` bit for bit (one
+///   code path) and saves x and the hidden activation as the GEMMs saw them (in C) and the pre-activations
 ///   `a = w1 x`, `b = w3 x` in Acc. `backward(ctx, dy, grads)` computes `dh = dy · W2ᵀ`,
 ///   `da = dh ⊙ b ⊙ act'(a)`, `db = dh ⊙ act(a)` (plain: `da = dh ⊙ act'(a)`) in Acc with the
 ///   derivatives of `kernels/activations.hpp`, and returns `dx = da · W1ᵀ + db · W3ᵀ` summed in Acc
@@ -284,8 +284,8 @@ class feed_forward {
     return run(x, &ctx, none, {});
   }
 
-  /// The vector-Jacobian product of `forward` (TRAINING.md §1): for the output cotangent dy [..., out]
-  /// (any floating element type, rounded to C as the forward's GEMM operands were), returns
+  /// The vector-Jacobian product of `forward` (docs/training.md, "Gradient formulas"): for the output cotangent dy
+  /// [..., out] (any floating element type, rounded to C as the forward's GEMM operands were), returns
   /// dx [..., in] in the input type T (same kind of container as dy) and adds the gradients of the
   /// kernels and biases of w1, w2 (and w3) into `grads`. With Acc = `accumulator_t<C>`:
   /// `dh = dy · W2ᵀ` (Acc), `da = dh ⊙ b ⊙ act'(a)` and `db = dh ⊙ act(a)` (gated) or
@@ -595,7 +595,8 @@ class feed_forward {
         }
       } else {
         // Blocks of values in Acc, then one bulk rounding to C per block (`round_n`: the bits of
-        // `round_to<C>` per element, without the scalar codec's ~10 ns per float16 element).
+        // `round_to<C>` per element, without the cost of the scalar codec per float16 element:
+        // docs/performance.md, "Whole programs, before and after the run-time dispatch (same binary, same run)").
         constexpr std::size_t block = 256;
         Acc values[block];
         for (std::size_t i0 = 0; i0 < count; i0 += block) {

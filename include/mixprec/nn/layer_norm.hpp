@@ -212,8 +212,8 @@ class layer_norm {
     return run(x, &ctx);
   }
 
-  /// The VJP (TRAINING.md §1; PyTorch's layer_norm_backward): with g = scale ⊙ dy (scale as the forward
-  /// used it, rounded to C), per row `dx = r · (g − mean(g) − x̂ · mean(g ⊙ x̂))` in S, rounded once to the
+  /// The VJP (docs/training.md, "Gradient formulas"; PyTorch's layer_norm_backward): with g = scale ⊙ dy (scale as the
+  /// forward used it, rounded to C), per row `dx = r · (g − mean(g) − x̂ · mean(g ⊙ x̂))` in S, rounded once to the
   /// input type T (same kind of container as dy); adds `grads.scale += Σrows dy ⊙ x̂` and
   /// `grads.bias += Σrows dy` (float32; float64 under float64).
   /// \throws std::invalid_argument if dy's last axis is not `features()`, its rows are not the saved

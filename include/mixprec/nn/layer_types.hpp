@@ -77,7 +77,7 @@ using statistics_t = promote_t<float, Compute>;
 
 /// The element type of a layer's parameter gradients (and of the optimiser's master weights): the
 /// accumulator of the param type, float32 for float32/bfloat16/float16 parameters, float64 for
-/// float64 (TRAINING.md §2: "parameter gradients in float32", PyTorch AMP's f32 `.grad`). Backward
+/// float64 (docs/training.md, "Backward passes"; PyTorch AMP's f32 `.grad`). Backward
 /// passes add (`+=`) into gradients of this type, never rounding them to a 16-bit type.
 template <class P>
 using grad_t = accumulator_t<typename P::param_type>;

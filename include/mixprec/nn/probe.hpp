@@ -6,7 +6,7 @@
 ///
 /// **Why it sits in nn/.** The layers themselves call probes (`feed_forward`'s hidden activation,
 /// `attention`'s context: sites a model cannot reach from outside), and a folder includes only the
-/// folders below it (DESIGN.md), so the interface stands beside the layers; the probes that record
+/// folders below it (docs/DESIGN.md), so the interface stands beside the layers; the probes that record
 /// (`recording_probe`, `compare_runs`, the float16 scale planner) are diagnostics/, above them.
 /// `<mixprec/diagnostics/probe.hpp>` includes this header.
 ///

@@ -287,7 +287,7 @@ class rms_norm {
                     new_residual.data(), static_cast<saved<T>*>(nullptr), ws);
   }
 
-  // ---- training (docs/training.md; TRAINING.md §1 "rms_norm") ----
+  // ---- training (docs/training.md, "Gradient formulas") ----
 
   using grad_type = grad_t<P>;  ///< element type of the parameter gradients
 
@@ -396,7 +396,7 @@ class rms_norm {
   /// type) and of the new residual stream (`dnew_residual`, in `residual_t<P, T>`), returns the
   /// cotangent of the stream s = residual + x, `ds = r · (g − ŝ · mean(g ⊙ ŝ)) + c · dnew_residual`
   /// (c the residual scale, or 1), in `residual_t<P, T>` (float32): it is both dx and dresidual
-  /// (TRAINING.md §1). Adds `grads.scale += Σrows dnormed ⊙ ŝ`.
+  /// (docs/training.md, "Gradient formulas"). Adds `grads.scale += Σrows dnormed ⊙ ŝ`.
   /// \throws std::invalid_argument as the plain `backward` (for dnormed, the context being a plain one),
   ///         or if dnew_residual does not have as many elements as dnormed.
   template <class T, detail::layer_input DY, detail::layer_input DR>

@@ -111,7 +111,8 @@ class rotary_embedding {
 
   /// The inverse rotation (by −θ), which is also the VJP of `apply`: a rotation is orthogonal, so the
   /// cotangent of the rotated pair (a', b') maps back as `da = c·da' + s·db'`, `db = −s·da' + c·db'`
-  /// (TRAINING.md §1; llm.c `rope_backward_inplace`). Same layouts, types and rounding as `apply`.
+  /// (docs/training.md, "Gradient formulas"; llm.c `rope_backward_inplace`). Same layouts, types and
+  /// rounding as `apply`.
   /// \throws std::invalid_argument if the size of `x` is not a multiple of `head_dim`.
   template <class T>
   requires(std::same_as<T, float> || std::same_as<T, double> ||
@@ -131,7 +132,8 @@ class rotary_embedding {
     if constexpr (small_float<T>) {
       // Through a float buffer of whole heads: `convert` widens exactly and rounds each result once to
       // T, the bits of the element loop below at a fraction of the scalar conversions' time (float16's
-      // scalar codec costs ~10 ns per element); no allocation.
+      // scalar codec is slow; docs/performance.md,
+      // "Whole programs, before and after the run-time dispatch (same binary, same run)"); no allocation.
       static_assert(std::same_as<A, float>, "small floats compute in float");
       constexpr std::size_t buffer_size = 512;
       if (head_dim_ <= buffer_size) {

@@ -4,7 +4,7 @@
 /// float32 master weights for 16-bit parameters, and checkpoints (`optimizer.hpp` describes the shared
 /// parts: state by name, step counter, 16-bit write-back, checkpoint names).
 ///
-/// **The update** (TRAINING.md §3; t counts `begin_step` calls, lr is the one given to `begin_step`),
+/// **The update** (docs/training.md, "Optimisers"; t counts `begin_step` calls, lr is the one given to `begin_step`),
 /// per element, in S = float (double for double parameters), scalars computed in double and then
 /// rounded to S, each operation in PyTorch's order:
 ///

@@ -8,7 +8,8 @@
 ///
 /// and the function returns `norm` (the norm before clipping). llm.c instead scales by max_norm/norm
 /// when norm > max_norm; nanoGPT uses PyTorch's rule with max_norm 1.0. With loss scaling, clip the
-/// *unscaled* gradients (TRAINING.md §2: clipping first makes the threshold S times too small).
+/// *unscaled* gradients (clipping first makes the threshold S times too small: docs/training.md,
+/// "Schedule and clipping").
 ///
 /// **Gradients**: each argument is a `std::span<T>` of a floating type (float, double, bfloat16,
 /// float16, float8...), a `std::vector` of such spans (a model's gradient tensors collected by a walk

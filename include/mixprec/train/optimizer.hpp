@@ -19,7 +19,7 @@
 /// type S is double for double parameters and float otherwise (PyTorch keeps state in the parameter's
 /// dtype; for 16-bit parameters mixprec keeps float32 state, as llm.c does).
 ///
-/// **16-bit parameters** (`precision_options`, TRAINING.md §2):
+/// **16-bit parameters** (`precision_options`, docs/training.md, "16-bit parameters"):
 ///  - `master_weights = true` (the default): a float32 copy of the parameter is made on first use; every
 ///    step updates the master, and the parameter becomes `round(master)`: round to nearest even, or
 ///    stochastic rounding when `rounding == write_back::stochastic` (llm.c rounds its bf16 copy that way);
@@ -29,9 +29,9 @@
 ///    tensor of the parameter's type, optimi's `kahan_sum`; the whole update u = new - old, weight decay
 ///    included, goes through the compensation; optimi applies the decay to the parameter directly).
 ///
-/// **Checkpoint names** (TRAINING.md §6): `master.<name>` (F32), `kahan.<name>` (the parameter's dtype),
-/// the optimiser's moments (`adam.m.<name>`, `adam.v.<name>`, `sgd.momentum_buffer.<name>`; F32, or F64
-/// for double parameters), and `step` (0-rank I64). The `__metadata__` gets `<kind>.sr_seed` and the
+/// **Checkpoint names** (docs/training.md, "Checkpoints (safetensors)"): `master.<name>` (F32), `kahan.<name>` (the
+/// parameter's dtype), the optimiser's moments (`adam.m.<name>`, `adam.v.<name>`, `sgd.momentum_buffer.<name>`; F32, or
+/// F64 for double parameters), and `step` (0-rank I64). The `__metadata__` gets `<kind>.sr_seed` and the
 /// options. `load_state` replaces all state; a loaded state is matched with its parameter at its next
 /// `update`, which checks the element count and that the parameter type fits the saved tensors.
 #pragma once

@@ -3,12 +3,12 @@
 /// bfloat16 (llm.c) and float16, its counter-based random bits, and Kahan-compensated addition (optimi). Used by
 /// the optimisers (`adamw.hpp`, `sgd.hpp`) when a bfloat16/float16 parameter has no float32 master copy.
 ///
-/// **Stochastic rounding** (llm.c `llmc/cuda_utils.cuh`, `stochastic_rounding`; TRAINING.md §2): with 16
-/// random bits r, the float32 pattern u of x is truncated to its top 16 bits, and 1 is added to the
+/// **Stochastic rounding** (llm.c `llmc/cuda_utils.cuh`, `stochastic_rounding`; docs/training.md, "16-bit parameters"):
+/// with 16 random bits r, the float32 pattern u of x is truncated to its top 16 bits, and 1 is added to the
 /// truncated magnitude when the discarded low 16 bits exceed r. So x rounds away from zero with
 /// probability (discarded bits)/2^16, and E[result] = x exactly (unbiased). Special cases (llm.c has
-/// none; TRAINING.md asks for them): NaN gives a NaN (truncating a NaN whose payload lies only in the
-/// low bits would give Inf); a finite x with |x| above the largest bfloat16 (3.3895e38) is rounded to
+/// none; docs/training.md, "16-bit parameters", lists them): NaN gives a NaN (truncating a NaN whose payload lies only
+/// in the low bits would give Inf); a finite x with |x| above the largest bfloat16 (3.3895e38) is rounded to
 /// nearest even like the ordinary conversion (so Inf only where RNE gives Inf too); every finite x with
 /// |x| <= bfloat16 max gives a finite result; Inf stays Inf; zeros and subnormals work like any value.
 ///
@@ -18,7 +18,7 @@
 /// llm.c hashes (thread, block, per-step seed) with SquirrelNoise5 instead, which ties its result to
 /// the launch geometry.
 ///
-/// **Kahan-compensated parameters** (optimi `optimi/adam.py`, `kahan_sum`; TRAINING.md §2): each
+/// **Kahan-compensated parameters** (optimi `optimi/adam.py`, `kahan_sum`; docs/training.md, "16-bit parameters"): each
 /// parameter p keeps a compensation c of its own type; an update u (float32) is applied as
 /// `c += u; p_new = round(p + c); c += p - p_new`, so updates smaller than half an ulp of p accumulate
 /// in c until they move p. Each `+=` is computed in float32 and rounded once to the parameter type.

@@ -4,7 +4,7 @@
 /// float32 state and float32 master weights for 16-bit parameters (`optimizer.hpp` describes the
 /// shared parts: state by name, step counter, 16-bit write-back, checkpoint names).
 ///
-/// **The update** (TRAINING.md §3), per element, in S = float (double for double parameters), scalars
+/// **The update** (docs/training.md, "Optimisers"), per element, in S = float (double for double parameters), scalars
 /// rounded from double to S:
 ///
 ///     g = g + weight_decay * theta                  (if decay: grad.add(param, alpha=weight_decay))

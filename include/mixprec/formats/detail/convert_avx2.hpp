@@ -8,8 +8,8 @@
 /// 8-bit formats, the lane-wise decoder for bfloat16). Users include `<mixprec/formats/convert.hpp>`.
 ///
 /// Why intrinsics: GCC 12 vectorises the lane-wise loop only with 16-byte vectors and narrow stores
-/// (about 1.5 ns per float8 element on Zen 4, no faster than scalar code); these 8 lanes take a few
-/// tenths of that. The differences from the AVX-512 form (convert_x86.hpp), each exact:
+/// (no faster than scalar code); these 8 lanes take a fraction of its time (measured: docs/conversions.md,
+/// "Which instructions"). The differences from the AVX-512 form (convert_x86.hpp), each exact:
 ///  - AVX2 compares only signed 32-bit lanes: every compared value is below 2^31 (magnitudes, and
 ///    encodings shifted right by at least one bit), where signed and unsigned order agree;
 ///  - the subnormal rounding is VROUNDPS with an immediate "nearest, no exceptions" (MXCSR.RC is not

@@ -288,7 +288,7 @@ MIXPREC_DETAIL_CONVERT_AVX512_INLINE inline void encode_block(const float* in, T
 template <class To, overflow_mode Mode>
 MIXPREC_DETAIL_CONVERT_AVX512_FN inline void encode(const float* in, To* out, std::size_t n) noexcept {
   // The elements before in's first 64-byte boundary, masked: the 64-byte loads after them are aligned
-  // (one that straddles two cache lines halved the rate in L2, Zen 5).
+  // (one that straddles two cache lines is slower in L2: docs/conversions.md, "Which instructions").
   std::size_t i = std::min(n, aligned_head<float>(in));
   if (i > 0) encode_block<To, Mode, false>(in, out, first_lanes(i));
   for (; n - i >= 16; i += 16) encode_block<To, Mode, true>(in + i, out + i, 0xFFFF);
@@ -307,7 +307,8 @@ template <overflow_mode Mode>
 }
 
 /// `encode` for bfloat16 on the run-time avx512bf16 level: the same bits. Steps of 32 floats take one
-/// VCVTNE2PS2BF16 when none of them needs the repair (1.2x the 16-lane steps' rate in L2 on Zen 5),
+/// VCVTNE2PS2BF16 when none of them needs the repair (faster in L2 than the 16-lane steps;
+/// measured: docs/conversions.md, "Performance"),
 /// else two encode16_bfloat16_native.
 template <class To, overflow_mode Mode>
 MIXPREC_TARGET_AVX512BF16 inline void encode_bfloat16_native(const float* in, To* out, std::size_t n) noexcept {

@@ -6,9 +6,9 @@
 /// 1-byte e4m3 panels on the VDPBF16PS path), from offsets that are multiples of 64 bytes from the
 /// buffer's start; each load is one cache line only when the buffer starts on a line. A plain
 /// std::vector need not: glibc serves blocks above its mmap threshold 16 bytes past a page, and
-/// others at any 16-byte boundary. Streamed from memory on the VDPBF16PS path (M1·K4096·N16384, a
-/// 64 MB buffer, one Zen 5 core), 1-byte e4m3 panels read 21-25 GB/s at a 16-byte offset and
-/// 33-35 GB/s on a line; in cache the split loads cost nothing measurable.
+/// others at any 16-byte boundary. Streamed from memory on the VDPBF16PS path, the split loads slow
+/// the 1-byte e4m3 panels markedly; in cache they cost nothing measurable (measured:
+/// docs/kernels.md, "1-byte float8 panels").
 #pragma once
 
 #include <cstddef>

@@ -11,8 +11,9 @@
 ///  - `row_block`: the decode kernel (one row of a against packed b panels: the batch-1 product) for
 ///    float32, float16 and float8_e4m3fn panels, 16 columns per FMA where the AVX2 row takes 8. For
 ///    1-byte e4m3 panels decoding float8 is what bounds the AVX2 decode (about five vector instructions
-///    per 8 weights: a core streams ~14 G weights/s, below the memory's rate); with 512-bit vectors one
-///    panel row of 16 weights takes a sign-extension, a shift, a mask, one VCVTPH2PS and one FMA. A
+///    per 8 weights: a core decodes them more slowly than memory delivers them; measured:
+///    docs/kernels.md, "1-byte float8 panels"); with 512-bit vectors one panel row of 16 weights
+///    takes a sign-extension, a shift, a mask, one VCVTPH2PS and one FMA. A
 ///    float16 row takes one VCVTPH2PS, a float32 row none.
 ///
 /// Summation order: that of gemm_avx2.hpp (every output element is `c += Σ_p a·b` over each k-slice
@@ -154,8 +155,8 @@ struct fma_rows {
 /// running sum: gemm_avx2::row_block's per-element order, so its bits), each group of panels streamed
 /// from start to end: eight for 1-byte e4m3 panels (eight FMA chains hide the decoding), four for float32
 /// and float16 ones (four weight streams, as the AVX2 row reads: eight streams of 4-byte weights read
-/// 0.6-0.9x as fast from memory at M1·K4096·N4096 on Zen 5). With `Scaled`, a holds its values times
-/// 2^8 (gemm_engine.hpp's scale_row_up).
+/// more slowly from memory; measured: docs/kernels.md, "Engine measurements"). With `Scaled`, a holds
+/// its values times 2^8 (gemm_engine.hpp's scale_row_up).
 template <panel_format F, bool Scaled = false>
 MIXPREC_TARGET_AVX512 inline void row_block(std::size_t panels, std::size_t k, std::size_t kc, const float* a,
                                             const panel_element_t<F>* b, std::size_t panel_stride, float* c) noexcept {
@@ -168,9 +169,8 @@ MIXPREC_TARGET_AVX512 inline void row_block(std::size_t panels, std::size_t k, s
 /// per few steps (kernels::detail::panel_rows_per_line): the first tile of each pair fetches the next pair, which the
 /// following tiles then find in L1, so that only the first pair of a slice waits on memory. Without it the hardware
 /// prefetcher sees each panel's slice as a short stream of its own (16 KiB, a new 4 KiB page every
-/// 64 rows) and the first tile of every pair stalls: at M2048·K4096·N1024, where b's column block is
-/// 16 MiB, the f32 product ran 10% slower without it (157-161 against 172-179 GFLOP/s, alternating
-/// builds, Zen 5).
+/// 64 rows) and the first tile of every pair stalls: with a 16 MiB column block of b the f32 product
+/// ran slower without it (measured: docs/kernels.md, "Engine measurements").
 [[nodiscard]] constexpr int panels_ahead(std::size_t i, std::size_t q, std::size_t panels) noexcept {
   if (i != 0 || q + 2 >= panels) return 0;
   return panels - (q + 2) >= 2 ? 2 : 1;

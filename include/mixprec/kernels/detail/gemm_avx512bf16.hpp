@@ -159,7 +159,7 @@ struct pair_rows {
 MIXPREC_TARGET_AVX512BF16 inline void row_block(std::size_t panels, std::size_t k, std::size_t kc,
                                                 const std::uint32_t* a, const std::uint16_t* b,
                                                 std::size_t panel_stride, float* c) noexcept {
-  // Four weight streams: measured faster than eight.
+  // Four weight streams: measured faster than eight (docs/kernels.md, "Engine measurements").
   gemm_avx512::walk_row_groups<4>(panels, k, kc, pair_rows{a, b, panel_stride, c});
 }
 

@@ -1,7 +1,8 @@
 /// \file
 /// \brief Private: the blocked, packed GEMM behind `kernels::matmul` and `kernels::matmul_accumulate`
 /// for every float32-accumulating compute type (float, bfloat16, float16, the float8/6/4 formats) when
-/// the CPU runs the AVX2 level or above; the portable level keeps Eigen's GEMM.
+/// the CPU runs the AVX2 level or above; the portable level keeps Eigen's GEMM, except for products
+/// with a `kernels::packed_b`, which run here at every level (`portable_block` below).
 ///
 /// Loop nest (BLIS's five loops, with the k loop inside the m loop so that the float accumulator tile
 /// is one mc × nc block, however long k is):
@@ -137,7 +138,7 @@ struct gemm_tile_range {
 /// Where `gemm_block` keeps its float32 accumulator tile for a float y that it stores (not
 /// accumulates) over whole panels: in y itself, with y's row stride, or in the thread's scratch. When
 /// several threads split one column block by rows, tiles in the thread's scratch measured faster
-/// (docs/kernels.md, "Accumulator tiles").
+/// (docs/kernels.md, "Engine measurements").
 enum class tile_home : std::uint8_t { in_y, scratch };
 
 /// A kept packing of 1-byte e4m3 panels read as bfloat16 pair panels: each column block decoded
@@ -290,7 +291,8 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
   // A float y written (not accumulated into) over whole panels is its own accumulator tile, with its
   // row stride: the same sums in the same order, without the copy from a scratch tile. Not when the
   // caller is one of several threads splitting one column block by rows (`tile_home::scratch`):
-  // there tiles in y measured slower (docs/kernels.md, "Accumulator tiles").
+  // there tiles in y ran slower, for a reason not established (measured: docs/kernels.md, "Engine
+  // measurements").
   bool in_place = false;
   if constexpr (std::same_as<Y, float>) in_place = home == tile_home::in_y && !accumulate && cols % gemm_nr == 0;
   const std::size_t ldc = in_place ? n : panels * gemm_nr;
@@ -409,7 +411,7 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
   // A kept packing needs no b scratch: its blocks can be as wide as the accumulator tile allows. Blocks
   // packed per call hold at most 4 MiB of floats; decoded e4m3 blocks up to 8 MiB of bfloat16 pairs,
   // so that up to k = 4096 they are as wide as kept bfloat16 panels' (narrower blocks re-pack a for
-  // each: 2048·4096·1024 ran at 0.74-0.84x kept bfloat16 with 256 columns, 2 and 1 threads).
+  // each, which measured slower: docs/kernels.md, "Engine measurements").
   const std::size_t nc = std::same_as<BSrc, packed_b_view>     ? gemm_nc
                          : std::same_as<BSrc, e4m3_pairs_view> ? gemm_block_columns(k, std::size_t{1} << 22)
                                                                : gemm_block_columns(k);
@@ -435,7 +437,8 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
       if (col_blocks > 1 && use_dpbf16<C, F>(level)) {
         // A kept b in several column blocks: each row block's a pairs are packed once, for all of k
         // (96 · ceil(k / 2) words of scratch), and used by every column block, instead of packed again
-        // for each (rounding a to bfloat16 pairs took ~6% of M2048·K1024·N4096 at 4 column blocks).
+        // for each (rounding a to bfloat16 pairs per column block was measurable: docs/kernels.md,
+        // "Engine measurements").
         // The same slices in the same order: the same bits.
         gemm_scratch& scratch = gemm_scratch::local();
         for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
@@ -504,7 +507,7 @@ void blocked_gemm(const gemm_problem<A, Y>& p, const BSrc& b) {
       case panel_format::e4m3:
         if constexpr (dpbf16_panels<C, panel_format::e4m3>) {
           // A batch on VDPBF16PS: each column block decoded once to bfloat16 pairs, for every row
-          // block (decoding a slice per row block cost 6-12% of M2048·K1024·N4096).
+          // block (decoding a slice per row block was slower: docs/kernels.md, "Engine measurements").
           if (p.m > 1 && use_dpbf16<C, panel_format::e4m3>(level)) {
             blocked_gemm_panels<C, panel_format::bf16>(p, e4m3_pairs_view{b}, level);
             return;

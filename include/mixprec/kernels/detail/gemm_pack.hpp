@@ -2,7 +2,7 @@
 /// \brief Private: the packed operand formats of the blocked GEMM (kernels/detail/gemm_engine.hpp) and
 /// the routines that fill them, converting while they pack.
 ///
-/// Layouts (BLIS's, Van Zee & van de Geijn 2015; `../shared/docs/KERNELS.md`):
+/// Layouts (BLIS's, Van Zee & van de Geijn 2015; docs/kernels.md, "matmul"):
 ///  - **b panels**: columns are cut into panels of `gemm_nr` columns; panel `q` holds columns
 ///    [q·nr, q·nr + nr) as `k` rows of `nr` consecutive floats (zero past column n), and the panels
 ///    follow one another: element (p, j) sits at `(j / nr) · nr · k + p · nr + j % nr`.

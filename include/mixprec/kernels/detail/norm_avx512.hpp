@@ -19,12 +19,11 @@
 /// (VCVTNEPS2BF16 would flush subnormal inputs to zero), float16 by VCVTPS2PH with the NaN lanes
 /// re-encoded. Two 16-lane bfloat16 results are packed by one word permutation.
 ///
-/// Only where it measured faster than the AVX2 rows (docs/performance.md, Zen 5): layer_norm rows,
-/// written with ordinary stores (1.3-1.4x the AVX2 rows' bytes per second at 2048 x 1024 in float32,
-/// about 2x in bfloat16) or, for outputs larger than the last-level cache, with non-temporal stores
-/// (bfloat16 1.6-1.8x, float32 bound by memory either way). The rms_norm rows (one multiply per element,
+/// Only where it measured faster than the AVX2 rows: layer_norm rows, written with ordinary stores or,
+/// for outputs larger than the last-level cache, with non-temporal stores (docs/performance.md,
+/// "Norm rows: measurements behind the design"). The rms_norm rows (one multiply per element,
 /// statistics without the centring) took no gain and keep the AVX2 rows: their code is not compiled
-/// twice (a 16-lane rms_norm cost mixprec-llama's policy translation units 39% more compile time).
+/// twice (a 16-lane rms_norm made mixprec-llama's policy translation units markedly slower to compile).
 #pragma once
 
 #include <algorithm>
@@ -271,8 +270,7 @@ MIXPREC_TARGET_AVX512_INLINE inline void prefetch_line(const T* next, std::size_
 /// The leading elements of the next row that a layer_norm row's statistics pass prefetches (half of
 /// each of its 64-element steps); the normalisation prefetches the rest. So memory is read through
 /// both passes: prefetched from the normalisation alone, it idled through every statistics pass.
-/// 8192 x 4096 rows on one Zen 5 core, both forms in one binary alternating over 40 rounds: float32
-/// 1.04-1.13x as fast, bfloat16 1.15-1.22x; 2048 x 1024 rows (in cache) 0.97-0.99x.
+/// (measured: docs/performance.md, "Norm rows: measurements behind the design").
 [[nodiscard]] constexpr std::size_t prefetched_by_statistics(std::size_t n) noexcept {
   return n / (4 * lanes) * (2 * lanes);
 }

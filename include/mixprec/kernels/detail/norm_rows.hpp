@@ -53,7 +53,8 @@ inline constexpr bool simd_norm_types =
 
 /// The last-level cache one core can fill, in bytes: `sysconf(_SC_LEVEL3_CACHE_SIZE)` where the C
 /// library reports it, capped at 32 MiB (a Zen 4 CCD's L3; virtual machines often report the host's
-/// total, 320 MiB on the Zen 4 VM this was measured on); 32 MiB when unknown. Read once.
+/// total: docs/performance.md, "Norm rows: measurements behind the design"); 32 MiB when unknown.
+/// Read once.
 [[nodiscard]] inline std::size_t last_level_cache_bytes() noexcept {
   static const std::size_t bytes = [] {
     constexpr std::size_t cap = std::size_t{32} << 20;
