@@ -46,11 +46,11 @@ enum class batch_norm_convention { flax, pytorch };
 ///         `momentum` is outside [0, 1], or `cumulative_average` is set with the flax convention.
 struct batch_norm_options {
   batch_norm_convention convention = batch_norm_convention::flax;  ///< running-statistics rule
-  std::optional<double> momentum;   ///< unset: the convention's default (flax 0.99, pytorch 0.1)
-  bool cumulative_average = false;  ///< pytorch only: PyTorch's `momentum=None`, weight 1 / batches seen
-  double epsilon = 1e-5;            ///< added to the variance before the square root (Flax and PyTorch: 1e-5)
-  bool use_scale = true;            ///< learnable scale [features], initialised to ones
-  bool use_bias = true;             ///< learnable bias [features], initialised to zeros
+  std::optional<double> momentum = std::nullopt;  ///< unset: the convention's default (flax 0.99, pytorch 0.1)
+  bool cumulative_average = false;                ///< pytorch only: PyTorch's `momentum=None`, weight 1 / batches seen
+  double epsilon = 1e-5;  ///< added to the variance before the square root (Flax and PyTorch: 1e-5)
+  bool use_scale = true;  ///< learnable scale [features], initialised to ones
+  bool use_bias = true;   ///< learnable bias [features], initialised to zeros
 };
 
 /// A group of `workers` threads that each hold part of one batch and want the statistics of the whole
