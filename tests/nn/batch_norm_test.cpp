@@ -236,6 +236,23 @@ TEST_CASE("batch_norm eval leaves the running statistics bit-identical and is co
   CHECK_THROWS_WITH(cbn(x, nn::mode::train), Catch::Contains("non-const layer"));
 }
 
+TEST_CASE("batch_norm forward_into writes the bits of operator() into a caller's array", "[nn][batch_norm]") {
+  const std::size_t f = 6;
+  nn::batch_norm<layer_tests::p_bf16> a(f), b(f);
+  const auto x = tensor_from<bfloat16, 3>(gradcheck::uniform(2 * 5 * f, 80, -3.0, 3.0), {2, 5, f});
+  auto out = xt::xtensor<bfloat16, 3>::from_shape({2, 5, f});
+  for (const nn::mode m : {nn::mode::train, nn::mode::eval, nn::mode::train}) {
+    const auto y = a(x, m);
+    b.forward_into(out, x, m);
+    CHECK(std::memcmp(y.data(), out.data(), y.size() * sizeof(bfloat16)) == 0);
+  }
+  CHECK(std::memcmp(a.running_var().data(), b.running_var().data(), f * sizeof(float)) == 0);
+  std::as_const(b).forward_into(out, x, nn::mode::eval);
+  auto wrong = xt::xtensor<bfloat16, 3>::from_shape({2, 4, f});
+  CHECK_THROWS_WITH(b.forward_into(wrong, x, nn::mode::train),
+                    Catch::Contains("out has shape [2, 4, 6]") && Catch::Contains("x has shape [2, 5, 6]"));
+}
+
 TEST_CASE("batch_norm of a batch of one row is finite under flax and an error under pytorch", "[nn][batch_norm]") {
   nn::batch_norm<layer_tests::p_f32> bn(3);
   bn.bias()->data()[1] = 0.25f;

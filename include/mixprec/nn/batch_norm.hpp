@@ -298,6 +298,32 @@ class batch_norm {
     return run(x, m, &ctx, sync_slot{}, nullptr);
   }
 
+  /// `operator()(x, m, sync)` written into `out`, which must have x's shape and element type
+  /// `output_t<P, T>` (a caller's buffer: no allocation for the result). Same bits as `operator()`.
+  /// \throws std::invalid_argument as `operator()`, or if out's shape is not x's.
+  template <detail::layer_input X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x_in, mode m, sync_slot sync = {}) {
+    const auto& x = detail::as_array(x_in);
+    std::string out_error;  // reported in every worker of a group, as run_into's own errors
+    try {
+      check_out<X>(out, x);
+    } catch (const std::invalid_argument& e) {
+      if (sync.group == nullptr || m == mode::eval) throw;
+      out_error = e.what();
+    }
+    partial total;
+    run_into(x, out_error.empty() ? out.data() : nullptr, m, static_cast<std::nullptr_t>(nullptr), sync, &total,
+             out_error);
+    if (m == mode::train && (sync.group == nullptr || sync.worker == 0)) update_running(total);
+  }
+  /// Eval-mode `forward_into` on a const layer. \throws std::invalid_argument for `mode::train`.
+  template <detail::layer_input X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x_in, mode m) const {
+    const auto& x = detail::as_array(x_in);
+    check_out<X>(out, x);
+    run_into(x, out.data(), m, static_cast<std::nullptr_t>(nullptr), sync_slot{}, nullptr);
+  }
+
   /// The VJP. Train mode, through the batch statistics (PyTorch's batch_norm_backward; TRAINING.md §1):
   /// with N the rows of the whole batch and sums over all of them (every worker's, met in `sync`),
   /// `dx = r · scale · (dy − Σdy / N − x̂ · Σ(dy·x̂) / N)` per feature; eval mode, through the affine map
@@ -407,6 +433,15 @@ class batch_norm {
     });
   }
 
+  template <class X, class Y, class A>
+  static void check_out(const Y& out, const A& x) {
+    static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, detail::value_t<X>>>,
+                  "batch_norm::forward_into(out, x, mode): out's element type must be output_t<P, T> of the "
+                  "layer's policy P for x's element type T; make out with that type, or use the value-returning "
+                  "call.");
+    detail::check_output_shape("batch_norm::forward_into", "out", out, x);
+  }
+
   /// Per-feature partial statistics of this worker: rows, mean and M2 = Σ (x - mean)^2, in float64.
   struct partial {
     double rows = 0;
@@ -471,6 +506,17 @@ class batch_norm {
   /// layer, where train mode is an error).
   template <class Ctx, class X>
   auto run(const X& x, mode m, Ctx ctx, sync_slot sync, partial* total_out) const {
+    using O = output_t<P, detail::value_t<X>>;
+    // A rank-0 x is an error reported below (in every worker of a group); its y is never written.
+    auto y = x.dimension() == 0 ? detail::rebind_t<X, O>::from_shape(x.shape()) : detail::make_like<O>(x, features_);
+    run_into(x, y.data(), m, ctx, sync, total_out);
+    return y;
+  }
+
+  /// The forward pass written to `out` (x's rows × features elements).
+  template <class Ctx, class X, class O>
+  void run_into(const X& x, O* out_data, mode m, Ctx ctx, sync_slot sync, partial* total_out,
+                const std::string& earlier_error = {}) const {
     const bool may_update = total_out != nullptr;
     using T = detail::value_t<X>;
     static_assert(!detail::is_complex_v<T>,
@@ -478,10 +524,11 @@ class batch_norm {
                   "group_norm or layer_norm, which normalise complex inputs with |x - mean|^2.");
     using C = compute_t<P, T>;
     using S = statistics_t<C>;
-    using O = output_t<P, T>;
+    static_assert(std::is_same_v<O, output_t<P, T>>);
     const std::size_t f = features_;
     std::string error;
     try {
+      if (!earlier_error.empty()) throw std::invalid_argument(earlier_error);
       check_input("batch_norm", x);
       if (m == mode::train && !may_update) {
         throw std::invalid_argument(
@@ -543,7 +590,6 @@ class batch_norm {
     if (scale_) kernels::detail::round_widen_n<C>(scale_->data(), f, mult.data());
     if (bias_) kernels::detail::round_widen_n<C>(bias_->data(), f, bias.data());
     for (std::size_t j = 0; j < f; ++j) mult[j] *= rstd[j];
-    auto y = detail::make_like<O>(x, f);
     S* xhat = nullptr;
     if constexpr (!std::is_same_v<Ctx, std::nullptr_t>) {
       ctx->used = m;
@@ -555,7 +601,7 @@ class batch_norm {
     std::vector<S> row(f);
     for (std::size_t r = 0; r < rows; ++r) {
       kernels::detail::round_widen_n<C>(x.data() + r * f, f, row.data());
-      O* out = y.data() + r * f;
+      O* out = out_data + r * f;
       for (std::size_t j = 0; j < f; ++j) {
         const S dev = (row[j] - mean[j]) - corr[j];
         out[j] = kernels::detail::round_out<O>(dev * mult[j] + bias[j]);
@@ -564,7 +610,6 @@ class batch_norm {
         for (std::size_t j = 0; j < f; ++j) xhat[r * f + j] = ((row[j] - mean[j]) - corr[j]) * rstd[j];
       }
     }
-    return y;
   }
 
   /// The running-statistics update of `options_.convention`, in float64, rounded to `stat_type`.
