@@ -442,6 +442,22 @@ class batch_norm {
     detail::check_output_shape("batch_norm::forward_into", "out", out, x);
   }
 
+  /// Whether the passes read x in place (x needs no rounding to C, and widening it to S vectorises
+  /// inline: S itself or bfloat16), rather than rounding blocks of it into a buffer in bulk.
+  template <class T, class C, class S>
+  static constexpr bool reads_directly = std::is_same_v<T, C> &&
+                                         (std::is_same_v<T, S> || std::is_same_v<T, mixprec::bfloat16>);
+
+  /// A value of x (type C, read in place) or of the buffer (already S) as S.
+  template <class C, class S, class V>
+  static S widened(const V& v) noexcept {
+    if constexpr (std::is_same_v<V, S>) {
+      return v;
+    } else {
+      return kernels::detail::round_widen<C>(v);
+    }
+  }
+
   /// Per-feature partial statistics of this worker: rows, mean and M2 = Σ (x - mean)^2, in float64.
   struct partial {
     double rows = 0;
@@ -457,21 +473,48 @@ class batch_norm {
     p.mean.assign(f, 0.0);
     p.m2.assign(f, 0.0);
     if (rows == 0) return p;
-    std::vector<S> row(f);
-    std::vector<double> shift(f), s1(f, 0.0), s2(f, 0.0);
-    kernels::detail::round_widen_n<C>(in, f, row.data());
-    for (std::size_t j = 0; j < f; ++j) shift[j] = static_cast<double>(row[j]);
-    for (std::size_t r = 1; r < rows; ++r) {
-      kernels::detail::round_widen_n<C>(in + r * f, f, row.data());
-      for (std::size_t j = 0; j < f; ++j) {
-        const double d = static_cast<double>(row[j]) - shift[j];
-        s1[j] += d;
-        s2[j] += d * d;
+    // d = x - x[first row], exact or nearly (both in S); blocks of `block` rows are summed in S (8 terms:
+    // within 8 u_S of the block's magnitude), then added to float64 totals. The block's rows come straight
+    // from x when x is already in S = C, else rounded to C and widened into `buf` (L1-sized).
+    constexpr bool direct = reads_directly<T, C, S>;
+    constexpr std::size_t block = 8;
+    std::vector<S> shift(f), buf(direct ? 0 : block * f);
+    kernels::detail::round_widen_n<C>(in, f, shift.data());
+    std::vector<double> s1(f, 0.0), s2(f, 0.0);
+    auto sum_block = [&](const auto* x, std::size_t nr) {
+      if (nr == block) {
+        for (std::size_t j = 0; j < f; ++j) {
+          S t1 = 0, t2 = 0;
+          for (std::size_t k = 0; k < block; ++k) {
+            const S d = widened<C, S>(x[k * f + j]) - shift[j];
+            t1 += d;
+            t2 += d * d;
+          }
+          s1[j] += static_cast<double>(t1);
+          s2[j] += static_cast<double>(t2);
+        }
+      } else {
+        for (std::size_t k = 0; k < nr; ++k) {
+          for (std::size_t j = 0; j < f; ++j) {
+            const S d = widened<C, S>(x[k * f + j]) - shift[j];
+            s1[j] += static_cast<double>(d);
+            s2[j] += static_cast<double>(d * d);
+          }
+        }
+      }
+    };
+    for (std::size_t r0 = 0; r0 < rows; r0 += block) {
+      const std::size_t nr = std::min(block, rows - r0);
+      if constexpr (direct) {
+        sum_block(in + r0 * f, nr);
+      } else {
+        kernels::detail::round_widen_n<C>(in + r0 * f, nr * f, buf.data());
+        sum_block(static_cast<const S*>(buf.data()), nr);
       }
     }
     const double n = p.rows;
     for (std::size_t j = 0; j < f; ++j) {
-      p.mean[j] = shift[j] + s1[j] / n;
+      p.mean[j] = static_cast<double>(shift[j]) + s1[j] / n;
       p.m2[j] = std::max(0.0, s2[j] - s1[j] * s1[j] / n);
     }
     return p;
@@ -598,16 +641,38 @@ class batch_norm {
       ctx->xhat.resize(rows * f);
       xhat = ctx->xhat.data();
     }
-    std::vector<S> row(f);
-    for (std::size_t r = 0; r < rows; ++r) {
-      kernels::detail::round_widen_n<C>(x.data() + r * f, f, row.data());
+    // The second pass: rows straight from x when x needs no rounding (T = C, widened inline), else
+    // rounded to C into `row` in bulk.
+    constexpr bool direct = reads_directly<T, C, S>;
+    std::vector<S> row(direct ? 0 : f);
+    constexpr bool bulk_out = std::is_same_v<S, float> && mixprec::small_float<O>;
+    std::vector<S> wide(bulk_out ? f : 0);
+    auto normalise_row = [&](const auto* src, std::size_t r) {
       O* out = out_data + r * f;
-      for (std::size_t j = 0; j < f; ++j) {
-        const S dev = (row[j] - mean[j]) - corr[j];
-        out[j] = kernels::detail::round_out<O>(dev * mult[j] + bias[j]);
+      if constexpr (bulk_out) {
+        // y in S into `wide`, then one bulk rounding of the row to O (mixprec::convert's): the same bits.
+        for (std::size_t j = 0; j < f; ++j) {
+          wide[j] = ((widened<C, S>(src[j]) - mean[j]) - corr[j]) * mult[j] + bias[j];
+        }
+        kernels::detail::round_n<O>(wide.data(), f, out);
+      } else {
+        for (std::size_t j = 0; j < f; ++j) {
+          const S dev = (widened<C, S>(src[j]) - mean[j]) - corr[j];
+          out[j] = kernels::detail::round_out<O>(dev * mult[j] + bias[j]);
+        }
       }
       if (xhat != nullptr) {
-        for (std::size_t j = 0; j < f; ++j) xhat[r * f + j] = ((row[j] - mean[j]) - corr[j]) * rstd[j];
+        for (std::size_t j = 0; j < f; ++j) {
+          xhat[r * f + j] = ((widened<C, S>(src[j]) - mean[j]) - corr[j]) * rstd[j];
+        }
+      }
+    };
+    for (std::size_t r = 0; r < rows; ++r) {
+      if constexpr (direct) {
+        normalise_row(x.data() + r * f, r);
+      } else {
+        kernels::detail::round_widen_n<C>(x.data() + r * f, f, row.data());
+        normalise_row(static_cast<const S*>(row.data()), r);
       }
     }
   }
