@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "mixprec/nn/batch_norm.hpp"
 #include "mixprec/nn/cross_entropy.hpp"
 #include "mixprec/nn/dense.hpp"
+#include "mixprec/train/safetensors.hpp"
 #include "nn/policies.hpp"
 
 namespace batch_norm_training_test {
@@ -116,7 +118,37 @@ double accuracy(const mlp<P>& m, const dataset& d, nn::mode mode) {
 
 struct run_result {
   double first_loss = 0, last_loss = 0, eval_accuracy = 0, train_accuracy = 0;
+  mixprec::train::checkpoint saved;  ///< the trained model: parameters and batch_norm's buffers
 };
+
+/// Parameters under "<layer>.<name>", batch_norm's running statistics under "batch_stats.<name>".
+template <class P>
+mixprec::train::checkpoint save(const mlp<P>& m) {
+  mixprec::train::checkpoint c;
+  auto put = [&](const std::string& prefix) {
+    return [&c, prefix](std::string_view name, const auto& t) { c.put(prefix + std::string(name), t); };
+  };
+  m.l1.for_each_parameter(put("l1."));
+  m.bn.for_each_parameter(put("bn."));
+  m.l2.for_each_parameter(put("l2."));
+  m.bn.for_each_buffer(put("batch_stats."));
+  return c;
+}
+
+template <class P>
+void load(mlp<P>& m, const mixprec::train::checkpoint& c) {
+  auto get = [&](const std::string& prefix) {
+    return [&c, prefix](std::string_view name, auto& t) {
+      c.get_into(prefix + std::string(name), std::span(t.data(), t.size()));
+    };
+  };
+  m.l1.for_each_parameter(get("l1."));
+  m.bn.for_each_parameter(get("bn."));
+  m.l2.for_each_parameter(get("l2."));
+  m.bn.for_each_buffer(get("batch_stats."));
+  m.l1.parameters_changed();
+  m.l2.parameters_changed();
+}
 
 /// Trains for `steps` steps of SGD (learning rate 0.1) with `workers` workers (1 or 2).
 template <class P>
@@ -171,6 +203,7 @@ run_result train(std::size_t workers) {
     m.l2.parameters_changed();
   }
   out.last_loss = window;
+  out.saved = save(m);
   const dataset held_out = make_data(batch * 4, 99);
   out.eval_accuracy = accuracy(m, held_out, nn::mode::eval);
   out.train_accuracy = accuracy(m, held_out, nn::mode::train);
@@ -198,6 +231,19 @@ TEST_CASE("an MLP with batch_norm trains under f32 and c=bf16, with one worker a
   // Two synchronised workers follow one worker over the whole batch (float32 sums in another order only).
   CHECK(std::abs(f32_two.last_loss - f32.last_loss) <= 1e-3);
   CHECK(f32_two.first_loss == Approx(f32.first_loss).epsilon(1e-6));
+  // A checkpoint holds the running statistics beside the parameters: a fresh model loaded from it gives
+  // the trained model's eval accuracy, and the statistics are not those of a fresh layer (the optimiser
+  // never touched them; training did).
+  {
+    std::mt19937 rng(1);
+    mlp<layer_tests::p_f32> fresh(rng);
+    load(fresh, mixprec::train::checkpoint::from_bytes(f32.saved.to_bytes()));
+    const dataset held_out = make_data(batch * 4, 99);
+    CHECK(accuracy(fresh, held_out, nn::mode::eval) == f32.eval_accuracy);
+    CHECK(f32.saved.contains("batch_stats.mean"));
+    CHECK(f32.saved.contains("batch_stats.var"));
+    CHECK(fresh.bn.running_var()(0) != 1.0f);
+  }
   // Held-out accuracy: high, and the same with the running statistics (eval) as with the batch's own.
   for (const run_result* r : {&f32, &bf16, &f32_two}) {
     CHECK(r->eval_accuracy >= 0.9);
