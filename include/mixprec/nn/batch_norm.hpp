@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -453,6 +454,11 @@ class batch_norm {
   static S widened(const V& v) noexcept {
     if constexpr (std::is_same_v<V, S>) {
       return v;
+    } else if constexpr (std::is_same_v<V, mixprec::bfloat16> && std::is_same_v<S, float>) {
+      // bfloat16 is float's upper half: the exact value (a NaN stays a NaN, made quiet by the arithmetic
+      // that follows) by a shift the compiler vectorises; the conversion operator also quiets NaNs, which
+      // costs several operations per element here.
+      return std::bit_cast<float>(static_cast<std::uint32_t>(v.bits()) << 16);
     } else {
       return kernels::detail::round_widen<C>(v);
     }
