@@ -128,12 +128,13 @@ struct sync_slot {
 /// - **Input**: x [..., features], rank >= 2 (the batch axes first), real element type T; a view or map
 ///   as for every layer (docs/layers.md, "Containers"). Output `output_t<P, T>`, same shape.
 /// - **Computation**: x rounded to C = `compute_t<P, T>` and widened to S = `statistics_t<C>` (float32
-///   for bfloat16, float16, float32; float64 for float64). Train mode: per feature, sums of x - x[0] and
-///   their squares in float64 (the shift makes them exact enough for data ~1e6 with unit spread), the
-///   mean and biased variance rounded to S; workers' partial statistics combine by Chan et al.'s
-///   pairwise rule. Eval mode: the running statistics. Then `(x - mean) * (rsqrt(var + eps) * scale) +
-///   bias` in S with the parameters rounded to C, rounded once to the output type. A batch of one row
-///   has variance 0 and gives `bias` (finite) under the flax convention.
+///   for bfloat16, float16, float32; float64 for float64). Train mode: per feature, sums of d = x - x[first
+///   row] and d^2, over blocks of 8 rows in S and then in float64 (the shift keeps them accurate for data
+///   ~1e6 with unit spread), the mean and biased variance rounded to S; workers' partial statistics
+///   combine by Chan et al.'s pairwise rule. Two passes over x (statistics, normalisation), on the
+///   calling thread; `forward_into` writes into a caller's array. Eval mode: the running statistics. Then `(x - mean) *
+///   (rsqrt(var + eps) * scale) + bias` in S with the parameters rounded to C, rounded once to the output type. A batch
+///   of one row has variance 0 and gives `bias` (finite) under the flax convention.
 /// - **Errors** (`std::invalid_argument`, naming the sizes): zero features; an input of rank < 2 or
 ///   whose last axis is not `features()`; a train-mode batch of zero rows, or of one row under the
 ///   pytorch convention (PyTorch: "Expected more than 1 value per channel when training"); train mode
