@@ -108,7 +108,9 @@ class batch_sync {
 };
 
 /// Where a worker's call meets the others: its group and its index (default: no group, the call's own
-/// rows are the whole batch).
+/// rows are the whole batch). Train mode only (eval calls ignore it). Worker 0 updates the running
+/// statistics once the group has met, so read them (an eval call, `running_mean()`) only after every
+/// worker's train call has returned.
 struct sync_slot {
   batch_sync* group = nullptr;  ///< the group, or nullptr for an unsynchronised call
   std::size_t worker = 0;       ///< this worker's index in the group, 0 <= worker < group->workers()
