@@ -275,6 +275,8 @@ TEST_CASE("batch_norm rejects zero features, rank-1 inputs, wrong features and b
   CHECK_THROWS_WITH(bn(rank1, nn::mode::train), Catch::Contains("shape [4] (rank 1)") && Catch::Contains("rank >= 2"));
   xt::xtensor<double, 2> wrong = xt::zeros<double>({2, 5});
   CHECK_THROWS_WITH(bn(wrong, nn::mode::eval), Catch::Contains("5 features") && Catch::Contains("expects 4"));
+  xt::xarray<double> scalar = 3.0;  // rank 0
+  CHECK_THROWS_WITH(bn(scalar, nn::mode::train), Catch::Contains("shape [] (rank 0)"));
   CHECK_THROWS_WITH(nn::batch_norm<p_f64>(4, {.momentum = 1.5}), Catch::Contains("momentum is 1.5"));
   CHECK_THROWS_WITH(nn::batch_norm<p_f64>(4, {.epsilon = -1.0}), Catch::Contains("epsilon is -1"));
   CHECK_THROWS_WITH(nn::batch_norm<p_f64>(4, {.cumulative_average = true}), Catch::Contains("pytorch"));
