@@ -190,6 +190,18 @@ TEMPLATE_TEST_CASE("batch_norm with 16-bit outputs keeps float32 statistics and 
   }
 }
 
+TEST_CASE("batch_norm normalises float32 columns whose squares overflow float", "[nn][batch_norm]") {
+  // +-3e19 + k: d^2 ~ 4e39 > float's max 3.4e38; the layer sums such columns again in float64.
+  nn::batch_norm<layer_tests::p_f32> bn(2);
+  xt::xtensor<float, 2> x = {{3e19f, 1.0f}, {-3e19f, 2.0f}, {3e19f, 3.0f}, {-3e19f, 4.0f}};
+  const auto y = bn(x, nn::mode::train);
+  for (std::size_t r = 0; r < 4; ++r) {
+    CHECK(y(r, 0) == Approx(r % 2 == 0 ? 1.0 : -1.0).epsilon(1e-6));
+    CHECK(y(r, 1) == Approx((static_cast<double>(r) - 1.5) / std::sqrt(1.25 + 1e-5)).epsilon(1e-6));
+  }
+  CHECK(bn.running_mean()(0) == Approx(0.0).margin(1e12));  // mean 0 (spacing of float at 3e19: 2.2e12)
+}
+
 TEST_CASE("batch_norm keeps float64 statistics for float64 inputs", "[nn][batch_norm]") {
   // Data 1e8 + k * 2^-20 (exact in double): float32 statistics could not tell the rows apart (spacing 8 at 1e8).
   using P = layer_tests::p_promote;  // params f32, compute promote: float64 input computes in float64

@@ -521,6 +521,21 @@ class batch_norm {
         sum_block(static_cast<const S*>(buf.data()), nr);
       }
     }
+    // A block's sum of squares overflows S when |d| nears sqrt(S's max) (float: 1.8e19): such columns
+    // (and NaN ones) are summed again element by element in float64, where squares of any float fit.
+    if constexpr (std::is_same_v<S, float>) {
+      for (std::size_t j = 0; j < f; ++j) {
+        if (std::isfinite(s2[j])) continue;
+        s1[j] = 0;
+        s2[j] = 0;
+        for (std::size_t r = 0; r < rows; ++r) {
+          const double d =
+              static_cast<double>(kernels::detail::round_widen<C>(in[r * f + j])) - static_cast<double>(shift[j]);
+          s1[j] += d;
+          s2[j] += d * d;
+        }
+      }
+    }
     const double n = p.rows;
     for (std::size_t j = 0; j < f; ++j) {
       p.mean[j] = static_cast<double>(shift[j]) + s1[j] / n;
@@ -628,13 +643,14 @@ class batch_norm {
         const double var = total.m2[j] / n;
         mean[j] = static_cast<S>(total.mean[j]);
         corr[j] = static_cast<S>(total.mean[j] - static_cast<double>(mean[j]));
-        rstd[j] = S(1) / std::sqrt(static_cast<S>(var) + static_cast<S>(options_.epsilon));
+        // r in float64, rounded once: var itself may exceed float (a column of +-3e19), r never does.
+        rstd[j] = static_cast<S>(1.0 / std::sqrt(var + options_.epsilon));
       }
       *total_out = std::move(total);
     } else {
       for (std::size_t j = 0; j < f; ++j) {
         mean[j] = static_cast<S>(running_mean_(j));
-        rstd[j] = S(1) / std::sqrt(static_cast<S>(running_var_(j)) + static_cast<S>(options_.epsilon));
+        rstd[j] = static_cast<S>(1.0 / std::sqrt(static_cast<double>(running_var_(j)) + options_.epsilon));
       }
     }
     // Parameters rounded to the compute type, in S (1 and 0 when absent).
