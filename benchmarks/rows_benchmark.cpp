@@ -11,6 +11,9 @@
 //
 //  - layer_norm/f32:         nn::layer_norm<policy<float>>, float in, float out
 //  - layer_norm/bf16:        nn::layer_norm<p=f32,c=bf16,o=bf16>, bfloat16 in, bfloat16 out
+//  - batch_norm/f32, /bf16:  nn::batch_norm in train mode (batch statistics, running update), the same
+//                            policies and types as layer_norm; shapes 8192×1024 and the smoke case,
+//                            1 thread, beside layer_norm and memcpy of the same shape (issue 40)
 //  - rms_norm_residual/f32:  the fused nn::rms_norm<policy<float>>: float x and residual stream in,
 //                            float out, stream updated in place (llama's pre-norm)
 //  - softmax/f32, /bf16:     kernels::softmax_rows, float in and out / bfloat16 in and out
@@ -40,6 +43,7 @@
 #include "mixprec/kernels/activation_kind.hpp"
 #include "mixprec/kernels/activations.hpp"
 #include "mixprec/kernels/softmax.hpp"
+#include "mixprec/nn/batch_norm.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/rms_norm.hpp"
 #include "peer_threads.hpp"
@@ -96,6 +100,23 @@ void layer_norm(benchmark::State& state) {
   ln.forward_into(y, x);  // untimed: faults the output in
   for (auto _ : state) {
     ln.forward_into(y, x);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, static_cast<double>(s.size() * (sizeof(T) + sizeof(O))));
+}
+
+template <class T, class P>
+void batch_norm(benchmark::State& state) {
+  const shape s = shape_of(state);
+  const threads_for threads(s.threads);
+  using O = mixprec::nn::output_t<P, T>;
+  const auto x = random_rows<T>(s, 1);
+  auto y = xt::xtensor<O, 2>::from_shape({s.rows, s.features});
+  mixprec::nn::batch_norm<P> bn(s.features);
+  bn.forward_into(y, x, mixprec::nn::mode::train);  // untimed: faults the output in
+  for (auto _ : state) {
+    bn.forward_into(y, x, mixprec::nn::mode::train);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -267,10 +288,29 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
 }
 
+/// issue 40's shape: batch_norm 8192×1024 on 1 thread (and the smoke case).
+void batch_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({8192, 1024, 1});
+  b->Args({3, 45, 1});
+  b->ArgNames({"rows", "features", "threads"});
+  b->Unit(benchmark::kMicrosecond);
+  b->UseRealTime();
+}
+
 }  // namespace
 
 BENCHMARK_TEMPLATE(layer_norm, float, policy<float>)->Name("layer_norm/f32")->Apply(shapes);
 BENCHMARK_TEMPLATE(layer_norm, bfloat16, policy<float, bfloat16, bfloat16>)->Name("layer_norm/bf16")->Apply(shapes);
+BENCHMARK_TEMPLATE(batch_norm, float, policy<float>)->Name("batch_norm/f32")->Apply(batch_shapes);
+BENCHMARK_TEMPLATE(batch_norm, bfloat16, policy<float, bfloat16, bfloat16>)
+    ->Name("batch_norm/bf16")
+    ->Apply(batch_shapes);
+BENCHMARK_TEMPLATE(layer_norm, float, policy<float>)->Name("layer_norm/f32")->Apply(batch_shapes);
+BENCHMARK_TEMPLATE(layer_norm, bfloat16, policy<float, bfloat16, bfloat16>)
+    ->Name("layer_norm/bf16")
+    ->Apply(batch_shapes);
+BENCHMARK_CAPTURE(memcpy_peer, 4, 4)->Name("memcpy/4B")->Apply(batch_shapes);
+BENCHMARK_CAPTURE(memcpy_peer, 2, 2)->Name("memcpy/2B")->Apply(batch_shapes);
 BENCHMARK(rms_norm_residual)->Name("rms_norm_residual/f32")->Apply(shapes);
 BENCHMARK_TEMPLATE(softmax, float)->Name("softmax/f32")->Apply(shapes);
 BENCHMARK_TEMPLATE(softmax, bfloat16)->Name("softmax/bf16")->Apply(shapes);

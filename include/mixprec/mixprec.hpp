@@ -19,6 +19,7 @@
 #include "mixprec/kernels/softmax.hpp"
 
 #include "mixprec/nn/attention.hpp"
+#include "mixprec/nn/batch_norm.hpp"
 #include "mixprec/nn/cross_entropy.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/dot_product.hpp"
@@ -26,6 +27,7 @@
 #include "mixprec/nn/error_bound.hpp"
 #include "mixprec/nn/feed_forward.hpp"
 #include "mixprec/nn/from_scope.hpp"
+#include "mixprec/nn/group_norm.hpp"
 #include "mixprec/nn/kv_cache.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/layer_types.hpp"

@@ -26,11 +26,13 @@
 #include "mixprec/core.hpp"
 #include "mixprec/diagnostics/recording_probe.hpp"
 #include "mixprec/nn/attention.hpp"
+#include "mixprec/nn/batch_norm.hpp"
 #include "mixprec/nn/cross_entropy.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/dot_product.hpp"
 #include "mixprec/nn/embedding.hpp"
 #include "mixprec/nn/feed_forward.hpp"
+#include "mixprec/nn/group_norm.hpp"
 #include "mixprec/nn/kv_cache.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/rms_norm.hpp"
@@ -316,6 +318,97 @@ TEST_CASE("layer_norm.hpp: every documented error is thrown, naming the layer, t
     const auto dx = none.backward(ctx, empty, grads);  // used to throw "the cotangent has 2 rows but ... had 0"
     CHECK(dx.shape() == empty.shape());
     CHECK(grads.scale->size() == 0);
+  }
+}
+
+TEST_CASE("batch_norm.hpp: every documented error is thrown, naming the sizes, and a failed backward adds nothing",
+          "[nn][errors][batch_norm]") {
+  nn::batch_norm<p_f32> bn(4);
+  const auto x = random_tensor<float, 2>({3, 4}, 31);
+  SECTION("constructors: zero features, momentum, epsilon, cumulative_average under flax") {
+    CHECK_THROWS_MATCHES(nn::batch_norm<p_f32>(0), std::invalid_argument, says({"batch_norm: features is 0"}));
+    CHECK_THROWS_MATCHES(nn::batch_norm<p_f32>(4, {.momentum = -0.1}), std::invalid_argument,
+                         says({"batch_norm: momentum is -0.1 but must be in [0, 1]"}));
+    CHECK_THROWS_MATCHES(nn::batch_norm<p_f32>(4, {.epsilon = qnan}), std::invalid_argument,
+                         says({"batch_norm: epsilon is nan"}));
+    CHECK_THROWS_MATCHES(nn::batch_norm<p_f32>(4, {.cumulative_average = true}), std::invalid_argument,
+                         says({"batch_norm: cumulative_average is PyTorch's momentum=None"}));
+    CHECK_THROWS_MATCHES(nn::batch_sync(0), std::invalid_argument,
+                         says({"batch_sync: a group needs at least 1 worker"}));
+  }
+  SECTION("operator(), forward, forward_into: rank, features, out's shape, rows in train mode, const train") {
+    CHECK_THROWS_MATCHES(bn(random_tensor<float, 1>({4}, 32), nn::mode::eval), std::invalid_argument,
+                         says({"batch_norm: input has shape [4] (rank 1) but batch normalisation needs rank >= 2"}));
+    CHECK_THROWS_MATCHES(bn(random_tensor<float, 2>({3, 5}, 32), nn::mode::train), std::invalid_argument,
+                         says({"batch_norm: input has 5 features (shape [3, 5])", "expects 4"}));
+    auto short_out = xt::xtensor<float, 2>::from_shape({2, 4});
+    CHECK_THROWS_MATCHES(bn.forward_into(short_out, x, nn::mode::train), std::invalid_argument,
+                         says({"batch_norm::forward_into: out has shape [2, 4] but x has shape [3, 4]"}));
+    CHECK_THROWS_MATCHES(bn(xt::xtensor<float, 2>::from_shape({0, 4}), nn::mode::train), std::invalid_argument,
+                         says({"batch_norm: mode::train needs at least 1 row", "got 0 (input shape [0, 4])"}));
+    nn::batch_norm<p_f32> torch_like(4, {.convention = nn::batch_norm_convention::pytorch});
+    CHECK_THROWS_MATCHES(torch_like(random_tensor<float, 2>({1, 4}, 33), nn::mode::train), std::invalid_argument,
+                         says({"at least 2 rows", "got 1", "Expected more than 1 value per channel"}));
+    CHECK_THROWS_MATCHES(std::as_const(bn)(x, nn::mode::train), std::invalid_argument,
+                         says({"batch_norm: mode::train updates the running statistics"}));
+    CHECK(bn.batches_tracked() == 0);  // none of these updated the running statistics
+  }
+  SECTION("backward: dy's shape, the gradients, a context of another layer; nothing added") {
+    nn::batch_norm<p_f32>::saved<float> ctx;
+    const auto y = bn.forward(x, ctx, nn::mode::train);
+    auto grads = bn.zero_gradients();
+    CHECK_THROWS_MATCHES(bn.backward(ctx, random_tensor<float, 2>({3, 3}, 34), grads), std::invalid_argument,
+                         says({"batch_norm::backward: input has 3 features", "expects 4"}));
+    CHECK_THROWS_MATCHES(bn.backward(ctx, random_tensor<float, 2>({4, 4}, 34), grads), std::invalid_argument,
+                         says({"batch_norm::backward: the cotangent has 4 rows but the saved forward had 3"}));
+    auto no_bias = grads;
+    no_bias.bias.reset();
+    CHECK_THROWS_MATCHES(bn.backward(ctx, y, no_bias), std::invalid_argument,
+                         says({"batch_norm::backward: the gradients do not match the layer's scale and bias"}));
+    nn::batch_norm<p_f32> wider(6);
+    auto wider_grads = wider.zero_gradients();
+    CHECK_THROWS_MATCHES(wider.backward(ctx, random_tensor<float, 2>({2, 6}, 35), wider_grads), std::invalid_argument,
+                         says({"batch_norm::backward: the saved context holds 4 standard deviations", "6 features"}));
+    CHECK(xt::all(xt::equal(*grads.scale, 0.0f)));
+    CHECK(xt::all(xt::equal(*wider_grads.bias, 0.0f)));
+  }
+  SECTION("batch_sync: a worker index outside the group") {
+    nn::batch_sync one(1);
+    CHECK_THROWS_MATCHES(bn(x, nn::mode::train, {&one, 1}), std::invalid_argument,
+                         says({"batch_sync: worker index 1 but the group has 1 workers"}));
+  }
+}
+
+TEST_CASE("group_norm.hpp: every documented error is thrown, naming the sizes", "[nn][errors][group_norm]") {
+  const nn::group_norm<p_f32> gn(6, 3);
+  SECTION("constructor: features, groups, epsilon") {
+    CHECK_THROWS_MATCHES(nn::group_norm<p_f32>(0, 1), std::invalid_argument, says({"group_norm: features is 0"}));
+    CHECK_THROWS_MATCHES(nn::group_norm<p_f32>(6, 4), std::invalid_argument,
+                         says({"group_norm: 6 features do not split into 4 groups of equal size (6 % 4 = 2)"}));
+    CHECK_THROWS_MATCHES(nn::group_norm<p_f32>(6, 0), std::invalid_argument,
+                         says({"group_norm: 6 features do not split into 0 groups", "(0 groups)"}));
+    CHECK_THROWS_MATCHES(nn::group_norm<p_f32>(6, 3, {.epsilon = -1.0}), std::invalid_argument,
+                         says({"group_norm: epsilon is -1"}));
+  }
+  SECTION("operator(), forward: rank and features") {
+    CHECK_THROWS_MATCHES(gn(random_tensor<float, 1>({6}, 36)), std::invalid_argument,
+                         says({"group_norm: input has shape [6] (rank 1) but group normalisation needs rank >= 2"}));
+    CHECK_THROWS_MATCHES(gn(random_tensor<float, 3>({2, 2, 4}, 36)), std::invalid_argument,
+                         says({"group_norm: input has 4 features (shape [2, 2, 4])", "expects 6", "3 groups"}));
+  }
+  SECTION("backward: dy's shape, the gradients, a context of another input") {
+    nn::group_norm<p_f32>::saved<float> ctx;
+    const auto y = gn.forward(random_tensor<float, 3>({2, 2, 6}, 37), ctx);
+    auto grads = gn.zero_gradients();
+    CHECK_THROWS_MATCHES(gn.backward(ctx, random_tensor<float, 3>({2, 3, 6}, 38), grads), std::invalid_argument,
+                         says({"group_norm::backward: the cotangent has 6 rows but the saved forward had 4"}));
+    CHECK_THROWS_MATCHES(
+        gn.backward(ctx, random_tensor<float, 3>({4, 1, 6}, 38), grads), std::invalid_argument,
+        says({"group_norm::backward: the saved context holds 6 group statistics but dy has 4 samples"}));
+    auto no_scale = grads;
+    no_scale.scale.reset();
+    CHECK_THROWS_MATCHES(gn.backward(ctx, y, no_scale), std::invalid_argument,
+                         says({"group_norm::backward: the gradients do not match the layer's scale and bias"}));
   }
 }
 

@@ -44,8 +44,10 @@
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/formats/finfo.hpp"
 #include "mixprec/nn/attention.hpp"
+#include "mixprec/nn/batch_norm.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/feed_forward.hpp"
+#include "mixprec/nn/group_norm.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/rms_norm.hpp"
@@ -191,6 +193,37 @@ struct layer_norm_error_bound {
 /// The error bound of `layer` for inputs of element type `T` (real).
 template <class T, class P, class Source = typename P::param_type>
 [[nodiscard]] layer_norm_error_bound error_bound(const layer_norm<P>& layer,
+                                                 parameters_from_t<Source> = parameters_from<Source>) {
+  using C = compute_t<P, T>;
+  detail::check_real_compute<C>();
+  using S = statistics_t<C>;
+  const double u_par = detail::parameter_rounding<C, typename P::param_type, Source>();
+  return {rounding_error<C, T>() + 8.0 * unit_roundoff<S>(), layer.scale() ? u_par : 0.0, layer.bias() ? u_par : 0.0,
+          rounding_error<output_t<P, T>, S>()};
+}
+
+// ---- batch_norm, group_norm -----------------------------------------------------------------------
+
+/// The bound of one output element of a `batch_norm` (tests/nn/batch_norm_test.cpp): `layer_norm`'s
+/// bound and coefficients, with the statistics those of the feature's column (train mode: over every
+/// row of the batch; eval mode: the running statistics, exact as stored) instead of a row's. A is then
+/// max |x_ij| over the column / sqrt(var_j + eps), and x̂_ij = (x_ij - mean_j) / sqrt(var_j + eps). The
+/// statistics are summed in float64 and rounded to S = `statistics_t<C>`, within the 8 u_S of the model.
+template <class T, class P, class Source = typename P::param_type>
+[[nodiscard]] layer_norm_error_bound error_bound(const batch_norm<P>& layer,
+                                                 parameters_from_t<Source> = parameters_from<Source>) {
+  using C = compute_t<P, T>;
+  detail::check_real_compute<C>();
+  using S = statistics_t<C>;
+  const double u_par = detail::parameter_rounding<C, typename P::param_type, Source>();
+  return {rounding_error<C, T>() + 8.0 * unit_roundoff<S>(), layer.scale() ? u_par : 0.0, layer.bias() ? u_par : 0.0,
+          rounding_error<output_t<P, T>, S>()};
+}
+
+/// The bound of one output element of a `group_norm` (tests/nn/group_norm_test.cpp): `layer_norm`'s, with
+/// the statistics of the element's (sample, group) and A = max |x| over that group / sqrt(var + eps).
+template <class T, class P, class Source = typename P::param_type>
+[[nodiscard]] layer_norm_error_bound error_bound(const group_norm<P>& layer,
                                                  parameters_from_t<Source> = parameters_from<Source>) {
   using C = compute_t<P, T>;
   detail::check_real_compute<C>();

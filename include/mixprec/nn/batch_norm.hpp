@@ -1,0 +1,764 @@
+/// \file
+/// \brief `nn::batch_norm<P>`: batch normalisation over every axis but the last (Ioffe and Szegedy 2015;
+/// Flax `nn.BatchNorm`, PyTorch `BatchNorm1d`), statistics in `promote_types(float32, compute)` (Flax
+/// FLIP 1777), running statistics, train and eval modes, and statistics shared by worker threads
+/// (`batch_sync`, PyTorch's SyncBatchNorm semantics).
+#pragma once
+
+#include <algorithm>
+#include <barrier>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "mixprec/arch/message.hpp"
+#include "mixprec/arrays/xtensor.hpp"
+#include "mixprec/kernels/rounding.hpp"
+#include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/detail/validate.hpp"
+#include "mixprec/nn/from_scope.hpp"
+#include "mixprec/nn/layer_types.hpp"
+
+namespace mixprec::nn {
+
+/// Whether a layer with batch statistics normalises with the statistics of the batch it is given and
+/// updates its running statistics (`train`), or normalises with the running statistics and changes
+/// nothing (`eval`). Flax: `use_running_average=False/True`; PyTorch: `module.train()` / `module.eval()`.
+enum class mode { train, eval };
+
+/// How the running statistics are updated (docs/layers.md, "batch_norm", has the table and sources).
+///  - `flax` (Flax `nn.BatchNorm`): `ra = momentum * ra + (1 - momentum) * batch`, momentum 0.99, the
+///    biased (population) batch variance goes into the running variance.
+///  - `pytorch` (PyTorch `torch.nn.BatchNorm1d`): `ra = (1 - momentum) * ra + momentum * batch`,
+///    momentum 0.1, the unbiased variance (times n / (n - 1)) goes into the running variance while the
+///    batch is normalised with the biased one; `cumulative_average` is PyTorch's `momentum=None`.
+enum class batch_norm_convention { flax, pytorch };
+
+/// Options of `batch_norm` (Flax `nn.BatchNorm`'s arguments and defaults unless `convention` is pytorch).
+/// \throws std::invalid_argument (from the layer's constructor) if `epsilon` is negative or not finite,
+///         `momentum` is outside [0, 1], or `cumulative_average` is set with the flax convention.
+struct batch_norm_options {
+  batch_norm_convention convention = batch_norm_convention::flax;  ///< running-statistics rule
+  std::optional<double> momentum = std::nullopt;  ///< unset: the convention's default (flax 0.99, pytorch 0.1)
+  bool cumulative_average = false;                ///< pytorch only: PyTorch's `momentum=None`, weight 1 / batches seen
+  double epsilon = 1e-5;  ///< added to the variance before the square root (Flax and PyTorch: 1e-5)
+  bool use_scale = true;  ///< learnable scale [features], initialised to ones
+  bool use_bias = true;   ///< learnable bias [features], initialised to zeros
+};
+
+/// A group of `workers` threads that each hold part of one batch and want the statistics of the whole
+/// batch (PyTorch's SyncBatchNorm, Flax's `axis_name`): every worker calls the layer with
+/// `sync_slot{&group, w}` for its own index w, and the calls meet in the group (a `std::barrier`).
+/// Per-worker partial statistics are combined in worker order, so every worker gets the same bits. One
+/// group serves one
+/// layer call at a time; every worker must make the same sequence of calls (a worker that does not call
+/// leaves the others waiting). A worker whose input is rejected still meets the others, and then every
+/// worker throws the same error.
+/// \throws std::invalid_argument from the constructor when `workers` is 0.
+class batch_sync {
+ public:
+  /// A group of `workers` (>= 1) threads.
+  explicit batch_sync(std::size_t workers)
+      : workers_(check_workers(workers)),
+        slots_(workers),
+        errors_(workers),
+        barrier_(static_cast<std::ptrdiff_t>(workers)) {}
+
+  /// The number of workers.
+  [[nodiscard]] std::size_t workers() const noexcept { return workers_; }
+
+  /// Called by every worker w (each once): publishes `mine` (or `error`, non-empty when this worker's
+  /// input was rejected), waits for all, then calls `combine(slots)` with every worker's vector in worker
+  /// order. \throws std::invalid_argument, in every worker, if any worker reported an error (naming it).
+  template <class F>
+  void exchange(std::size_t worker, std::vector<double> mine, const std::string& error, F&& combine) {
+    if (worker >= workers_) {
+      throw std::invalid_argument(internal::concat("batch_sync: worker index ", worker, " but the group has ", workers_,
+                                                   " workers (indices 0 to ", workers_ - 1, ")"));
+    }
+    slots_[worker] = std::move(mine);
+    errors_[worker] = error;
+    barrier_.arrive_and_wait();
+    std::string first_error;
+    for (std::size_t w = 0; w < workers_ && first_error.empty(); ++w) {
+      if (!errors_[w].empty()) first_error = internal::concat("worker ", w, ": ", errors_[w]);
+    }
+    if (first_error.empty()) combine(static_cast<const std::vector<std::vector<double>>&>(slots_));
+    barrier_.arrive_and_wait();  // nobody overwrites a slot before every worker has read them all
+    if (!first_error.empty()) throw std::invalid_argument(first_error);
+  }
+
+ private:
+  static std::size_t check_workers(std::size_t n) {
+    if (n == 0) throw std::invalid_argument("batch_sync: a group needs at least 1 worker, got 0");
+    return n;
+  }
+  std::size_t workers_;
+  std::vector<std::vector<double>> slots_;
+  std::vector<std::string> errors_;
+  std::barrier<> barrier_;
+};
+
+/// Where a worker's call meets the others: its group and its index (default: no group, the call's own
+/// rows are the whole batch). Train mode only (eval calls ignore it). Worker 0 updates the running
+/// statistics once the group has met, so read them (an eval call, `running_mean()`) only after every
+/// worker's train call has returned.
+struct sync_slot {
+  batch_sync* group = nullptr;  ///< the group, or nullptr for an unsynchronised call
+  std::size_t worker = 0;       ///< this worker's index in the group, 0 <= worker < group->workers()
+};
+
+/// Batch normalisation: `y = (x - mean) / sqrt(var + epsilon) * scale + bias`, the statistics taken per
+/// feature over every axis but the last (Flax's default `axis=-1`).
+///
+/// - **Parameters**: optional `scale` (ones) and `bias` (zeros) [features] in `P::param_type`;
+///   `for_each_parameter` walks "scale", "bias".
+/// - **State** (not parameters, never touched by an optimiser): running mean (zeros) and variance
+///   (ones) [features] in `stat_type = statistics_t<compute_t<P, param_type>>` = promote_types(float32,
+///   compute) (FLIP 1777: "calculating statistics is by default always done in float32 ... we should now
+///   use np.promote_types(float32, dtype) ... The running batch statistics will be stored with the same
+///   dtype"). `for_each_buffer` walks "mean", "var" (Flax's `batch_stats` names) and, under the pytorch
+///   convention, "num_batches_tracked" (a [1] tensor holding the count) for checkpoints.
+/// - **Input**: x [..., features], rank >= 2 (the batch axes first), real element type T; a view or map
+///   as for every layer (docs/layers.md, "Containers"). Output `output_t<P, T>`, same shape.
+/// - **Computation**: x rounded to C = `compute_t<P, T>` and widened to S = `statistics_t<C>` (float32
+///   for bfloat16, float16, float32; float64 for float64). Train mode: per feature, sums of d = x - x[first
+///   row] and d^2, over blocks of 8 rows in S and then in float64 (the shift keeps them accurate for data
+///   ~1e6 with unit spread), the mean and biased variance rounded to S; workers' partial statistics
+///   combine by Chan et al.'s pairwise rule. Two passes over x (statistics, normalisation), on the
+///   calling thread; `forward_into` writes into a caller's array. Eval mode: the running statistics. Then `(x - mean) *
+///   (rsqrt(var + eps) * scale) + bias` in S with the parameters rounded to C, rounded once to the output type. A batch
+///   of one row has variance 0 and gives `bias` (finite) under the flax convention.
+/// - **Errors** (`std::invalid_argument`, naming the sizes): zero features; an input of rank < 2 or
+///   whose last axis is not `features()`; a train-mode batch of zero rows, or of one row under the
+///   pytorch convention (PyTorch: "Expected more than 1 value per channel when training"); train mode
+///   on a const layer.
+/// - **Complex** inputs do not compile here (the running mean would be complex); `group_norm` and
+///   `layer_norm` normalise complex inputs with |x - mean|^2.
+///
+/// **Example**:
+///
+///     nn::batch_norm<mixprec::policy<float, mixprec::bfloat16, mixprec::bfloat16>> bn(256);
+///     auto y = bn(x, nn::mode::train);    // x [batch, 256]; updates bn.running_mean(), running_var()
+///     auto z = std::as_const(bn)(x, nn::mode::eval);   // thread-safe, running statistics
+template <class P>
+class batch_norm {
+ public:
+  using policy_type = P;
+  using param_type = typename P::param_type;
+  using vector_type = xt::xtensor<param_type, 1>;            ///< [features]
+  using stat_type = statistics_t<compute_t<P, param_type>>;  ///< running statistics, promote(float32, C)
+  using stat_vector = xt::xtensor<stat_type, 1>;             ///< [features]
+  using grad_type = grad_t<P>;                               ///< element type of the parameter gradients
+
+  /// A layer for `features` features: scale ones, bias zeros, running mean zeros, running variance ones.
+  /// \throws std::invalid_argument if `features` is 0 or an option is out of range (batch_norm_options).
+  explicit batch_norm(std::size_t features, const batch_norm_options& options = {})
+      : features_(features), options_(options) {
+    if (features_ == 0) {
+      throw std::invalid_argument(
+          "batch_norm: features is 0; the layer needs at least one feature to normalise (the last axis of x)");
+    }
+    detail::check_epsilon("batch_norm", options_.epsilon);
+    const bool flax = options_.convention == batch_norm_convention::flax;
+    momentum_ = options_.momentum.value_or(flax ? 0.99 : 0.1);
+    if (!(momentum_ >= 0.0 && momentum_ <= 1.0)) {
+      throw std::invalid_argument(
+          internal::concat("batch_norm: momentum is ", detail::number_string(momentum_), " but must be in [0, 1]"));
+    }
+    if (flax && options_.cumulative_average) {
+      throw std::invalid_argument(
+          "batch_norm: cumulative_average is PyTorch's momentum=None; set convention = batch_norm_convention::pytorch");
+    }
+    if (options_.use_scale) scale_ = vector_type(xt::ones<param_type>({features_}));
+    if (options_.use_bias) bias_ = vector_type(xt::zeros<param_type>({features_}));
+    running_mean_ = stat_vector(xt::zeros<stat_type>({features_}));
+    running_var_ = stat_vector(xt::ones<stat_type>({features_}));
+    batches_ = stat_vector(xt::zeros<stat_type>({1}));
+  }
+
+  /// Number of features (the last axis).
+  [[nodiscard]] std::size_t features() const noexcept { return features_; }
+  /// The epsilon added to the variance.
+  [[nodiscard]] double epsilon() const noexcept { return options_.epsilon; }
+  /// The momentum in the convention's meaning (flax: weight of the old running value; pytorch: of the batch).
+  [[nodiscard]] double momentum() const noexcept { return momentum_; }
+  /// The options the layer was made with.
+  [[nodiscard]] const batch_norm_options& options() const noexcept { return options_; }
+  /// The scale [features], if the layer has one (writable: optimiser steps, checkpoint loads; same shape).
+  [[nodiscard]] const std::optional<vector_type>& scale() const noexcept { return scale_; }
+  [[nodiscard]] std::optional<vector_type>& scale() noexcept { return scale_; }
+  /// The bias [features], if the layer has one.
+  [[nodiscard]] const std::optional<vector_type>& bias() const noexcept { return bias_; }
+  [[nodiscard]] std::optional<vector_type>& bias() noexcept { return bias_; }
+  /// The running mean [features] in `stat_type`.
+  [[nodiscard]] const stat_vector& running_mean() const noexcept { return running_mean_; }
+  /// The running variance [features] in `stat_type`.
+  [[nodiscard]] const stat_vector& running_var() const noexcept { return running_var_; }
+  /// Train-mode calls seen (PyTorch's `num_batches_tracked`).
+  [[nodiscard]] std::uint64_t batches_tracked() const noexcept { return static_cast<std::uint64_t>(batches_(0)); }
+
+  /// The parameter gradients [features] in `grad_t<P>`, present where the layer has the parameter.
+  struct gradients {
+    std::optional<xt::xtensor<grad_type, 1>> scale;
+    std::optional<xt::xtensor<grad_type, 1>> bias;
+    /// Calls `f(name, tensor)` for "scale" and "bias" (those present), the order of `for_each_parameter`.
+    template <class F>
+    void for_each(F&& f) {
+      if (scale) f(std::string_view("scale"), *scale);
+      if (bias) f(std::string_view("bias"), *bias);
+    }
+    /// Const form of `for_each`.
+    template <class F>
+    void for_each(F&& f) const {
+      if (scale) f(std::string_view("scale"), *scale);
+      if (bias) f(std::string_view("bias"), *bias);
+    }
+  };
+
+  /// What `backward` needs for inputs of element type T: the mode, x̂ (rows × features) and the reciprocal
+  /// standard deviation r [features] in S, and the row count of the whole (synchronised) batch.
+  template <class T>
+  struct saved {
+    using stat_type = statistics_t<compute_t<P, T>>;
+    mode used = mode::eval;
+    std::vector<stat_type> xhat;  ///< (x − mean) · r, this call's rows × features
+    std::vector<stat_type> rstd;  ///< r = 1 / sqrt(var + eps) per feature
+    std::size_t batch_rows = 0;   ///< rows of the whole batch (all workers) in train mode
+  };
+
+  /// Calls `f(name, tensor)` on "scale" and "bias" (those present).
+  template <class F>
+  void for_each_parameter(F&& f) {
+    if (scale_) f(std::string_view("scale"), *scale_);
+    if (bias_) f(std::string_view("bias"), *bias_);
+  }
+  /// Const form of `for_each_parameter`.
+  template <class F>
+  void for_each_parameter(F&& f) const {
+    if (scale_) f(std::string_view("scale"), *scale_);
+    if (bias_) f(std::string_view("bias"), *bias_);
+  }
+  /// Calls `f(name, tensor)` on the state that is not a parameter (Flax's `batch_stats` collection): "mean",
+  /// "var" [features] and, under the pytorch convention, "num_batches_tracked" [1], all in `stat_type`.
+  /// Checkpoints save and load these; optimisers must not see them.
+  template <class F>
+  void for_each_buffer(F&& f) {
+    f(std::string_view("mean"), running_mean_);
+    f(std::string_view("var"), running_var_);
+    if (options_.convention == batch_norm_convention::pytorch) f(std::string_view("num_batches_tracked"), batches_);
+  }
+  /// Const form of `for_each_buffer`.
+  template <class F>
+  void for_each_buffer(F&& f) const {
+    f(std::string_view("mean"), running_mean_);
+    f(std::string_view("var"), running_var_);
+    if (options_.convention == batch_norm_convention::pytorch) f(std::string_view("num_batches_tracked"), batches_);
+  }
+
+  /// Zero gradients shaped like the parameters.
+  [[nodiscard]] gradients zero_gradients() const {
+    gradients g;
+    if (scale_) g.scale = xt::xtensor<grad_type, 1>(xt::zeros<grad_type>({features_}));
+    if (bias_) g.bias = xt::xtensor<grad_type, 1>(xt::zeros<grad_type>({features_}));
+    return g;
+  }
+
+  /// Normalises x [..., features] (rank >= 2) in mode `m`; returns the same kind of container in
+  /// `output_t<P, T>`. Train mode uses the batch's statistics (the whole group's with `sync`) and updates
+  /// the running statistics (under `sync`, worker 0 updates them); eval mode reads them only.
+  /// \throws std::invalid_argument as listed in the class comment.
+  template <detail::layer_input X>
+  [[nodiscard]] auto operator()(const X& x_in, mode m, sync_slot sync = {}) {
+    const auto& x = detail::as_array(x_in);
+    return train_or_eval<std::nullptr_t>(x, m, nullptr, sync);
+  }
+  /// Eval mode on a const layer (safe from several threads at once). \throws std::invalid_argument for
+  /// `mode::train` (it updates the running statistics: call it on a non-const layer).
+  template <detail::layer_input X>
+  [[nodiscard]] auto operator()(const X& x_in, mode m) const {
+    const auto& x = detail::as_array(x_in);
+    return run<std::nullptr_t>(x, m, nullptr, sync_slot{}, nullptr);
+  }
+
+  /// `operator()(x, m, sync)`, saving x̂ and r in `ctx` for `backward`. Same bits as `operator()`.
+  template <detail::layer_input X>
+  [[nodiscard]] auto forward(const X& x_in, saved<detail::value_t<X>>& ctx, mode m, sync_slot sync = {}) {
+    const auto& x = detail::as_array(x_in);
+    return train_or_eval(x, m, &ctx, sync);
+  }
+  /// Eval-mode `forward` on a const layer. \throws std::invalid_argument for `mode::train`.
+  template <detail::layer_input X>
+  [[nodiscard]] auto forward(const X& x_in, saved<detail::value_t<X>>& ctx, mode m) const {
+    const auto& x = detail::as_array(x_in);
+    return run(x, m, &ctx, sync_slot{}, nullptr);
+  }
+
+  /// `operator()(x, m, sync)` written into `out`, which must have x's shape and element type
+  /// `output_t<P, T>` (a caller's buffer: no allocation for the result). Same bits as `operator()`.
+  /// \throws std::invalid_argument as `operator()`, or if out's shape is not x's.
+  template <detail::layer_input X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x_in, mode m, sync_slot sync = {}) {
+    const auto& x = detail::as_array(x_in);
+    std::string out_error;  // reported in every worker of a group, as run_into's own errors
+    try {
+      check_out<X>(out, x);
+    } catch (const std::invalid_argument& e) {
+      if (sync.group == nullptr || m == mode::eval) throw;
+      out_error = e.what();
+    }
+    partial total;
+    run_into(x, out_error.empty() ? out.data() : nullptr, m, static_cast<std::nullptr_t>(nullptr), sync, &total,
+             out_error);
+    if (m == mode::train && (sync.group == nullptr || sync.worker == 0)) update_running(total);
+  }
+  /// Eval-mode `forward_into` on a const layer. \throws std::invalid_argument for `mode::train`.
+  template <detail::layer_input X, detail::layer_array Y>
+  void forward_into(Y& out, const X& x_in, mode m) const {
+    const auto& x = detail::as_array(x_in);
+    check_out<X>(out, x);
+    run_into(x, out.data(), m, static_cast<std::nullptr_t>(nullptr), sync_slot{}, nullptr);
+  }
+
+  /// The VJP. Train mode, through the batch statistics (PyTorch's batch_norm_backward; docs/training.md, "Gradient
+  /// formulas"): with N the rows of the whole batch and sums over all of them (every worker's, met in `sync`), `dx = r
+  /// · scale · (dy − Σdy / N − x̂ · Σ(dy·x̂) / N)` per feature; eval mode, through the affine map only: `dx = r · scale ·
+  /// dy`. dx is rounded once to the input type T (same kind of container as dy); `grads.scale += Σ dy·x̂`, `grads.bias
+  /// += Σ dy` over this call's rows (in `grad_t<P>`: the trainer sums the workers' gradients). \throws
+  /// std::invalid_argument if dy's shape is not the saved forward's or the gradients do not match the parameters.
+  template <class T, detail::layer_input DY>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads, sync_slot sync = {}) const {
+    const auto& dy = detail::as_array(dy_in);
+    using C = compute_t<P, T>;
+    using S = typename saved<T>::stat_type;
+    const std::size_t f = features_;
+    std::string error;
+    try {
+      check_input("batch_norm::backward", dy);
+      detail::check_backward_rows("batch_norm::backward", detail::leading_size(dy), ctx.xhat.size() / f);
+      if (ctx.rstd.size() != f || ctx.xhat.size() % f != 0) {
+        throw std::invalid_argument(internal::concat("batch_norm::backward: the saved context holds ", ctx.rstd.size(),
+                                                     " standard deviations but the layer has ", f,
+                                                     " features; pass the context filled by this layer's forward()"));
+      }
+      if (scale_.has_value() != grads.scale.has_value() || bias_.has_value() != grads.bias.has_value() ||
+          (grads.scale && grads.scale->size() != f) || (grads.bias && grads.bias->size() != f)) {
+        throw std::invalid_argument(
+            "batch_norm::backward: the gradients do not match the layer's scale and bias; make them with "
+            "zero_gradients()");
+      }
+    } catch (const std::invalid_argument& e) {
+      if (sync.group == nullptr || ctx.used == mode::eval) throw;
+      error = e.what();
+    }
+    const std::size_t rows = error.empty() ? ctx.xhat.size() / f : 0;
+    std::vector<S> scale(f, S(1));
+    if (scale_) internal::round_widen_n<C>(scale_->data(), f, scale.data());
+    std::vector<double> sdy(f, 0.0), sdyx(f, 0.0);
+    std::vector<S> d(f);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const S* xh = ctx.xhat.data() + r * f;
+      for (std::size_t j = 0; j < f; ++j) {
+        const S v = internal::round_to<S>(dy.data()[r * f + j]);
+        sdy[j] += static_cast<double>(v);
+        sdyx[j] += static_cast<double>(v * xh[j]);
+      }
+    }
+    if (grads.scale && error.empty()) {
+      for (std::size_t j = 0; j < f; ++j) grads.scale->data()[j] += static_cast<grad_type>(sdyx[j]);
+    }
+    if (grads.bias && error.empty()) {
+      for (std::size_t j = 0; j < f; ++j) grads.bias->data()[j] += static_cast<grad_type>(sdy[j]);
+    }
+    auto dx = detail::make_like<T>(dy, f);
+    if (ctx.used == mode::eval) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t j = 0; j < f; ++j) {
+          const S v = internal::round_to<S>(dy.data()[r * f + j]);
+          dx.data()[r * f + j] = internal::round_out<T>(ctx.rstd[j] * scale[j] * v);
+        }
+      }
+      return dx;
+    }
+    std::vector<double> total_dy = sdy, total_dyx = sdyx;
+    if (sync.group != nullptr) {
+      std::vector<double> mine(2 * f);
+      std::copy(sdy.begin(), sdy.end(), mine.begin());
+      std::copy(sdyx.begin(), sdyx.end(), mine.begin() + static_cast<std::ptrdiff_t>(f));
+      sync.group->exchange(sync.worker, std::move(mine), error, [&](const std::vector<std::vector<double>>& all) {
+        std::fill(total_dy.begin(), total_dy.end(), 0.0);
+        std::fill(total_dyx.begin(), total_dyx.end(), 0.0);
+        for (const auto& s : all) {
+          for (std::size_t j = 0; j < f; ++j) {
+            total_dy[j] += s[j];
+            total_dyx[j] += s[f + j];
+          }
+        }
+      });
+    }
+    const double n = static_cast<double>(ctx.batch_rows);
+    std::vector<S> mean_dy(f), mean_dyx(f), coef(f);
+    for (std::size_t j = 0; j < f; ++j) {
+      mean_dy[j] = static_cast<S>(total_dy[j] / n);
+      mean_dyx[j] = static_cast<S>(total_dyx[j] / n);
+      coef[j] = ctx.rstd[j] * scale[j];
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      const S* xh = ctx.xhat.data() + r * f;
+      for (std::size_t j = 0; j < f; ++j) {
+        const S v = internal::round_to<S>(dy.data()[r * f + j]);
+        dx.data()[r * f + j] = internal::round_out<T>(coef[j] * (v - mean_dy[j] - xh[j] * mean_dyx[j]));
+      }
+    }
+    return dx;
+  }
+
+ private:
+  template <class X>
+  void check_input(const char* where, const X& x) const {
+    if (x.dimension() < 2) {
+      throw std::invalid_argument(internal::concat(where, ": input has shape ", detail::shape_string(x.shape()),
+                                                   " (rank ", x.dimension(),
+                                                   ") but batch normalisation needs rank >= 2, [batch..., ", features_,
+                                                   "]: the statistics are taken over every axis but the last"));
+    }
+    detail::check_features(where, x, features_, [&] {
+      return internal::concat("scale, bias and running statistics shape [", features_, "]");
+    });
+  }
+
+  template <class X, class Y, class A>
+  static void check_out(const Y& out, const A& x) {
+    static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, detail::value_t<X>>>,
+                  "batch_norm::forward_into(out, x, mode): out's element type must be output_t<P, T> of the "
+                  "layer's policy P for x's element type T; make out with that type, or use the value-returning "
+                  "call.");
+    detail::check_output_shape("batch_norm::forward_into", "out", out, x);
+  }
+
+  /// Whether the passes read x in place (x needs no rounding to C, and widening it to S vectorises
+  /// inline: S itself or bfloat16), rather than rounding blocks of it into a buffer in bulk.
+  template <class T, class C, class S>
+  static constexpr bool reads_directly = std::is_same_v<T, C> &&
+                                         (std::is_same_v<T, S> || std::is_same_v<T, mixprec::bfloat16>);
+
+  /// A value of x (type C, read in place) or of the buffer (already S) as S.
+  template <class C, class S, class V>
+  static S widened(const V& v) noexcept {
+    if constexpr (std::is_same_v<V, S>) {
+      return v;
+    } else if constexpr (std::is_same_v<V, mixprec::bfloat16> && std::is_same_v<S, float>) {
+      // bfloat16 is float's upper half: the exact value (a NaN stays a NaN, made quiet by the arithmetic
+      // that follows) by a shift the compiler vectorises; the conversion operator also quiets NaNs, which
+      // costs several operations per element here.
+      return std::bit_cast<float>(static_cast<std::uint32_t>(v.bits()) << 16);
+    } else {
+      return internal::round_widen<C>(v);
+    }
+  }
+
+  /// Per-feature partial statistics of this worker: rows, mean and M2 = Σ (x - mean)^2, in float64.
+  struct partial {
+    double rows = 0;
+    std::vector<double> mean, m2;
+  };
+
+  template <class C, class T>
+  partial partial_stats(const T* in, std::size_t rows) const {
+    using S = statistics_t<C>;
+    const std::size_t f = features_;
+    partial p;
+    p.rows = static_cast<double>(rows);
+    p.mean.assign(f, 0.0);
+    p.m2.assign(f, 0.0);
+    if (rows == 0) return p;
+    // d = x - x[first row], exact or nearly (both in S); blocks of `block` rows are summed in S (8 terms:
+    // within 8 u_S of the block's magnitude), then added to float64 totals. The block's rows come straight
+    // from x when x is already in S = C, else rounded to C and widened into `buf` (L1-sized).
+    constexpr bool direct = reads_directly<T, C, S>;
+    constexpr std::size_t block = 8;
+    std::vector<S> shift(f), buf(direct ? 0 : block * f);
+    internal::round_widen_n<C>(in, f, shift.data());
+    std::vector<double> s1(f, 0.0), s2(f, 0.0);
+    auto sum_block = [&](const auto* x, std::size_t nr) {
+      if (nr == block) {
+        for (std::size_t j = 0; j < f; ++j) {
+          S t1 = 0, t2 = 0;
+          for (std::size_t k = 0; k < block; ++k) {
+            const S d = widened<C, S>(x[k * f + j]) - shift[j];
+            t1 += d;
+            t2 += d * d;
+          }
+          s1[j] += static_cast<double>(t1);
+          s2[j] += static_cast<double>(t2);
+        }
+      } else {
+        for (std::size_t k = 0; k < nr; ++k) {
+          for (std::size_t j = 0; j < f; ++j) {
+            const S d = widened<C, S>(x[k * f + j]) - shift[j];
+            s1[j] += static_cast<double>(d);
+            s2[j] += static_cast<double>(d * d);
+          }
+        }
+      }
+    };
+    for (std::size_t r0 = 0; r0 < rows; r0 += block) {
+      const std::size_t nr = std::min(block, rows - r0);
+      if constexpr (direct) {
+        sum_block(in + r0 * f, nr);
+      } else {
+        internal::round_widen_n<C>(in + r0 * f, nr * f, buf.data());
+        sum_block(static_cast<const S*>(buf.data()), nr);
+      }
+    }
+    // A block's sum of squares overflows S when |d| nears sqrt(S's max) (float: 1.8e19): such columns
+    // (and NaN ones) are summed again element by element in float64, where squares of any float fit.
+    if constexpr (std::is_same_v<S, float>) {
+      for (std::size_t j = 0; j < f; ++j) {
+        if (std::isfinite(s2[j])) continue;
+        s1[j] = 0;
+        s2[j] = 0;
+        for (std::size_t r = 0; r < rows; ++r) {
+          const double d = static_cast<double>(internal::round_widen<C>(in[r * f + j])) - static_cast<double>(shift[j]);
+          s1[j] += d;
+          s2[j] += d * d;
+        }
+      }
+    }
+    const double n = p.rows;
+    for (std::size_t j = 0; j < f; ++j) {
+      p.mean[j] = static_cast<double>(shift[j]) + s1[j] / n;
+      p.m2[j] = std::max(0.0, s2[j] - s1[j] * s1[j] / n);
+    }
+    return p;
+  }
+
+  /// Chan, Golub and LeVeque's pairwise combination: b merged into a.
+  static void merge(partial& a, const partial& b) {
+    if (b.rows == 0) return;
+    if (a.rows == 0) {
+      a = b;
+      return;
+    }
+    const double n = a.rows + b.rows;
+    for (std::size_t j = 0; j < a.mean.size(); ++j) {
+      const double delta = b.mean[j] - a.mean[j];
+      a.mean[j] += delta * (b.rows / n);
+      a.m2[j] += b.m2[j] + delta * delta * (a.rows * b.rows / n);
+    }
+    a.rows = n;
+  }
+
+  /// `run` on a non-const layer: train mode then updates the running statistics (worker 0 of a group).
+  template <class Ctx, class X>
+  auto train_or_eval(const X& x, mode m, Ctx ctx, sync_slot sync) {
+    partial total;
+    auto y = run(x, m, ctx, sync, &total);
+    if (m == mode::train && (sync.group == nullptr || sync.worker == 0)) update_running(total);
+    return y;
+  }
+
+  /// The forward pass; in train mode the batch's combined statistics go to `*total` (nullptr: a const
+  /// layer, where train mode is an error).
+  template <class Ctx, class X>
+  auto run(const X& x, mode m, Ctx ctx, sync_slot sync, partial* total_out) const {
+    using O = output_t<P, detail::value_t<X>>;
+    // A rank-0 x is an error reported below (in every worker of a group); its y is never written.
+    auto y = x.dimension() == 0 ? detail::rebind_t<X, O>::from_shape(x.shape()) : detail::make_like<O>(x, features_);
+    run_into(x, y.data(), m, ctx, sync, total_out);
+    return y;
+  }
+
+  /// The forward pass written to `out` (x's rows × features elements).
+  template <class Ctx, class X, class O>
+  void run_into(const X& x, O* out_data, mode m, Ctx ctx, sync_slot sync, partial* total_out,
+                const std::string& earlier_error = {}) const {
+    const bool may_update = total_out != nullptr;
+    using T = detail::value_t<X>;
+    static_assert(!detail::is_complex_v<T>,
+                  "batch_norm: complex inputs are not supported (the running mean would be complex); use "
+                  "group_norm or layer_norm, which normalise complex inputs with |x - mean|^2.");
+    using C = compute_t<P, T>;
+    using S = statistics_t<C>;
+    static_assert(std::is_same_v<O, output_t<P, T>>);
+    const std::size_t f = features_;
+    std::string error;
+    try {
+      if (!earlier_error.empty()) throw std::invalid_argument(earlier_error);
+      check_input("batch_norm", x);
+      if (m == mode::train && !may_update) {
+        throw std::invalid_argument(
+            "batch_norm: mode::train updates the running statistics, so it needs a non-const layer; use "
+            "mode::eval on a const layer");
+      }
+    } catch (const std::invalid_argument& e) {
+      if (sync.group == nullptr || m == mode::eval) throw;
+      error = e.what();
+    }
+    const std::size_t rows = error.empty() ? detail::leading_size(x) : 0;
+    std::vector<S> mean(f), corr(f, S(0)), rstd(f);
+    std::size_t batch_rows = rows;
+    if (m == mode::train) {
+      partial total = partial_stats<C>(x.data(), rows);
+      if (sync.group != nullptr) {
+        std::vector<double> mine(1 + 2 * f);
+        mine[0] = total.rows;
+        std::copy(total.mean.begin(), total.mean.end(), mine.begin() + 1);
+        std::copy(total.m2.begin(), total.m2.end(), mine.begin() + 1 + static_cast<std::ptrdiff_t>(f));
+        sync.group->exchange(sync.worker, std::move(mine), error, [&](const std::vector<std::vector<double>>& all) {
+          total = partial{};
+          for (const auto& s : all) {
+            partial p;
+            p.rows = s[0];
+            p.mean.assign(s.begin() + 1, s.begin() + 1 + static_cast<std::ptrdiff_t>(f));
+            p.m2.assign(s.begin() + 1 + static_cast<std::ptrdiff_t>(f), s.end());
+            merge(total, p);
+          }
+        });
+      }
+      batch_rows = static_cast<std::size_t>(total.rows);
+      const bool pytorch = options_.convention == batch_norm_convention::pytorch;
+      if (batch_rows == 0 || (pytorch && batch_rows == 1)) {
+        throw std::invalid_argument(internal::concat(
+            "batch_norm: mode::train needs ", pytorch ? "at least 2 rows" : "at least 1 row",
+            " in the batch to take statistics from, got ", batch_rows, " (input shape ",
+            detail::shape_string(x.shape()), ")",
+            pytorch ? "; the pytorch convention's unbiased variance divides by rows - 1 (PyTorch: \"Expected more "
+                      "than 1 value per channel when training\")"
+                    : ""));
+      }
+      const double n = total.rows;
+      for (std::size_t j = 0; j < f; ++j) {
+        const double var = total.m2[j] / n;
+        mean[j] = static_cast<S>(total.mean[j]);
+        corr[j] = static_cast<S>(total.mean[j] - static_cast<double>(mean[j]));
+        // r in float64, rounded once: var itself may exceed float (a column of +-3e19), r never does.
+        rstd[j] = static_cast<S>(1.0 / std::sqrt(var + options_.epsilon));
+      }
+      *total_out = std::move(total);
+    } else {
+      for (std::size_t j = 0; j < f; ++j) {
+        mean[j] = static_cast<S>(running_mean_(j));
+        rstd[j] = static_cast<S>(1.0 / std::sqrt(static_cast<double>(running_var_(j)) + options_.epsilon));
+      }
+    }
+    // Parameters rounded to the compute type, in S (1 and 0 when absent).
+    std::vector<S> mult(f, S(1)), bias(f, S(0));
+    if (scale_) internal::round_widen_n<C>(scale_->data(), f, mult.data());
+    if (bias_) internal::round_widen_n<C>(bias_->data(), f, bias.data());
+    for (std::size_t j = 0; j < f; ++j) mult[j] *= rstd[j];
+    S* xhat = nullptr;
+    if constexpr (!std::is_same_v<Ctx, std::nullptr_t>) {
+      ctx->used = m;
+      ctx->rstd = rstd;
+      ctx->batch_rows = batch_rows;
+      ctx->xhat.resize(rows * f);
+      xhat = ctx->xhat.data();
+    }
+    // The second pass: rows straight from x when x needs no rounding (T = C, widened inline), else
+    // rounded to C into `row` in bulk.
+    constexpr bool direct = reads_directly<T, C, S>;
+    std::vector<S> row(direct ? 0 : f);
+    constexpr bool bulk_out = std::is_same_v<S, float> && mixprec::small_float<O>;
+    std::vector<S> wide(bulk_out ? f : 0);
+    auto normalise_row = [&](const auto* src, std::size_t r) {
+      O* out = out_data + r * f;
+      if constexpr (bulk_out) {
+        // y in S into `wide`, then one bulk rounding of the row to O (mixprec::convert's): the same bits.
+        for (std::size_t j = 0; j < f; ++j) {
+          wide[j] = ((widened<C, S>(src[j]) - mean[j]) - corr[j]) * mult[j] + bias[j];
+        }
+        internal::round_n<O>(wide.data(), f, out);
+      } else {
+        for (std::size_t j = 0; j < f; ++j) {
+          const S dev = (widened<C, S>(src[j]) - mean[j]) - corr[j];
+          out[j] = internal::round_out<O>(dev * mult[j] + bias[j]);
+        }
+      }
+      if (xhat != nullptr) {
+        for (std::size_t j = 0; j < f; ++j) {
+          xhat[r * f + j] = ((widened<C, S>(src[j]) - mean[j]) - corr[j]) * rstd[j];
+        }
+      }
+    };
+    for (std::size_t r = 0; r < rows; ++r) {
+      if constexpr (direct) {
+        normalise_row(x.data() + r * f, r);
+      } else {
+        internal::round_widen_n<C>(x.data() + r * f, f, row.data());
+        normalise_row(static_cast<const S*>(row.data()), r);
+      }
+    }
+  }
+
+  /// The running-statistics update of `options_.convention`, in float64, rounded to `stat_type`.
+  void update_running(const partial& total) {
+    const double n = total.rows;
+    const double seen = static_cast<double>(batches_(0)) + 1.0;
+    batches_(0) = static_cast<stat_type>(seen);
+    const bool pytorch = options_.convention == batch_norm_convention::pytorch;
+    // w: the weight of the batch's statistic.
+    const double w = pytorch ? (options_.cumulative_average ? 1.0 / seen : momentum_) : 1.0 - momentum_;
+    for (std::size_t j = 0; j < features_; ++j) {
+      const double var = pytorch ? total.m2[j] / (n - 1.0) : total.m2[j] / n;
+      running_mean_(j) = static_cast<stat_type>((1.0 - w) * static_cast<double>(running_mean_(j)) + w * total.mean[j]);
+      running_var_(j) = static_cast<stat_type>((1.0 - w) * static_cast<double>(running_var_(j)) + w * var);
+    }
+  }
+
+  std::size_t features_;
+  batch_norm_options options_;
+  double momentum_ = 0.99;
+  std::optional<vector_type> scale_;
+  std::optional<vector_type> bias_;
+  stat_vector running_mean_;
+  stat_vector running_var_;
+  stat_vector batches_;
+};
+
+namespace detail {
+template <>
+inline constexpr std::string_view layer_name<batch_norm> = "mixprec::nn::batch_norm";
+}  // namespace detail
+
+/// batch_norm with its policy taken from the `policy_scope` live at construction: one of the listed `Ps...`
+/// (nn/from_scope.hpp). Constructed with `batch_norm<P>`'s constructor arguments, optionally preceded by
+/// `compute_dtype(...)`, or with `from_factory`. Adds to `scoped_layer` the non-const train-mode call and
+/// the buffer walk. Errors: `policy_error` when the scope's policy (after the override) is not listed.
+template <class... Ps>
+class batch_norm<from_scope<Ps...>> : public detail::scoped_layer<batch_norm, Ps...> {
+  using base = detail::scoped_layer<batch_norm, Ps...>;
+
+ public:
+  using base::base;
+  using base::operator();
+
+  /// `batch_norm<P>::operator()(x, m, sync)` of the selected policy (train mode updates its running
+  /// statistics). Returns what the const call returns for the same input.
+  template <detail::layer_input X>
+  [[nodiscard]] auto operator()(const X& x, mode m, sync_slot sync = {}) {
+    using R = std::remove_cvref_t<decltype(std::declval<const base&>()(x, m))>;
+    return this->visit([&](auto& layer) { return detail::to_common_result<R>(layer(x, m, sync)); });
+  }
+
+  /// The layer's `for_each_buffer(f)` (a generic `f`: the tensors are in each policy's `stat_type`).
+  template <class F>
+  void for_each_buffer(F&& f) {
+    this->visit([&](auto& layer) { layer.for_each_buffer(f); });
+  }
+  /// Const form of `for_each_buffer`.
+  template <class F>
+  void for_each_buffer(F&& f) const {
+    this->visit([&](const auto& layer) { layer.for_each_buffer(f); });
+  }
+};
+
+}  // namespace mixprec::nn
