@@ -129,9 +129,11 @@ class head_products {
 
  private:
   using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  [[nodiscard]] auto strided(const float* x) const {
-    return Eigen::Map<const RowMajor, Eigen::Unaligned, Eigen::OuterStride<>>(
-        x, static_cast<Eigen::Index>(seq_), head_dim, Eigen::OuterStride<>(heads * head_dim));
+  using StridedMap = Eigen::Map<const RowMajor, Eigen::Unaligned, Eigen::OuterStride<>>;
+  // The return type is spelled out: the public members above use it before this definition (a
+  // deduced `auto` there does not compile, which only the build without oneDNN sees).
+  [[nodiscard]] StridedMap strided(const float* x) const {
+    return StridedMap(x, static_cast<Eigen::Index>(seq_), head_dim, Eigen::OuterStride<>(heads * head_dim));
   }
   static Eigen::Map<RowMajor> eigen_map(float* x, std::size_t seq) {
     return {x, static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(seq)};
