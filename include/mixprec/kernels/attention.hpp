@@ -15,7 +15,6 @@
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/arch/message.hpp"
@@ -44,7 +43,7 @@ struct attention_problem {
   std::size_t query_block = 0;  ///< queries per tile
   std::size_t key_block = 0;    ///< keys per tile
   bool causal = false;          ///< query t sees keys up to its own position only
-  double scale = 0.0;           ///< the score scale (1/sqrt(head_dim) by default)
+  double scale = 0.0;           ///< the score scale (no default here: nn::attention_config's is 1/sqrt(head_dim))
   softmax_precision softmax = softmax_precision::opmath;  ///< scores and weights in opmath, or rounded to C
 };
 
@@ -109,7 +108,10 @@ struct attention_scratch_sizes {
 /// Eigen's products on the tile, its keys and values widened per tile. Memory: the packed copies are
 /// O(S) (2 × S × head_dim floats per call, or S × head_dim floats and as many bfloat16 key patterns),
 /// never O(S²).
-/// \throws std::invalid_argument when `queries` or `out` do not hold [batch, seq, n_heads, head_dim].
+/// \throws std::invalid_argument when `queries` or `out` do not hold [batch, seq, n_heads, head_dim]
+///         (the message starts "scaled_dot_product_attention:", the operation nn exposes), or when the
+///         problem is inconsistent: n_kv_heads not dividing n_heads, a block of 0, seq > keys or
+///         keys > capacity.
 template <class C, class KV, class Scratch>
 requires attention_kv_source<KV, C>
 void attention(std::span<const C> queries, const KV& kv, const attention_problem& problem, std::span<C> out,
@@ -138,6 +140,13 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
                                 " elements but [batch, seq, n_heads, "
                                 "head_dim] = " +
                                 shape + " needs " + std::to_string(expected));
+  }
+  if (c.n_kv_heads == 0 || n_heads % c.n_kv_heads != 0 || c.query_block == 0 || c.key_block == 0 || seq > total ||
+      c.capacity < total) {
+    throw std::invalid_argument(internal::concat(
+        "kernels::attention: the problem is inconsistent (n_heads ", n_heads, ", n_kv_heads ", c.n_kv_heads,
+        ", query_block ", c.query_block, ", key_block ", c.key_block, ", seq ", seq, ", keys ", total, ", capacity ",
+        c.capacity, "): n_kv_heads must divide n_heads, the blocks must be positive, and seq <= keys <= capacity"));
   }
   if (expected == 0) return;
 

@@ -18,7 +18,6 @@
 #include <complex>
 #include <concepts>
 #include <cstddef>
-#include <cstdint>
 #include <ranges>
 #include <type_traits>
 #include <vector>

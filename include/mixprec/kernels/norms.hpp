@@ -1,9 +1,9 @@
 /// \file
 /// \brief The row operations of the normalisation layers, dispatched once per call: `layer_norm_rows`,
 /// `rms_norm_rows` and `rms_norm_fused_rows` run `rows` rows of `n` features (row-major) through the
-/// vectorised row kernels of this CPU (the AVX-512 or AVX2 rows, chosen in kernels/detail/norm_rows.hpp
-/// by `mixprec::active_isa()`, read once per call), split over the kernels' threads. The layer keeps
-/// the definition of a row: a row the vectorised kernel declines (not finite, or needing the
+/// vectorised row kernels of this CPU (layer_norm: the AVX-512 or AVX2 rows; rms_norm: the AVX2 rows;
+/// chosen in kernels/detail/norm_rows.hpp by `mixprec::active_isa()`, read once per call), split over the kernels'
+/// threads. The layer keeps the definition of a row: a row the vectorised kernel declines (not finite, or needing the
 /// power-of-two rescaling), every row at the portable level, and every row of a type combination
 /// without a vectorised kernel go to the layer's own `portable_row`, which the kernels call with the
 /// row's index. Rows are independent, so neither the path, the split nor the thread count changes a

@@ -64,7 +64,6 @@
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/rounding.hpp"
 #include "mixprec/kernels/softmax.hpp"
-#include "mixprec/kernels/threads.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/from_scope.hpp"
@@ -183,8 +182,8 @@ namespace detail {
 /// The tiled attention of `scaled_dot_product_attention` (kernels::attention) after the config is
 /// resolved and checked against the cache.
 template <class C, class Scratch>
-void attention_tiles(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
-                     const attention_config& config, std::span<C> out, Scratch&& scratch) {
+void checked_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
+                       const attention_config& config, std::span<C> out, Scratch&& scratch) {
   static_assert(detail::attention_real_v<C>,
                 "scaled_dot_product_attention: the compute type must be real (float, double or a mixprec small "
                 "float); attention over complex values is not supported.");
@@ -241,7 +240,7 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
                                   const attention_config& config, std::span<C> out,
                                   attention_workspace<accumulator_t<C>>& workspace) {
   using A = accumulator_t<C>;
-  detail::attention_tiles<C>(queries, cache, seq, config, out, [&](const kernels::attention_scratch_sizes& n) {
+  detail::checked_attention<C>(queries, cache, seq, config, out, [&](const kernels::attention_scratch_sizes& n) {
     workspace.queries.resize(n.queries);
     workspace.accumulators.resize(n.queries);
     workspace.scores.resize(n.scores);
@@ -265,7 +264,7 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
                                   const attention_config& config, std::span<C> out, workspace& ws) {
   using A = accumulator_t<C>;
   const workspace::frame frame(ws);
-  detail::attention_tiles<C>(queries, cache, seq, config, out, [&](const kernels::attention_scratch_sizes& n) {
+  detail::checked_attention<C>(queries, cache, seq, config, out, [&](const kernels::attention_scratch_sizes& n) {
     return kernels::attention_scratch<A>{ws.take<A>(n.queries),
                                          ws.take<A>(n.queries),
                                          ws.take<A>(n.scores),

@@ -17,15 +17,13 @@
 
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/dtypes/promotion.hpp"
+#include "mixprec/kernels/rounding.hpp"
 #include "mixprec/policies/policy.hpp"
 
 namespace mixprec::nn {
 
 namespace detail {
-template <class T>
-inline constexpr bool is_complex_v = false;
-template <class T>
-inline constexpr bool is_complex_v<std::complex<T>> = true;
+using internal::is_complex_v;  // kernels/rounding.hpp
 
 /// `Target` adjusted so that a complex `Input` stays complex.
 template <class Target, class Input>

@@ -121,7 +121,7 @@ struct rms_norm_options {
 ///   llama2.c does (`weight[j] * (ss * x[j])`): the scale as stored by default, or rounded to C with
 ///   `scale_precision = norm_scale_precision::compute`; one rounding to `O = output_t<P, T>`. On a
 ///   CPU with AVX2 and float/bfloat16/float16 types, ordinary rows sum their squares in float64
-///   instead (kernels/detail/norm_avx2.hpp; the fused stream is the same bits), split over
+///   instead (the vectorised rows of `kernels::rms_norm_rows`; the fused stream is the same bits), split over
 ///   `mixprec::num_threads()` threads.
 ///   An all-zero row gives zeros when epsilon > 0 (0/0 = NaN with epsilon 0, as IEEE says).
 /// - **Fused form** `norm(x, residual)` / `norm(x, no_residual)`: see the file comment. The residual

@@ -40,12 +40,9 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
-#include <cassert>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -60,7 +57,6 @@
 #include "mixprec/kernels/packed_b.hpp"
 #include "mixprec/kernels/quantise.hpp"
 #include "mixprec/kernels/reductions.hpp"
-#include "mixprec/kernels/rounding.hpp"
 #include "mixprec/kernels/scratch.hpp"
 #include "mixprec/nn/dot_product.hpp"
 #include "mixprec/scaled/delayed_scaling.hpp"

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -498,6 +499,7 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
 template <class C, class A, class BSrc, class Y>
 void blocked_gemm(const gemm_problem<A, Y>& p, const BSrc& b) {
   static_assert(!std::is_const_v<Y>, "the product writes y");
+  assert(p.out != epilogue::bias || p.bias != nullptr);
   if (p.m == 0 || p.n == 0) return;
   const isa level = active_isa();  // read once: every block of this product runs the same kernel
   if constexpr (std::same_as<BSrc, packed_b_view>) {
