@@ -499,8 +499,9 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
 template <class C, class A, class BSrc, class Y>
 void blocked_gemm(const gemm_problem<A, Y>& p, const BSrc& b) {
   static_assert(!std::is_const_v<Y>, "the product writes y");
-  assert(p.out != epilogue::bias || p.bias != nullptr);
   if (p.m == 0 || p.n == 0) return;
+  // A bias epilogue names its bias (an empty one, n = 0, may be null and returned above).
+  assert(p.out != epilogue::bias || p.bias != nullptr);
   const isa level = active_isa();  // read once: every block of this product runs the same kernel
   if constexpr (std::same_as<BSrc, packed_b_view>) {
     switch (b.format) {
