@@ -1,5 +1,5 @@
-// Tests that the AVX-512 exp of the softmax rows (kernels/detail/exp_avx512.hpp) gives the AVX2 exp's
-// bits (kernels/detail/exp_avx2.hpp, itself tested against std::exp in exp_avx2_test.cpp), lane for
+// Tests that the exp of the softmax rows (kernels/detail/exp.hpp) gives the same bits at 16 lanes
+// (simd_avx512) as at 8 (simd_avx2, itself tested against std::exp in exp_test.cpp), lane for
 // lane, over a sweep of every float bit pattern class: normal, subnormal, zero, Inf, NaN.
 #include <catch2/catch.hpp>
 
@@ -10,33 +10,33 @@
 #include <limits>
 
 #include "mixprec/arch/isa.hpp"
-#include "mixprec/kernels/detail/exp_avx512.hpp"
+#include "mixprec/kernels/detail/exp.hpp"
 
-namespace exp_avx512_test {
+namespace exp_widths_test {
 
 #if MIXPREC_X86_DISPATCH
 namespace {
 
 MIXPREC_TARGET_AVX512 void exp16_of(const float* x, float* y) {
-  _mm512_storeu_ps(y, mixprec::detail::exp_avx512::exp16(_mm512_loadu_ps(x)));
+  _mm512_storeu_ps(y, mixprec::detail::simd_avx512::exp(_mm512_loadu_ps(x)));
 }
 
 MIXPREC_TARGET_AVX512 void exp16_shifted_of(const float* x, float* y) {
-  _mm512_storeu_ps(y, mixprec::detail::exp_avx512::exp16_shifted(_mm512_loadu_ps(x)));
+  _mm512_storeu_ps(y, mixprec::detail::simd_avx512::exp_shifted(_mm512_loadu_ps(x)));
 }
 
 MIXPREC_TARGET_AVX512 void exp16_nonpositive_of(const float* x, float* y) {
-  _mm512_storeu_ps(y, mixprec::detail::exp_avx512::exp16_nonpositive(_mm512_loadu_ps(x)));
+  _mm512_storeu_ps(y, mixprec::detail::simd_avx512::exp_nonpositive(_mm512_loadu_ps(x)));
 }
 
 MIXPREC_TARGET_AVX2 void exp8_twice(const float* x, float* y) {
-  _mm256_storeu_ps(y, mixprec::detail::exp_avx2::exp8(_mm256_loadu_ps(x)));
-  _mm256_storeu_ps(y + 8, mixprec::detail::exp_avx2::exp8(_mm256_loadu_ps(x + 8)));
+  _mm256_storeu_ps(y, mixprec::detail::simd_avx2::exp(_mm256_loadu_ps(x)));
+  _mm256_storeu_ps(y + 8, mixprec::detail::simd_avx2::exp(_mm256_loadu_ps(x + 8)));
 }
 
 MIXPREC_TARGET_AVX2 void exp8_nonpositive_twice(const float* x, float* y) {
-  _mm256_storeu_ps(y, mixprec::detail::exp_avx2::exp8_nonpositive(_mm256_loadu_ps(x)));
-  _mm256_storeu_ps(y + 8, mixprec::detail::exp_avx2::exp8_nonpositive(_mm256_loadu_ps(x + 8)));
+  _mm256_storeu_ps(y, mixprec::detail::simd_avx2::exp_nonpositive(_mm256_loadu_ps(x)));
+  _mm256_storeu_ps(y + 8, mixprec::detail::simd_avx2::exp_nonpositive(_mm256_loadu_ps(x + 8)));
 }
 
 /// Patterns in [first, last] every `stride`-th (and `last` itself) through both functions, 16 at a
@@ -65,9 +65,10 @@ std::uint64_t mismatches(std::uint64_t first, std::uint64_t last, std::uint64_t 
 
 }  // namespace
 
-TEST_CASE("exp16 gives exp8's bits for every class of float: both signs, subnormals, Inf and NaN", "[kernels][exp]") {
+TEST_CASE("exp at 16 lanes gives the 8 lanes' bits for every class of float: both signs, subnormals, Inf and NaN",
+          "[kernels][exp]") {
   if (mixprec::detected_isa() < mixprec::isa::avx512) {
-    WARN("this CPU has no AVX-512: exp16 is never called here and was not compared");
+    WARN("this CPU has no AVX-512: exp at 16 lanes is never called here and was not compared");
     return;
   }
   float where = 0.0F;
@@ -76,7 +77,7 @@ TEST_CASE("exp16 gives exp8's bits for every class of float: both signs, subnorm
   const std::uint64_t sweep = mismatches(0, 0xFFFFFFFFULL, 251, exp16_of, exp8_twice, where);
   INFO("first mismatch at x = " << where);
   CHECK(sweep == 0);
-  // Every float where the scaling rounds or saturates (exp16 scales with VSCALEFPS, exp8 with two
+  // Every float where the scaling rounds or saturates (16 lanes scale with VSCALEFPS, 8 with two
   // products): the results that are subnormal, the underflow bound, and the overflow bound.
   const auto bits = [](float f) { return static_cast<std::uint64_t>(std::bit_cast<std::uint32_t>(f)); };
   const std::uint64_t subnormal_results = mismatches(bits(-87.0F), bits(-105.0F), 1, exp16_of, exp8_twice, where);
@@ -93,10 +94,10 @@ TEST_CASE("exp16 gives exp8's bits for every class of float: both signs, subnorm
                              0.0F,
                              -0.0F,
                              std::numeric_limits<float>::denorm_min(),
-                             mixprec::detail::exp_avx2::underflow_below,
-                             std::nextafter(mixprec::detail::exp_avx2::underflow_below, -inf),
-                             mixprec::detail::exp_avx2::overflow_above,
-                             std::nextafter(mixprec::detail::exp_avx2::overflow_above, inf),
+                             mixprec::detail::exp_constants::underflow_below,
+                             std::nextafter(mixprec::detail::exp_constants::underflow_below, -inf),
+                             mixprec::detail::exp_constants::overflow_above,
+                             std::nextafter(mixprec::detail::exp_constants::overflow_above, inf),
                              88.0F,
                              -87.4F,
                              -103.9F,
@@ -112,9 +113,9 @@ TEST_CASE("exp16 gives exp8's bits for every class of float: both signs, subnorm
   CHECK(a[4] == 1.0F);
 }
 
-TEST_CASE("exp16_shifted, the softmax rows' exp, gives exp8's bits for every x <= 0 and -Inf", "[kernels][exp]") {
+TEST_CASE("exp_shifted at 16 lanes gives exp's bits at 8 for every x <= 0 and -Inf", "[kernels][exp]") {
   if (mixprec::detected_isa() < mixprec::isa::avx512) {
-    WARN("this CPU has no AVX-512: exp16_shifted is never called here and was not compared");
+    WARN("this CPU has no AVX-512: exp_shifted at 16 lanes is never called here and was not compared");
     return;
   }
   float where = 0.0F;
@@ -134,9 +135,9 @@ TEST_CASE("exp16_shifted, the softmax rows' exp, gives exp8's bits for every x <
   CHECK(a[0] == 1.0F);
 }
 
-TEST_CASE("exp16_nonpositive gives exp8_nonpositive's bits for every x <= 0, -Inf and NaN", "[kernels][exp]") {
+TEST_CASE("exp_nonpositive at 16 lanes gives its 8 lanes' bits for every x <= 0, -Inf and NaN", "[kernels][exp]") {
   if (mixprec::detected_isa() < mixprec::isa::avx512) {
-    WARN("this CPU has no AVX-512: exp16_nonpositive is never called here and was not compared");
+    WARN("this CPU has no AVX-512: exp_nonpositive at 16 lanes is never called here and was not compared");
     return;
   }
   float where = 0.0F;
@@ -157,4 +158,4 @@ TEST_CASE("exp16_nonpositive gives exp8_nonpositive's bits for every x <= 0, -In
 }
 #endif
 
-}  // namespace exp_avx512_test
+}  // namespace exp_widths_test

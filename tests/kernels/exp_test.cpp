@@ -1,4 +1,4 @@
-// Tests of the vectorised exp of the softmax rows (kernels/detail/exp_avx2.hpp) against std::exp in
+// Tests of the vectorised exp of the softmax rows (kernels/detail/exp.hpp), at 8 lanes, against std::exp in
 // double, over a sweep of float bit patterns across the whole domain, and its special values.
 #include <catch2/catch.hpp>
 
@@ -10,23 +10,23 @@
 #include <limits>
 
 #include "mixprec/arch/isa.hpp"
-#include "mixprec/kernels/detail/exp_avx2.hpp"
+#include "mixprec/kernels/detail/exp.hpp"
 
-namespace exp_avx2_test {
+namespace exp_test {
 
 #if MIXPREC_X86_DISPATCH
 namespace {
 
 MIXPREC_TARGET_AVX2 void exp_of(const float* x, float* y) {
-  _mm256_storeu_ps(y, mixprec::detail::exp_avx2::exp8(_mm256_loadu_ps(x)));
+  _mm256_storeu_ps(y, mixprec::detail::simd_avx2::exp(_mm256_loadu_ps(x)));
 }
 
 MIXPREC_TARGET_AVX2 void exp_shifted_of(const float* x, float* y) {
-  _mm256_storeu_ps(y, mixprec::detail::exp_avx2::exp8_shifted(_mm256_loadu_ps(x)));
+  _mm256_storeu_ps(y, mixprec::detail::simd_avx2::exp_shifted(_mm256_loadu_ps(x)));
 }
 
 MIXPREC_TARGET_AVX2 void exp_nonpositive_of(const float* x, float* y) {
-  _mm256_storeu_ps(y, mixprec::detail::exp_avx2::exp8_nonpositive(_mm256_loadu_ps(x)));
+  _mm256_storeu_ps(y, mixprec::detail::simd_avx2::exp_nonpositive(_mm256_loadu_ps(x)));
 }
 
 /// |got - ref| in units of float's last place at ref (subnormal spacing below the normal range).
@@ -64,7 +64,8 @@ double worst_over(std::uint32_t first, std::uint32_t last, std::uint32_t stride,
 
 }  // namespace
 
-TEST_CASE("exp8 is within 1 ulp of exp over the whole float domain, subnormal results included", "[kernels][exp]") {
+TEST_CASE("exp at 8 lanes is within 1 ulp of exp over the whole float domain, subnormal results included",
+          "[kernels][exp]") {
   if (mixprec::detected_isa() < mixprec::isa::avx2) {
     WARN("SKIPPED: this CPU has no AVX2 + FMA");
     return;
@@ -81,7 +82,7 @@ TEST_CASE("exp8 is within 1 ulp of exp over the whole float domain, subnormal re
   REQUIRE(positive <= 1.0);
 }
 
-TEST_CASE("exp8 gives 0 for -Inf and below the subnormal range, Inf above float's range, NaN for NaN",
+TEST_CASE("exp at 8 lanes gives 0 for -Inf and below the subnormal range, Inf above float's range, NaN for NaN",
           "[kernels][exp]") {
   if (mixprec::detected_isa() < mixprec::isa::avx2) {
     WARN("SKIPPED: this CPU has no AVX2 + FMA");
@@ -103,7 +104,7 @@ TEST_CASE("exp8 gives 0 for -Inf and below the subnormal range, Inf above float'
   CHECK(y[7] == std::numeric_limits<float>::denorm_min());
 }
 
-TEST_CASE("exp8_shifted, the softmax rows' exp, gives exp8's bits for every x <= 0 and -Inf", "[kernels][exp]") {
+TEST_CASE("exp_shifted, the softmax rows' exp, gives exp's bits for every x <= 0 and -Inf", "[kernels][exp]") {
   if (mixprec::detected_isa() < mixprec::isa::avx2) {
     WARN("SKIPPED: this CPU has no AVX2 + FMA");
     return;
@@ -133,14 +134,14 @@ TEST_CASE("exp8_shifted, the softmax rows' exp, gives exp8's bits for every x <=
   CHECK(differ == 0);
 }
 
-TEST_CASE("exp8_nonpositive, the online softmax's exp, is within 1 ulp of exp for normal results, else 0",
+TEST_CASE("exp_nonpositive, the online softmax's exp, is within 1 ulp of exp for normal results, else 0",
           "[kernels][exp]") {
   if (mixprec::detected_isa() < mixprec::isa::avx2) {
     WARN("SKIPPED: this CPU has no AVX2 + FMA");
     return;
   }
   // Every 64th pattern from -0 down to ln(2^-126), where exp(x) stops being a normal float.
-  const float lowest_normal = mixprec::detail::exp_avx2::normal_below;
+  const float lowest_normal = mixprec::detail::exp_constants::normal_below;
   REQUIRE(std::exp(static_cast<double>(lowest_normal)) >= std::numeric_limits<float>::min() * 0.99);
   float where = 0.0F;
   const double worst = worst_over(std::bit_cast<std::uint32_t>(-0.0F), std::bit_cast<std::uint32_t>(lowest_normal), 64,
@@ -167,8 +168,8 @@ TEST_CASE("exp8_nonpositive, the online softmax's exp, is within 1 ulp of exp fo
   CHECK(y[6] == 0.0F);
   float y8[8];
   exp_of(x, y8);
-  CHECK(y[7] == y8[7]);  // the same reduction and polynomial as exp8
+  CHECK(y[7] == y8[7]);  // the same reduction and polynomial as exp
 }
 #endif
 
-}  // namespace exp_avx2_test
+}  // namespace exp_test
