@@ -50,9 +50,7 @@ string(REPLACE ";" ", " umbrellas "${MIXPREC_UMBRELLAS}")
 # What a header above kernels/ must not name: the kernels' internals (their namespace and folder),
 # the instruction-set level, or a vectorised kernel (`gemm_avx2`, `norm_avx512`, ...).
 set(dispatch_pattern "(kernels::detail|kernels/detail/|active_isa|detected_isa|isa::(portable|avx)|MIXPREC_X86_DISPATCH|[a-z0-9]+_avx(2|512)[a-z0-9]*)")
-string(ASCII 29 open_mark)
-string(ASCII 30 close_mark)
-string(ASCII 31 semi_mark)
+include("${CMAKE_CURRENT_LIST_DIR}/mixprec_read_lines.cmake")
 
 file(GLOB_RECURSE headers RELATIVE "${INCLUDE_DIR}" "${INCLUDE_DIR}/mixprec/*")
 list(SORT headers)
@@ -74,19 +72,12 @@ foreach(header IN LISTS headers)
     list(APPEND problems "${header}:1: folder '${from}' is not one of the layers (${order}): add it to MIXPREC_LAYERS in cmake/mixprec_check_includes.cmake and to docs/DESIGN.md")
     continue()
   endif()
-  # Lines are read whole (file(STRINGS) would split them at non-ASCII bytes, and CMake lists would
-  # split or join them at `;`, `[` and `]`), so that every line number is the file's.
-  file(READ "${INCLUDE_DIR}/${header}" text)
-  string(REPLACE ";" "${semi_mark}" text "${text}")
-  string(REPLACE "[" "${open_mark}" text "${text}")
-  string(REPLACE "]" "${close_mark}" text "${text}")
-  string(REPLACE "\n" ";" lines "${text}")
+  # Lines are read whole, so that every line number is the file's (mixprec_read_lines.cmake).
+  mixprec_read_lines("${INCLUDE_DIR}/${header}" lines)
   set(line_number 0)
   foreach(line IN LISTS lines)
     math(EXPR line_number "${line_number} + 1")
-    string(REPLACE "${semi_mark}" ";" line "${line}")
-    string(REPLACE "${open_mark}" "[" line "${line}")
-    string(REPLACE "${close_mark}" "]" line "${line}")
+    mixprec_line_text("${line}" line)
     if(rank_${from} GREATER rank_kernels AND line MATCHES "${dispatch_pattern}")
       list(APPEND problems "${header}:${line_number}: names '${CMAKE_MATCH_1}', but the folders above kernels/ call the kernels' operations, which choose the implementation once: call one (kernels/norms.hpp, activations.hpp, gemm.hpp, ...) or add it to kernels/ (docs/kernels.md, \"Dispatch\")")
     endif()

@@ -15,27 +15,17 @@
 #include <catch2/catch.hpp>
 
 #include "mixprec/nn/attention.hpp"
+#include "nn/gradcheck.hpp"
 #include "nn/policies.hpp"
-#include "support/gradcheck.hpp"
 
 namespace attention_training_test {
 
 namespace nn = mixprec::nn;
+using gradcheck::flat_values;
+using gradcheck::tensor_from;
 using layer_tests::p_f64;
 
 namespace {
-
-template <class T, std::size_t N>
-xt::xtensor<T, N> tensor_from(const std::vector<double>& v, const std::array<std::size_t, N>& shape) {
-  xt::xtensor<T, N> t = xt::xtensor<T, N>::from_shape(shape);
-  for (std::size_t i = 0; i < v.size(); ++i) t.data()[i] = static_cast<T>(v[i]);
-  return t;
-}
-
-template <class A>
-std::span<const double> flat_values(const A& a) {
-  return std::span<const double>(a.data(), a.size());
-}
 
 /// A layer with random projections (and biases) in float64.
 nn::attention<p_f64> random_layer(const nn::attention_config& cfg, unsigned seed, nn::use_bias bias) {
@@ -156,16 +146,12 @@ TEMPLATE_TEST_CASE("attention backward under a low-precision policy matches the 
   using C = typename P::compute_type;
   const nn::attention_config cfg{
       .d_model = 16, .n_heads = 4, .n_kv_heads = 2, .causal = true, .query_block = 4, .key_block = 4};
-  auto in_c = [](std::vector<double> v) {
-    for (auto& e : v) e = static_cast<double>(static_cast<float>(C(static_cast<float>(e))));
-    return v;
-  };
   nn::attention<P> low(cfg);
   nn::attention<p_f64> ref(cfg);
   unsigned seed = 50;
   std::vector<std::vector<double>> params;
   ref.for_each_parameter([&](std::string_view, auto& p) {
-    params.push_back(in_c(gradcheck::uniform(p.size(), seed++, -0.5, 0.5)));
+    params.push_back(gradcheck::rounded_to<C>(gradcheck::uniform(p.size(), seed++, -0.5, 0.5)));
     for (std::size_t i = 0; i < p.size(); ++i) p.data()[i] = params.back()[i];
   });
   std::size_t k = 0;
@@ -173,8 +159,8 @@ TEMPLATE_TEST_CASE("attention backward under a low-precision policy matches the 
     for (std::size_t i = 0; i < p.size(); ++i) p.data()[i] = static_cast<float>(params[k][i]);
     ++k;
   });
-  const auto xv = in_c(gradcheck::uniform(2 * 8 * 16, 60));
-  const auto wv = in_c(gradcheck::uniform(2 * 8 * 16, 61));
+  const auto xv = gradcheck::rounded_to<C>(gradcheck::uniform(2 * 8 * 16, 60));
+  const auto wv = gradcheck::rounded_to<C>(gradcheck::uniform(2 * 8 * 16, 61));
   typename nn::attention<P>::template saved<float> ctx;
   (void)low.forward(tensor_from<float, 3>(xv, {2, 8, 16}), ctx);
   auto g = low.zero_gradients();

@@ -21,29 +21,19 @@
 #include "mixprec/nn/batch_norm.hpp"
 #include "mixprec/nn/error_bound.hpp"
 #include "mixprec/policies/policy_scope.hpp"
+#include "nn/gradcheck.hpp"
 #include "nn/policies.hpp"
-#include "support/gradcheck.hpp"
 
 namespace batch_norm_test {
 
 using mixprec::bfloat16;
 using mixprec::float16;
 namespace nn = mixprec::nn;
+using gradcheck::flat_values;
+using gradcheck::tensor_from;
 using layer_tests::p_f64;
 
 namespace {
-
-template <class T, std::size_t N>
-xt::xtensor<T, N> tensor_from(const std::vector<double>& v, const std::array<std::size_t, N>& shape) {
-  xt::xtensor<T, N> t = xt::xtensor<T, N>::from_shape(shape);
-  for (std::size_t i = 0; i < v.size(); ++i) t.data()[i] = static_cast<T>(v[i]);
-  return t;
-}
-
-template <class A>
-std::span<const double> flat_values(const A& a) {
-  return std::span<const double>(a.data(), a.size());
-}
 
 /// Column statistics of a rows × f matrix in long double: mean and M2 = Σ (x - mean)^2 per feature.
 struct column_stats {
@@ -302,10 +292,7 @@ TEST_CASE("batch_norm backward through the batch statistics matches float64 cent
     CAPTURE(variant);
     const bool scale = variant != 2, bias = variant == 0;
     nn::batch_norm<p_f64> layer(f, {.epsilon = 1e-3, .use_scale = scale, .use_bias = bias});
-    layer.for_each_parameter([&](std::string_view, auto& p) {
-      const auto v = gradcheck::uniform(p.size(), 60 + static_cast<unsigned>(variant), 0.5, 1.5);
-      for (std::size_t i = 0; i < p.size(); ++i) p.data()[i] = v[i];
-    });
+    gradcheck::fill_parameters(layer, 60 + static_cast<unsigned>(variant), 0.5, 1.5);
     auto x = tensor_from<double, 3>(gradcheck::uniform(3 * 2 * f, 61, -2.0, 3.0), {3, 2, f});
     const auto w = gradcheck::uniform(x.size(), 62);
     for (const nn::mode m : {nn::mode::train, nn::mode::eval}) {
@@ -315,15 +302,7 @@ TEST_CASE("batch_norm backward through the batch statistics matches float64 cent
       auto g = layer.zero_gradients();
       const auto dx = layer.backward(ctx, tensor_from<double, 3>(w, {3, 2, f}), g);
       auto loss = [&] { return gradcheck::weighted_sum(layer(x, m), w); };
-      gradcheck::require_close("dx", flat_values(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss));
-      if (scale) {
-        gradcheck::require_close("dscale", flat_values(*g.scale),
-                                 gradcheck::numeric_gradient(layer.scale()->data(), f, loss));
-      }
-      if (bias) {
-        gradcheck::require_close("dbias", flat_values(*g.bias),
-                                 gradcheck::numeric_gradient(layer.bias()->data(), f, loss));
-      }
+      gradcheck::require_norm_gradients(layer, x, dx, g, loss, scale, bias);
     }
   }
 }
@@ -333,12 +312,8 @@ TEMPLATE_TEST_CASE("batch_norm backward under a low-precision policy matches the
   using P = TestType;
   using C = typename P::compute_type;
   const std::size_t rows = 32, f = 8;
-  auto in_c = [](std::vector<double> v) {
-    for (auto& e : v) e = static_cast<double>(static_cast<float>(C(static_cast<float>(e))));
-    return v;
-  };
-  const auto xv = in_c(gradcheck::uniform(rows * f, 63));
-  const auto sv = in_c(gradcheck::uniform(f, 64, 0.5, 1.5));
+  const auto xv = gradcheck::rounded_to<C>(gradcheck::uniform(rows * f, 63));
+  const auto sv = gradcheck::rounded_to<C>(gradcheck::uniform(f, 64, 0.5, 1.5));
   const auto wv = gradcheck::uniform(rows * f, 65);
   nn::batch_norm<P> low(f);
   nn::batch_norm<p_f64> ref(f);

@@ -11,24 +11,14 @@
 #include <catch2/catch.hpp>
 
 #include "mixprec/nn/dense.hpp"
+#include "nn/gradcheck.hpp"
 #include "nn/policies.hpp"
-#include "support/gradcheck.hpp"
 
 namespace dense_backward_test {
 
 namespace nn = mixprec::nn;
+using gradcheck::tensor_from;
 using layer_tests::p_f64;
-
-namespace {
-
-template <class T, std::size_t N>
-xt::xtensor<T, N> tensor_from(const std::vector<double>& v, const std::array<std::size_t, N>& shape) {
-  xt::xtensor<T, N> t = xt::xtensor<T, N>::from_shape(shape);
-  for (std::size_t i = 0; i < v.size(); ++i) t.data()[i] = static_cast<T>(v[i]);
-  return t;
-}
-
-}  // namespace
 
 TEST_CASE("dense backward matches float64 central differences for x, kernel and bias", "[nn][dense][backward]") {
   const std::size_t in = 4, out = 5;
@@ -103,14 +93,10 @@ TEMPLATE_TEST_CASE("dense backward under a low-precision policy matches the floa
   using C = typename P::compute_type;
   const std::size_t rows = 16, in = 48, out = 40;
   // Inputs, parameters and cotangent already representable in C: only the internal roundings differ.
-  auto in_c = [](std::vector<double> v) {
-    for (auto& e : v) e = static_cast<double>(static_cast<float>(C(static_cast<float>(e))));
-    return v;
-  };
-  const auto xv = in_c(gradcheck::uniform(rows * in, 12));
-  const auto kv = in_c(gradcheck::uniform(in * out, 13));
-  const auto bv = in_c(gradcheck::uniform(out, 14));
-  const auto wv = in_c(gradcheck::uniform(rows * out, 15));
+  const auto xv = gradcheck::rounded_to<C>(gradcheck::uniform(rows * in, 12));
+  const auto kv = gradcheck::rounded_to<C>(gradcheck::uniform(in * out, 13));
+  const auto bv = gradcheck::rounded_to<C>(gradcheck::uniform(out, 14));
+  const auto wv = gradcheck::rounded_to<C>(gradcheck::uniform(rows * out, 15));
 
   nn::dense<P> low(tensor_from<typename P::param_type, 2>(kv, {in, out}),
                    tensor_from<typename P::param_type, 1>(bv, {out}));

@@ -17,12 +17,13 @@
 #include "mixprec/nn/attention.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/dot_product.hpp"
+#include "nn/gradcheck.hpp"
 #include "nn/policies.hpp"
-#include "support/gradcheck.hpp"
 
 namespace dot_product_test {
 
 namespace nn = mixprec::nn;
+using gradcheck::tensor_from;
 using layer_tests::p_c_bf16;
 using layer_tests::p_f32;
 
@@ -64,13 +65,6 @@ class double_dot final : public nn::dot_product {
   std::atomic<int> forwards{0}, backwards{0};
   bool all_x_bfloat16 = true;
 };
-
-template <class T, std::size_t N>
-xt::xtensor<T, N> tensor_from(const std::vector<double>& v, const std::array<std::size_t, N>& shape) {
-  xt::xtensor<T, N> t = xt::xtensor<T, N>::from_shape(shape);
-  for (std::size_t i = 0; i < v.size(); ++i) t.data()[i] = static_cast<T>(v[i]);
-  return t;
-}
 
 /// max |a - b| / max |b| over two tensors of one size.
 template <class A, class B>

@@ -12,29 +12,15 @@
 #include <catch2/catch.hpp>
 
 #include "mixprec/nn/embedding.hpp"
+#include "nn/gradcheck.hpp"
 #include "nn/policies.hpp"
-#include "support/gradcheck.hpp"
 
 namespace embedding_backward_test {
 
 namespace nn = mixprec::nn;
+using gradcheck::flat_values;
+using gradcheck::tensor_from;
 using layer_tests::p_f64;
-
-namespace {
-
-template <class T, std::size_t N>
-xt::xtensor<T, N> tensor_from(const std::vector<double>& v, const std::array<std::size_t, N>& shape) {
-  xt::xtensor<T, N> t = xt::xtensor<T, N>::from_shape(shape);
-  for (std::size_t i = 0; i < v.size(); ++i) t.data()[i] = static_cast<T>(v[i]);
-  return t;
-}
-
-template <class A>
-std::span<const double> flat_values(const A& a) {
-  return std::span<const double>(a.data(), a.size());
-}
-
-}  // namespace
 
 TEST_CASE("embedding lookup backward adds each cotangent row to its id's row, repeated ids summed",
           "[nn][embedding][backward]") {
@@ -81,13 +67,9 @@ TEMPLATE_TEST_CASE("attend backward under a low-precision policy matches the flo
   using P = TestType;
   using C = typename P::compute_type;
   const std::size_t vocab = 24, f = 16, rows = 10;
-  auto in_c = [](std::vector<double> v) {
-    for (auto& e : v) e = static_cast<double>(static_cast<float>(C(static_cast<float>(e))));
-    return v;
-  };
-  const auto tv = in_c(gradcheck::uniform(vocab * f, 94));
-  const auto hv = in_c(gradcheck::uniform(rows * f, 95));
-  const auto dv = in_c(gradcheck::uniform(rows * vocab, 96));
+  const auto tv = gradcheck::rounded_to<C>(gradcheck::uniform(vocab * f, 94));
+  const auto hv = gradcheck::rounded_to<C>(gradcheck::uniform(rows * f, 95));
+  const auto dv = gradcheck::rounded_to<C>(gradcheck::uniform(rows * vocab, 96));
   auto low = nn::embedding<P>::from_table(tensor_from<float, 2>(tv, {vocab, f}));
   typename nn::embedding<P>::template attend_saved<float> ctx;
   (void)low.template attend_forward<float>(tensor_from<float, 2>(hv, {rows, f}), ctx);

@@ -24,12 +24,13 @@
 
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/nn/feed_forward.hpp"
+#include "nn/gradcheck.hpp"
 #include "nn/policies.hpp"
-#include "support/gradcheck.hpp"
 
 namespace feed_forward_backward_test {
 
 namespace nn = mixprec::nn;
+using gradcheck::tensor_from;
 using layer_tests::p_f64;
 using nn::ffn_activation;
 
@@ -38,13 +39,6 @@ namespace {
 const ffn_activation all_activations[] = {ffn_activation::relu,      ffn_activation::gelu,   ffn_activation::gelu_tanh,
                                           ffn_activation::silu,      ffn_activation::swiglu, ffn_activation::geglu,
                                           ffn_activation::geglu_tanh};
-
-template <class T, std::size_t N>
-xt::xtensor<T, N> tensor_from(const std::vector<double>& v, const std::array<std::size_t, N>& shape) {
-  xt::xtensor<T, N> t = xt::xtensor<T, N>::from_shape(shape);
-  for (std::size_t i = 0; i < v.size(); ++i) t.data()[i] = static_cast<T>(v[i]);
-  return t;
-}
 
 /// The parameters and data of one test problem, as doubles: x [rows, in], w1/w3 [in, hidden],
 /// w2 [hidden, out], biases (empty when absent), the cotangent dy [rows, out].

@@ -11,39 +11,22 @@
 #include <catch2/catch.hpp>
 
 #include "mixprec/nn/layer_norm.hpp"
+#include "nn/gradcheck.hpp"
 #include "nn/policies.hpp"
-#include "support/gradcheck.hpp"
 
 namespace layer_norm_backward_test {
 
 namespace nn = mixprec::nn;
+using gradcheck::flat_values;
+using gradcheck::tensor_from;
 using layer_tests::p_f64;
-
-namespace {
-
-template <class T, std::size_t N>
-xt::xtensor<T, N> tensor_from(const std::vector<double>& v, const std::array<std::size_t, N>& shape) {
-  xt::xtensor<T, N> t = xt::xtensor<T, N>::from_shape(shape);
-  for (std::size_t i = 0; i < v.size(); ++i) t.data()[i] = static_cast<T>(v[i]);
-  return t;
-}
-
-template <class A>
-std::span<const double> flat_values(const A& a) {
-  return std::span<const double>(a.data(), a.size());
-}
-
-}  // namespace
 
 TEST_CASE("layer_norm backward matches float64 central differences", "[nn][layer_norm][backward]") {
   const std::size_t f = 7;
   for (int variant = 0; variant < 3; ++variant) {
     const bool scale = variant != 2, bias = variant == 0;
     nn::layer_norm<p_f64> layer(f, {.epsilon = 1e-5, .use_scale = scale, .use_bias = bias});
-    layer.for_each_parameter([&](std::string_view, auto& p) {
-      const auto v = gradcheck::uniform(p.size(), 80 + static_cast<unsigned>(variant), 0.5, 1.5);
-      for (std::size_t i = 0; i < p.size(); ++i) p.data()[i] = v[i];
-    });
+    gradcheck::fill_parameters(layer, 80 + static_cast<unsigned>(variant), 0.5, 1.5);
     auto x = tensor_from<double, 3>(gradcheck::uniform(2 * 3 * f, 81, -2.0, 3.0), {2, 3, f});
     const auto w = gradcheck::uniform(x.size(), 82);
     nn::layer_norm<p_f64>::saved<double> ctx;
@@ -54,15 +37,7 @@ TEST_CASE("layer_norm backward matches float64 central differences", "[nn][layer
     CHECK(g.bias.has_value() == bias);
     auto dx = layer.backward(ctx, tensor_from<double, 3>(w, {2, 3, f}), g);
     auto loss = [&] { return gradcheck::weighted_sum(layer(x), w); };
-    gradcheck::require_close("dx", flat_values(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss));
-    if (scale) {
-      gradcheck::require_close("dscale", flat_values(*g.scale),
-                               gradcheck::numeric_gradient(layer.scale()->data(), f, loss));
-    }
-    if (bias) {
-      gradcheck::require_close("dbias", flat_values(*g.bias),
-                               gradcheck::numeric_gradient(layer.bias()->data(), f, loss));
-    }
+    gradcheck::require_norm_gradients(layer, x, dx, g, loss, scale, bias);
   }
 }
 
@@ -87,12 +62,8 @@ TEMPLATE_TEST_CASE("layer_norm backward under a low-precision policy matches the
   using P = TestType;
   using C = typename P::compute_type;
   const std::size_t rows = 8, f = 32;
-  auto in_c = [](std::vector<double> v) {
-    for (auto& e : v) e = static_cast<double>(static_cast<float>(C(static_cast<float>(e))));
-    return v;
-  };
-  const auto xv = in_c(gradcheck::uniform(rows * f, 85));
-  const auto sv = in_c(gradcheck::uniform(f, 86, 0.5, 1.5));
+  const auto xv = gradcheck::rounded_to<C>(gradcheck::uniform(rows * f, 85));
+  const auto sv = gradcheck::rounded_to<C>(gradcheck::uniform(f, 86, 0.5, 1.5));
   const auto wv = gradcheck::uniform(rows * f, 87);
   auto low = nn::layer_norm<P>::from_params(tensor_from<float, 1>(sv, {f}), tensor_from<float, 1>(sv, {f}), 1e-5);
   typename nn::layer_norm<P>::template saved<float> ctx;

@@ -12,29 +12,15 @@
 #include <catch2/catch.hpp>
 
 #include "mixprec/nn/rms_norm.hpp"
+#include "nn/gradcheck.hpp"
 #include "nn/policies.hpp"
-#include "support/gradcheck.hpp"
 
 namespace rms_norm_backward_test {
 
 namespace nn = mixprec::nn;
+using gradcheck::flat_values;
+using gradcheck::tensor_from;
 using layer_tests::p_f64;
-
-namespace {
-
-template <class T, std::size_t N>
-xt::xtensor<T, N> tensor_from(const std::vector<double>& v, const std::array<std::size_t, N>& shape) {
-  xt::xtensor<T, N> t = xt::xtensor<T, N>::from_shape(shape);
-  for (std::size_t i = 0; i < v.size(); ++i) t.data()[i] = static_cast<T>(v[i]);
-  return t;
-}
-
-template <class A>
-std::span<const double> flat_values(const A& a) {
-  return std::span<const double>(a.data(), a.size());
-}
-
-}  // namespace
 
 TEST_CASE("rms_norm plain backward matches float64 central differences", "[nn][rms_norm][backward]") {
   const std::size_t f = 6;
@@ -138,12 +124,8 @@ TEMPLATE_TEST_CASE("rms_norm backward under a low-precision policy matches the f
   using P = TestType;
   using C = typename P::compute_type;
   const std::size_t rows = 8, f = 32;
-  auto in_c = [](std::vector<double> v) {
-    for (auto& e : v) e = static_cast<double>(static_cast<float>(C(static_cast<float>(e))));
-    return v;
-  };
-  const auto xv = in_c(gradcheck::uniform(rows * f, 51));
-  const auto sv = in_c(gradcheck::uniform(f, 52, 0.5, 1.5));
+  const auto xv = gradcheck::rounded_to<C>(gradcheck::uniform(rows * f, 51));
+  const auto sv = gradcheck::rounded_to<C>(gradcheck::uniform(f, 52, 0.5, 1.5));
   const auto wv = gradcheck::uniform(rows * f, 53);
   auto low = nn::rms_norm<P>::from_scale(tensor_from<float, 1>(sv, {f}));
   typename nn::rms_norm<P>::template saved<float> ctx;

@@ -23,6 +23,7 @@
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/rounding.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/detail/norm_params.hpp"
 #include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/layer_types.hpp"
@@ -150,23 +151,24 @@ struct sync_slot {
 ///     auto y = bn(x, nn::mode::train);    // x [batch, 256]; updates bn.running_mean(), running_var()
 ///     auto z = std::as_const(bn)(x, nn::mode::eval);   // thread-safe, running statistics
 template <class P>
-class batch_norm {
+class batch_norm : public detail::norm_params<P> {
+  using base = detail::norm_params<P>;
+  using base::bias_;
+  using base::features_;
+  using base::scale_;
+
  public:
-  using policy_type = P;
-  using param_type = typename P::param_type;
-  using vector_type = xt::xtensor<param_type, 1>;            ///< [features]
+  using typename base::grad_type;
+  using typename base::gradients;
+  using typename base::param_type;
   using stat_type = statistics_t<compute_t<P, param_type>>;  ///< running statistics, promote(float32, C)
   using stat_vector = xt::xtensor<stat_type, 1>;             ///< [features]
-  using grad_type = grad_t<P>;                               ///< element type of the parameter gradients
 
   /// A layer for `features` features: scale ones, bias zeros, running mean zeros, running variance ones.
   /// \throws std::invalid_argument if `features` is 0 or an option is out of range (batch_norm_options).
   explicit batch_norm(std::size_t features, const batch_norm_options& options = {})
-      : features_(features), options_(options) {
-    if (features_ == 0) {
-      throw std::invalid_argument(
-          "batch_norm: features is 0; the layer needs at least one feature to normalise (the last axis of x)");
-    }
+      : base(features, options.use_scale, options.use_bias), options_(options) {
+    this->check_some_features("batch_norm");
     detail::check_epsilon("batch_norm", options_.epsilon);
     const bool flax = options_.convention == batch_norm_convention::flax;
     momentum_ = options_.momentum.value_or(flax ? 0.99 : 0.1);
@@ -178,51 +180,23 @@ class batch_norm {
       throw std::invalid_argument(
           "batch_norm: cumulative_average is PyTorch's momentum=None; set convention = batch_norm_convention::pytorch");
     }
-    if (options_.use_scale) scale_ = vector_type(xt::ones<param_type>({features_}));
-    if (options_.use_bias) bias_ = vector_type(xt::zeros<param_type>({features_}));
     running_mean_ = stat_vector(xt::zeros<stat_type>({features_}));
     running_var_ = stat_vector(xt::ones<stat_type>({features_}));
     batches_ = stat_vector(xt::zeros<stat_type>({1}));
   }
 
-  /// Number of features (the last axis).
-  [[nodiscard]] std::size_t features() const noexcept { return features_; }
   /// The epsilon added to the variance.
   [[nodiscard]] double epsilon() const noexcept { return options_.epsilon; }
   /// The momentum in the convention's meaning (flax: weight of the old running value; pytorch: of the batch).
   [[nodiscard]] double momentum() const noexcept { return momentum_; }
   /// The options the layer was made with.
   [[nodiscard]] const batch_norm_options& options() const noexcept { return options_; }
-  /// The scale [features], if the layer has one (writable: optimiser steps, checkpoint loads; same shape).
-  [[nodiscard]] const std::optional<vector_type>& scale() const noexcept { return scale_; }
-  [[nodiscard]] std::optional<vector_type>& scale() noexcept { return scale_; }
-  /// The bias [features], if the layer has one.
-  [[nodiscard]] const std::optional<vector_type>& bias() const noexcept { return bias_; }
-  [[nodiscard]] std::optional<vector_type>& bias() noexcept { return bias_; }
   /// The running mean [features] in `stat_type`.
   [[nodiscard]] const stat_vector& running_mean() const noexcept { return running_mean_; }
   /// The running variance [features] in `stat_type`.
   [[nodiscard]] const stat_vector& running_var() const noexcept { return running_var_; }
   /// Train-mode calls seen (PyTorch's `num_batches_tracked`).
   [[nodiscard]] std::uint64_t batches_tracked() const noexcept { return static_cast<std::uint64_t>(batches_(0)); }
-
-  /// The parameter gradients [features] in `grad_t<P>`, present where the layer has the parameter.
-  struct gradients {
-    std::optional<xt::xtensor<grad_type, 1>> scale;
-    std::optional<xt::xtensor<grad_type, 1>> bias;
-    /// Calls `f(name, tensor)` for "scale" and "bias" (those present), the order of `for_each_parameter`.
-    template <class F>
-    void for_each(F&& f) {
-      if (scale) f(std::string_view("scale"), *scale);
-      if (bias) f(std::string_view("bias"), *bias);
-    }
-    /// Const form of `for_each`.
-    template <class F>
-    void for_each(F&& f) const {
-      if (scale) f(std::string_view("scale"), *scale);
-      if (bias) f(std::string_view("bias"), *bias);
-    }
-  };
 
   /// What `backward` needs for inputs of element type T: the mode, x̂ (rows × features) and the reciprocal
   /// standard deviation r [features] in S, and the row count of the whole (synchronised) batch.
@@ -235,18 +209,6 @@ class batch_norm {
     std::size_t batch_rows = 0;   ///< rows of the whole batch (all workers) in train mode
   };
 
-  /// Calls `f(name, tensor)` on "scale" and "bias" (those present).
-  template <class F>
-  void for_each_parameter(F&& f) {
-    if (scale_) f(std::string_view("scale"), *scale_);
-    if (bias_) f(std::string_view("bias"), *bias_);
-  }
-  /// Const form of `for_each_parameter`.
-  template <class F>
-  void for_each_parameter(F&& f) const {
-    if (scale_) f(std::string_view("scale"), *scale_);
-    if (bias_) f(std::string_view("bias"), *bias_);
-  }
   /// Calls `f(name, tensor)` on the state that is not a parameter (Flax's `batch_stats` collection): "mean",
   /// "var" [features] and, under the pytorch convention, "num_batches_tracked" [1], all in `stat_type`.
   /// Checkpoints save and load these; optimisers must not see them.
@@ -262,14 +224,6 @@ class batch_norm {
     f(std::string_view("mean"), running_mean_);
     f(std::string_view("var"), running_var_);
     if (options_.convention == batch_norm_convention::pytorch) f(std::string_view("num_batches_tracked"), batches_);
-  }
-
-  /// Zero gradients shaped like the parameters.
-  [[nodiscard]] gradients zero_gradients() const {
-    gradients g;
-    if (scale_) g.scale = xt::xtensor<grad_type, 1>(xt::zeros<grad_type>({features_}));
-    if (bias_) g.bias = xt::xtensor<grad_type, 1>(xt::zeros<grad_type>({features_}));
-    return g;
   }
 
   /// Normalises x [..., features] (rank >= 2) in mode `m`; returns the same kind of container in
@@ -349,19 +303,13 @@ class batch_norm {
                                                      " standard deviations but the layer has ", f,
                                                      " features; pass the context filled by this layer's forward()"));
       }
-      if (scale_.has_value() != grads.scale.has_value() || bias_.has_value() != grads.bias.has_value() ||
-          (grads.scale && grads.scale->size() != f) || (grads.bias && grads.bias->size() != f)) {
-        throw std::invalid_argument(
-            "batch_norm::backward: the gradients do not match the layer's scale and bias; make them with "
-            "zero_gradients()");
-      }
+      this->check_gradients("batch_norm::backward", grads);
     } catch (const std::invalid_argument& e) {
       if (sync.group == nullptr || ctx.used == mode::eval) throw;
       error = e.what();
     }
     const std::size_t rows = error.empty() ? ctx.xhat.size() / f : 0;
-    std::vector<S> scale(f, S(1));
-    if (scale_) internal::round_widen_n<C>(scale_->data(), f, scale.data());
+    const std::vector<S> scale = detail::widened_param<C>(scale_, f, S(1));
     std::vector<double> sdy(f, 0.0), sdyx(f, 0.0);
     std::vector<S> d(f);
     for (std::size_t r = 0; r < rows; ++r) {
@@ -651,9 +599,8 @@ class batch_norm {
       }
     }
     // Parameters rounded to the compute type, in S (1 and 0 when absent).
-    std::vector<S> mult(f, S(1)), bias(f, S(0));
-    if (scale_) internal::round_widen_n<C>(scale_->data(), f, mult.data());
-    if (bias_) internal::round_widen_n<C>(bias_->data(), f, bias.data());
+    std::vector<S> mult = detail::widened_param<C>(scale_, f, S(1));
+    const std::vector<S> bias = detail::widened_param<C>(bias_, f, S(0));
     for (std::size_t j = 0; j < f; ++j) mult[j] *= rstd[j];
     S* xhat = nullptr;
     if constexpr (!std::is_same_v<Ctx, std::nullptr_t>) {
@@ -714,11 +661,8 @@ class batch_norm {
     }
   }
 
-  std::size_t features_;
   batch_norm_options options_;
   double momentum_ = 0.99;
-  std::optional<vector_type> scale_;
-  std::optional<vector_type> bias_;
   stat_vector running_mean_;
   stat_vector running_var_;
   stat_vector batches_;

@@ -190,16 +190,27 @@ struct layer_norm_error_bound {
   }
 };
 
-/// The error bound of `layer` for inputs of element type `T` (real).
-template <class T, class P, class Source = typename P::param_type>
-[[nodiscard]] layer_norm_error_bound error_bound(const layer_norm<P>& layer,
-                                                 parameters_from_t<Source> = parameters_from<Source>) {
+namespace detail {
+
+/// The bound of a norm layer with an optional scale and bias (`norm_params`: layer_norm, batch_norm,
+/// group_norm), its statistics taken in S = `statistics_t<C>`: `layer_norm_error_bound`'s coefficients.
+template <class T, class Source, class P>
+[[nodiscard]] layer_norm_error_bound norm_error_bound(const norm_params<P>& layer) {
   using C = compute_t<P, T>;
   detail::check_real_compute<C>();
   using S = statistics_t<C>;
   const double u_par = detail::parameter_rounding<C, typename P::param_type, Source>();
   return {rounding_error<C, T>() + 8.0 * unit_roundoff<S>(), layer.scale() ? u_par : 0.0, layer.bias() ? u_par : 0.0,
           rounding_error<output_t<P, T>, S>()};
+}
+
+}  // namespace detail
+
+/// The error bound of `layer` for inputs of element type `T` (real).
+template <class T, class P, class Source = typename P::param_type>
+[[nodiscard]] layer_norm_error_bound error_bound(const layer_norm<P>& layer,
+                                                 parameters_from_t<Source> = parameters_from<Source>) {
+  return detail::norm_error_bound<T, Source>(layer);
 }
 
 // ---- batch_norm, group_norm -----------------------------------------------------------------------
@@ -212,12 +223,7 @@ template <class T, class P, class Source = typename P::param_type>
 template <class T, class P, class Source = typename P::param_type>
 [[nodiscard]] layer_norm_error_bound error_bound(const batch_norm<P>& layer,
                                                  parameters_from_t<Source> = parameters_from<Source>) {
-  using C = compute_t<P, T>;
-  detail::check_real_compute<C>();
-  using S = statistics_t<C>;
-  const double u_par = detail::parameter_rounding<C, typename P::param_type, Source>();
-  return {rounding_error<C, T>() + 8.0 * unit_roundoff<S>(), layer.scale() ? u_par : 0.0, layer.bias() ? u_par : 0.0,
-          rounding_error<output_t<P, T>, S>()};
+  return detail::norm_error_bound<T, Source>(layer);
 }
 
 /// The bound of one output element of a `group_norm` (tests/nn/group_norm_test.cpp): `layer_norm`'s, with
@@ -225,12 +231,7 @@ template <class T, class P, class Source = typename P::param_type>
 template <class T, class P, class Source = typename P::param_type>
 [[nodiscard]] layer_norm_error_bound error_bound(const group_norm<P>& layer,
                                                  parameters_from_t<Source> = parameters_from<Source>) {
-  using C = compute_t<P, T>;
-  detail::check_real_compute<C>();
-  using S = statistics_t<C>;
-  const double u_par = detail::parameter_rounding<C, typename P::param_type, Source>();
-  return {rounding_error<C, T>() + 8.0 * unit_roundoff<S>(), layer.scale() ? u_par : 0.0, layer.bias() ? u_par : 0.0,
-          rounding_error<output_t<P, T>, S>()};
+  return detail::norm_error_bound<T, Source>(layer);
 }
 
 // ---- rms_norm -------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstddef>
-#include <optional>
 #include <stdexcept>
 #include <string_view>
 #include <type_traits>
@@ -18,6 +17,7 @@
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/kernels/rounding.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/detail/norm_params.hpp"
 #include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/layer_types.hpp"
@@ -49,22 +49,22 @@ struct group_norm_options {
 /// - **Errors** (`std::invalid_argument`, naming the sizes): zero features or zero groups, a group count
 ///   that does not divide the features, an input of rank < 2 or whose last axis is not `features()`.
 template <class P>
-class group_norm {
+class group_norm : public detail::norm_params<P> {
+  using base = detail::norm_params<P>;
+  using base::bias_;
+  using base::features_;
+  using base::scale_;
+
  public:
-  using policy_type = P;
-  using param_type = typename P::param_type;
-  using vector_type = xt::xtensor<param_type, 1>;  ///< [features]
-  using grad_type = grad_t<P>;                     ///< element type of the parameter gradients
+  using typename base::grad_type;
+  using typename base::gradients;
 
   /// A layer for `features` features in `num_groups` groups: scale ones, bias zeros.
   /// \throws std::invalid_argument if `features` or `num_groups` is 0, `num_groups` does not divide
   ///         `features`, or `options.epsilon` is negative or not finite.
   group_norm(std::size_t features, std::size_t num_groups, const group_norm_options& options = {})
-      : features_(features), groups_(num_groups), epsilon_(options.epsilon) {
-    if (features_ == 0) {
-      throw std::invalid_argument(
-          "group_norm: features is 0; the layer needs at least one feature to normalise (the last axis of x)");
-    }
+      : base(features, options.use_scale, options.use_bias), groups_(num_groups), epsilon_(options.epsilon) {
+    this->check_some_features("group_norm");
     if (groups_ == 0 || features_ % groups_ != 0) {
       throw std::invalid_argument(internal::concat(
           "group_norm: ", features_, " features do not split into ", groups_, " groups of equal size",
@@ -73,40 +73,12 @@ class group_norm {
           "; choose num_groups dividing the features (Flax and PyTorch require the same)"));
     }
     detail::check_epsilon("group_norm", epsilon_);
-    if (options.use_scale) scale_ = vector_type(xt::ones<param_type>({features_}));
-    if (options.use_bias) bias_ = vector_type(xt::zeros<param_type>({features_}));
   }
 
-  /// Number of features (the last axis).
-  [[nodiscard]] std::size_t features() const noexcept { return features_; }
   /// Number of groups.
   [[nodiscard]] std::size_t num_groups() const noexcept { return groups_; }
   /// The epsilon added to the variance.
   [[nodiscard]] double epsilon() const noexcept { return epsilon_; }
-  /// The scale [features], if the layer has one (writable: same shape).
-  [[nodiscard]] const std::optional<vector_type>& scale() const noexcept { return scale_; }
-  [[nodiscard]] std::optional<vector_type>& scale() noexcept { return scale_; }
-  /// The bias [features], if the layer has one.
-  [[nodiscard]] const std::optional<vector_type>& bias() const noexcept { return bias_; }
-  [[nodiscard]] std::optional<vector_type>& bias() noexcept { return bias_; }
-
-  /// The parameter gradients [features] in `grad_t<P>`, present where the layer has the parameter.
-  struct gradients {
-    std::optional<xt::xtensor<grad_type, 1>> scale;
-    std::optional<xt::xtensor<grad_type, 1>> bias;
-    /// Calls `f(name, tensor)` for "scale" and "bias" (those present), the order of `for_each_parameter`.
-    template <class F>
-    void for_each(F&& f) {
-      if (scale) f(std::string_view("scale"), *scale);
-      if (bias) f(std::string_view("bias"), *bias);
-    }
-    /// Const form of `for_each`.
-    template <class F>
-    void for_each(F&& f) const {
-      if (scale) f(std::string_view("scale"), *scale);
-      if (bias) f(std::string_view("bias"), *bias);
-    }
-  };
 
   /// What `backward` needs for real inputs of type T: x̂ (rows × features) and r per (sample, group), in S.
   template <class T>
@@ -115,27 +87,6 @@ class group_norm {
     std::vector<stat_type> xhat;  ///< (x − mean) · r
     std::vector<stat_type> rstd;  ///< r = 1 / sqrt(var + eps), samples × groups
   };
-
-  /// Calls `f(name, tensor)` on "scale" and "bias" (those present).
-  template <class F>
-  void for_each_parameter(F&& f) {
-    if (scale_) f(std::string_view("scale"), *scale_);
-    if (bias_) f(std::string_view("bias"), *bias_);
-  }
-  /// Const form of `for_each_parameter`.
-  template <class F>
-  void for_each_parameter(F&& f) const {
-    if (scale_) f(std::string_view("scale"), *scale_);
-    if (bias_) f(std::string_view("bias"), *bias_);
-  }
-
-  /// Zero gradients shaped like the parameters.
-  [[nodiscard]] gradients zero_gradients() const {
-    gradients g;
-    if (scale_) g.scale = xt::xtensor<grad_type, 1>(xt::zeros<grad_type>({features_}));
-    if (bias_) g.bias = xt::xtensor<grad_type, 1>(xt::zeros<grad_type>({features_}));
-    return g;
-  }
 
   /// Normalises x [batch, ..., features]; returns the same kind of container in `output_t<P, T>`.
   /// \throws std::invalid_argument as listed in the class comment.
@@ -172,14 +123,8 @@ class group_norm {
           "group_norm::backward: the saved context holds ", ctx.rstd.size(), " group statistics but dy has ", samples,
           " samples of ", groups_, " groups; pass the context filled by forward() for this very input"));
     }
-    if (scale_.has_value() != grads.scale.has_value() || bias_.has_value() != grads.bias.has_value() ||
-        (grads.scale && grads.scale->size() != f) || (grads.bias && grads.bias->size() != f)) {
-      throw std::invalid_argument(
-          "group_norm::backward: the gradients do not match the layer's scale and bias; make them with "
-          "zero_gradients()");
-    }
-    std::vector<S> scale(f, S(1));
-    if (scale_) internal::round_widen_n<C>(scale_->data(), f, scale.data());
+    this->check_gradients("group_norm::backward", grads);
+    const std::vector<S> scale = detail::widened_param<C>(scale_, f, S(1));
     auto dx = detail::make_like<T>(dy, f);
     const std::size_t rows = ctx.xhat.size() / f;
     const std::size_t per_sample = samples == 0 ? 0 : rows / samples;
@@ -240,9 +185,8 @@ class group_norm {
     const std::size_t samples = x.shape()[0];
     const std::size_t rows = detail::leading_size(x);
     const std::size_t per_sample = samples == 0 ? 0 : rows / samples;
-    std::vector<S> scale(f, S(1)), bias(f, S(0));
-    if (scale_) internal::round_widen_n<C>(scale_->data(), f, scale.data());
-    if (bias_) internal::round_widen_n<C>(bias_->data(), f, bias.data());
+    const std::vector<S> scale = detail::widened_param<C>(scale_, f, S(1));
+    const std::vector<S> bias = detail::widened_param<C>(bias_, f, S(0));
     auto y = detail::make_like<O>(x, f);
     if constexpr (saves) {
       ctx->xhat.resize(rows * f);
@@ -273,11 +217,8 @@ class group_norm {
     return y;
   }
 
-  std::size_t features_;
   std::size_t groups_;
   double epsilon_;
-  std::optional<vector_type> scale_;
-  std::optional<vector_type> bias_;
 };
 
 namespace detail {

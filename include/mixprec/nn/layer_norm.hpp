@@ -21,6 +21,7 @@
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/kernels/rounding.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/detail/norm_params.hpp"
 #include "mixprec/nn/detail/validate.hpp"
 #include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/layer_types.hpp"
@@ -74,26 +75,24 @@ struct layer_norm_options {
 ///     nn::layer_norm<mixprec::policy<float, mixprec::bfloat16, float>> ln(512);
 ///     xt::xtensor<float, 3> y = ln(x);   // x [batch, seq, 512]
 template <class P>
-class layer_norm {
+class layer_norm : public detail::norm_params<P> {
+  using base = detail::norm_params<P>;
+  using base::bias_;
+  using base::features_;
+  using base::scale_;
+
  public:
-  using policy_type = P;
-  using param_type = typename P::param_type;
-  using vector_type = xt::xtensor<param_type, 1>;  ///< [features]
+  using typename base::grad_type;
+  using typename base::gradients;
+  using typename base::param_type;
+  using typename base::vector_type;
 
   /// A layer for `features` features with Flax's initial parameters: scale ones, bias zeros (as
   /// selected by `options`).
   /// \throws std::invalid_argument if `options.epsilon` is negative or not finite.
   explicit layer_norm(std::size_t features, layer_norm_options options = {})
-      : features_(features), epsilon_(options.epsilon) {
+      : base(features, options.use_scale, options.use_bias), epsilon_(options.epsilon) {
     detail::check_epsilon("layer_norm", epsilon_);
-    if (options.use_scale) {
-      scale_ = vector_type::from_shape({features});
-      scale_->fill(param_type(1));
-    }
-    if (options.use_bias) {
-      bias_ = vector_type::from_shape({features});
-      bias_->fill(param_type{});
-    }
   }
 
   /// A layer from explicit parameters in the param type (either may be absent).
@@ -101,10 +100,9 @@ class layer_norm {
   ///         negative or not finite.
   layer_norm(std::size_t features, std::optional<vector_type> scale, std::optional<vector_type> bias,
              double epsilon = 1e-6)
-      : features_(features), epsilon_(epsilon), scale_(std::move(scale)), bias_(std::move(bias)) {
+      : base(features, std::move(scale), std::move(bias)), epsilon_(epsilon) {
     detail::check_epsilon("layer_norm", epsilon_);
-    check_param("scale", scale_);
-    check_param("bias", bias_);
+    this->check_param_shapes("layer_norm");
   }
 
   /// A layer from a scale and a bias [features] of any floating type, rounded once to the param type.
@@ -115,14 +113,8 @@ class layer_norm {
     return layer_norm(scale.size(), detail::to_param<param_type>(scale), detail::to_param<param_type>(bias), epsilon);
   }
 
-  /// Number of features (the normalised axis).
-  [[nodiscard]] std::size_t features() const noexcept { return features_; }
   /// The epsilon added to the variance.
   [[nodiscard]] double epsilon() const noexcept { return epsilon_; }
-  /// The scale [features], if the layer has one.
-  [[nodiscard]] const std::optional<vector_type>& scale() const noexcept { return scale_; }
-  /// The bias [features], if the layer has one.
-  [[nodiscard]] const std::optional<vector_type>& bias() const noexcept { return bias_; }
 
   /// Normalises each row of x [..., features]; returns the same kind of container, same shape, in
   /// `output_t<P, T>`. \throws std::invalid_argument if the last axis is not `features()`.
@@ -148,31 +140,6 @@ class layer_norm {
     normalise(x.data(), features_ == 0 ? 0 : x.size() / features_, out.data(), nullptr);
   }
 
-  /// The scale and bias, writable (an optimiser step, a checkpoint load). Their shapes must not change.
-  [[nodiscard]] std::optional<vector_type>& scale() noexcept { return scale_; }
-  /// See the non-const `scale()`.
-  [[nodiscard]] std::optional<vector_type>& bias() noexcept { return bias_; }
-
-  using grad_type = grad_t<P>;  ///< element type of the parameter gradients
-
-  /// The parameter gradients [features] in `grad_t<P>`, present where the layer has the parameter.
-  struct gradients {
-    std::optional<xt::xtensor<grad_type, 1>> scale;
-    std::optional<xt::xtensor<grad_type, 1>> bias;
-    /// Calls `f(name, tensor)` for "scale" and "bias" (those present), the order of `for_each_parameter`.
-    template <class F>
-    void for_each(F&& f) {
-      if (scale) f(std::string_view("scale"), *scale);
-      if (bias) f(std::string_view("bias"), *bias);
-    }
-    /// Const form of `for_each`.
-    template <class F>
-    void for_each(F&& f) const {
-      if (scale) f(std::string_view("scale"), *scale);
-      if (bias) f(std::string_view("bias"), *bias);
-    }
-  };
-
   /// What `backward` needs for inputs of element type T (real): the normalised rows x̂ and the
   /// reciprocal standard deviation r of each row (in x's units), in S = `accumulator_t<compute_t<P, T>>`.
   template <class T>
@@ -181,27 +148,6 @@ class layer_norm {
     std::vector<stat_type> xhat;  ///< (x − mean) · r, rows × features
     std::vector<stat_type> rstd;  ///< r = 1 / sqrt(var + eps) per row
   };
-
-  /// Calls `f(name, tensor)` on "scale" and "bias" (those present).
-  template <class F>
-  void for_each_parameter(F&& f) {
-    if (scale_) f(std::string_view("scale"), *scale_);
-    if (bias_) f(std::string_view("bias"), *bias_);
-  }
-  /// Const form of `for_each_parameter`.
-  template <class F>
-  void for_each_parameter(F&& f) const {
-    if (scale_) f(std::string_view("scale"), *scale_);
-    if (bias_) f(std::string_view("bias"), *bias_);
-  }
-
-  /// Zero gradients shaped like the parameters.
-  [[nodiscard]] gradients zero_gradients() const {
-    gradients g;
-    if (scale_) g.scale = xt::xtensor<grad_type, 1>(xt::zeros<grad_type>({features_}));
-    if (bias_) g.bias = xt::xtensor<grad_type, 1>(xt::zeros<grad_type>({features_}));
-    return g;
-  }
 
   /// `operator()(x)`, saving x̂ and r in `ctx` for `backward`. Same result, bit for bit (one code path).
   /// \throws std::invalid_argument as `operator()`.
@@ -234,14 +180,8 @@ class layer_norm {
           "layer_norm::backward: the saved context holds ", ctx.xhat.size(), " normalised values for ", ctx.rstd.size(),
           " rows but the layer has ", f, " features; pass the context filled by this layer's forward()"));
     }
-    if (scale_.has_value() != grads.scale.has_value() || bias_.has_value() != grads.bias.has_value() ||
-        (grads.scale && grads.scale->size() != f) || (grads.bias && grads.bias->size() != f)) {
-      throw std::invalid_argument(
-          "layer_norm::backward: the gradients do not match the layer's scale and bias; make them with "
-          "zero_gradients()");
-    }
-    std::vector<S> scale(f, S(1));
-    if (scale_) internal::round_widen_n<C>(scale_->data(), f, scale.data());
+    this->check_gradients("layer_norm::backward", grads);
+    const std::vector<S> scale = detail::widened_param<C>(scale_, f, S(1));
     auto dx = detail::make_like<T>(dy, f);
     std::vector<S> d(f), g(f);
     const std::size_t rows = ctx.rstd.size();
@@ -292,9 +232,8 @@ class layer_norm {
     constexpr bool saves = !std::is_same_v<Ctx, std::nullptr_t> && !internal::is_complex_v<S>;
     const std::size_t f = features_;
     // Parameters rounded to the compute type, in the statistics type (1 and 0 when absent).
-    std::vector<S> scale(f, S(1)), bias(f, S(0));
-    if (scale_) internal::round_widen_n<C>(scale_->data(), f, scale.data());
-    if (bias_) internal::round_widen_n<C>(bias_->data(), f, bias.data());
+    const std::vector<S> scale = detail::widened_param<C>(scale_, f, S(1));
+    const std::vector<S> bias = detail::widened_param<C>(bias_, f, S(0));
     S* xhat = nullptr;
     S* rstd = nullptr;
     if constexpr (saves) {
@@ -352,18 +291,7 @@ class layer_norm {
     }
   }
 
-  void check_param(const char* name, const std::optional<vector_type>& p) const {
-    if (p && p->size() != features_) {
-      throw std::invalid_argument(internal::concat("layer_norm: ", name, " has shape ",
-                                                   detail::shape_string(p->shape()), " but the layer normalises ",
-                                                   features_, " features (expects [", features_, "])"));
-    }
-  }
-
-  std::size_t features_;
   double epsilon_;
-  std::optional<vector_type> scale_;
-  std::optional<vector_type> bias_;
 };
 
 namespace detail {
