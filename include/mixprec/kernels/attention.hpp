@@ -91,6 +91,53 @@ struct attention_scratch_sizes {
   std::size_t query_pairs = 0;  ///< a query block as pairs (words)
 };
 
+/// Buffers of `attention` kept between calls (nn::attention_workspace), in opmath `A`: pass one as
+/// `attention`'s scratch and it grows them to what the call asks for, so that a decode loop stops
+/// allocating after its first step. The contents are meaningless between calls.
+template <std::floating_point A>
+struct attention_buffers {
+  std::vector<A> queries;       ///< [query_block, head_dim] one block of queries, widened to A
+  std::vector<A> accumulators;  ///< [query_block, head_dim] unnormalised outputs
+  std::vector<A> scores;        ///< [query_block, key_block] one tile of scores, then weights
+  std::vector<A> keys;          ///< [key_block, head_dim] one tile of keys widened to A (empty if C is A)
+  /// [key_block, head_dim] one tile of values widened to A, padding rows zeroed (if C is A: empty until a
+  /// tile holds padding, then a copy of that tile with its padding rows zeroed)
+  std::vector<A> values;
+  std::vector<online_softmax<A>> softmax;  ///< [query_block] running max and sum per query
+  /// The packed path's copies (see `attention`): one kv head's keys and values as GEMM panels,
+  /// 2 × capacity × head_dim values (O(S); the values only, 1 ×, when the keys are kept as
+  /// `key_pairs`), and a query block and a weight tile packed.
+  std::vector<A> packed;
+  /// bfloat16 scores on VDPBF16PS: one kv head's keys as bfloat16 pair panels (capacity × head_dim
+  /// patterns) ...
+  std::vector<std::uint16_t> key_pairs;
+  /// ... and a query block as pairs (query_block × head_dim / 2 words, rounded up to whole 6-row panels).
+  std::vector<std::uint32_t> query_pairs;
+
+  /// Number of opmath values the buffers hold (their capacities; an online_softmax counts 2), with
+  /// the pairs counted by their bytes.
+  [[nodiscard]] std::size_t elements() const noexcept {
+    return queries.capacity() + accumulators.capacity() + scores.capacity() + keys.capacity() + values.capacity() +
+           2 * softmax.capacity() + packed.capacity() +
+           (key_pairs.capacity() * sizeof(std::uint16_t) + query_pairs.capacity() * sizeof(std::uint32_t)) / sizeof(A);
+  }
+
+  /// The scratch of one `attention` call: the buffers resized to `n` (those a call does not use, sized
+  /// 0 in `n`, keep what they hold).
+  attention_scratch<A> operator()(const attention_scratch_sizes& n) {
+    queries.resize(n.queries);
+    accumulators.resize(n.queries);
+    scores.resize(n.scores);
+    if (n.keys != 0) keys.resize(n.keys);
+    if (n.values != 0) values.resize(n.values);
+    softmax.resize(n.softmax);
+    if (n.packed != 0) packed.resize(n.packed);
+    if (n.key_pairs != 0) key_pairs.resize(n.key_pairs);
+    if (n.query_pairs != 0) query_pairs.resize(n.query_pairs);
+    return {queries, accumulators, scores, keys, values, softmax, packed, key_pairs, query_pairs};
+  }
+};
+
 /// The tiled online-softmax attention (FlashAttention's loop, Dao et al. 2022) of projected queries
 /// against the keys and values of `kv` (nn::kv_cache), for `problem`: out[b, t, h, :] = softmax(scale ·
 /// q·kᵀ, masked) · v, in opmath A = accumulator_t<C>, each output rounded once to C. Its buffers come from

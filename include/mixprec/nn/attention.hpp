@@ -41,12 +41,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <complex>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
-#include <limits>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -58,10 +56,8 @@
 
 #include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/accumulator.hpp"
-#include "mixprec/arrays/eigen.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/attention.hpp"
-#include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/rounding.hpp"
 #include "mixprec/kernels/softmax.hpp"
 #include "mixprec/nn/dense.hpp"
@@ -95,38 +91,12 @@ struct attention_config {
   std::size_t key_block = 128;    ///< keys per tile of the online softmax; > 0
 };
 
-/// Scratch buffers of `scaled_dot_product_attention`, in opmath `A`. It sizes them itself (to the
-/// tile sizes, and on the packed path one kv head's keys and values: O(S), never O(S²)); reuse one
-/// workspace across calls to avoid reallocating.
-/// The contents are meaningless between calls.
+/// Scratch buffers of `scaled_dot_product_attention`, in opmath `A` (the kernel's buffers,
+/// `kernels::attention_buffers`). It sizes them itself (to the tile sizes, and on the packed path one kv
+/// head's keys and values: O(S), never O(S²)); reuse one workspace across calls to avoid reallocating.
+/// `elements()` counts what they hold. The contents are meaningless between calls.
 template <std::floating_point A>
-struct attention_workspace {
-  std::vector<A> queries;       ///< [query_block, head_dim] one block of queries, widened to A
-  std::vector<A> accumulators;  ///< [query_block, head_dim] unnormalised outputs
-  std::vector<A> scores;        ///< [query_block, key_block] one tile of scores, then weights
-  std::vector<A> keys;          ///< [key_block, head_dim] one tile of keys widened to A (empty if C is A)
-  /// [key_block, head_dim] one tile of values widened to A, padding rows zeroed (if C is A: empty until a
-  /// tile holds padding, then a copy of that tile with its padding rows zeroed)
-  std::vector<A> values;
-  std::vector<kernels::online_softmax<A>> softmax;  ///< [query_block] running max and sum per query
-  /// The packed path's copies (see `scaled_dot_product_attention`): one kv head's keys and values as
-  /// GEMM panels, 2 × capacity × head_dim values (O(S); the values only, 1 ×, when the keys are kept
-  /// as `key_pairs`), and a query block and a weight tile packed.
-  std::vector<A> packed;
-  /// bfloat16 scores on VDPBF16PS: one kv head's keys as bfloat16 pair panels (capacity × head_dim
-  /// patterns) ...
-  std::vector<std::uint16_t> key_pairs;
-  /// ... and a query block as pairs (query_block × head_dim / 2 words, rounded up to whole 6-row panels).
-  std::vector<std::uint32_t> query_pairs;
-
-  /// Number of opmath values the buffers hold (their capacities; an online_softmax counts 2), with
-  /// the pairs counted by their bytes.
-  [[nodiscard]] std::size_t elements() const noexcept {
-    return queries.capacity() + accumulators.capacity() + scores.capacity() + keys.capacity() + values.capacity() +
-           2 * softmax.capacity() + packed.capacity() +
-           (key_pairs.capacity() * sizeof(std::uint16_t) + query_pairs.capacity() * sizeof(std::uint32_t)) / sizeof(A);
-  }
-};
+using attention_workspace = kernels::attention_buffers<A>;
 
 namespace detail {
 
@@ -239,21 +209,7 @@ template <class C>
 void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
                                   const attention_config& config, std::span<C> out,
                                   attention_workspace<accumulator_t<C>>& workspace) {
-  using A = accumulator_t<C>;
-  detail::checked_attention<C>(queries, cache, seq, config, out, [&](const kernels::attention_scratch_sizes& n) {
-    workspace.queries.resize(n.queries);
-    workspace.accumulators.resize(n.queries);
-    workspace.scores.resize(n.scores);
-    if (n.keys != 0) workspace.keys.resize(n.keys);
-    if (n.values != 0) workspace.values.resize(n.values);
-    workspace.softmax.resize(n.softmax);
-    if (n.packed != 0) workspace.packed.resize(n.packed);
-    if (n.key_pairs != 0) workspace.key_pairs.resize(n.key_pairs);
-    if (n.query_pairs != 0) workspace.query_pairs.resize(n.query_pairs);
-    return kernels::attention_scratch<A>{workspace.queries, workspace.accumulators, workspace.scores,
-                                         workspace.keys,    workspace.values,       workspace.softmax,
-                                         workspace.packed,  workspace.key_pairs,    workspace.query_pairs};
-  });
+  detail::checked_attention<C>(queries, cache, seq, config, out, workspace);
 }
 
 /// `scaled_dot_product_attention` with its buffers taken from `ws` (nn/workspace.hpp): no allocation
