@@ -554,23 +554,26 @@ inline void check_attention_backward(const char* where, const attention_backward
     throw std::invalid_argument(internal::concat(
         where, ": the problem's scale is not finite (the forward's score scale, e.g. 1/sqrt(head_dim))"));
   }
-  for (const attention_tensor_size& t : tensors) {
+  const auto check = [where](const attention_tensor_size& t) {
     std::size_t expected = 1;
+    bool wraps = false;  // a count beyond std::size_t would pass the size check wrapped around
     std::string shape;
     for (std::size_t d = 0; d < t.rank; ++d) {
+      wraps = wraps || (t.shape[d] != 0 && expected > std::numeric_limits<std::size_t>::max() / t.shape[d]);
       expected *= t.shape[d];
       shape += internal::concat(d == 0 ? "[" : ", ", t.shape[d]);
+    }
+    if (wraps) {
+      throw std::invalid_argument(internal::concat(where, ": the shape of ", t.name, ", ", t.dims, " = ", shape,
+                                                   "], has more elements than std::size_t counts"));
     }
     if (t.size != expected) {
       throw std::invalid_argument(internal::concat(where, ": ", t.name, " has ", t.size, " elements but ", t.dims,
                                                    " = ", shape, "] needs ", expected));
     }
-  }
-  if (!validity.empty() && validity.size() != p.batch * p.seq) {
-    throw std::invalid_argument(internal::concat(where, ": validity has ", validity.size(),
-                                                 " elements but [batch, seq] = [", p.batch, ", ", p.seq, "] needs ",
-                                                 p.batch * p.seq, " (or none: every key valid)"));
-  }
+  };
+  for (const attention_tensor_size& t : tensors) check(t);
+  if (!validity.empty()) check({"validity", validity.size(), "[batch, seq]", {p.batch, p.seq, 0, 0}, 2});
 }
 
 /// The shapes `attention_backward` and `attention_log_sum_exp` check their tensors against.
@@ -626,7 +629,8 @@ void scatter_attention_head(const Mat& in, A* dst, std::size_t seq, std::size_t 
 /// visible key gets −Inf. Memory O(seq · head_dim).
 /// \throws std::invalid_argument (messages starting "kernels::attention_log_sum_exp:") when the problem
 ///         is inconsistent (no heads, n_kv_heads not dividing n_heads, a block of 0, a scale not finite),
-///         or a tensor's size is not its shape's.
+///         or a tensor's size is not its shape's (validity: [batch, seq] or empty; a shape whose element
+///         count does not fit std::size_t is refused too).
 template <class C>
 void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, std::span<const std::uint8_t> validity,
                            const attention_backward_problem& problem, std::span<accumulator_t<C>> lse) {
@@ -708,7 +712,8 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
 /// Memory: O(seq · head_dim) per head (the tiles' products in Eigen, no seq × seq matrix).
 /// \throws std::invalid_argument (messages starting "kernels::attention_backward:") when the problem is
 ///         inconsistent (no heads, n_kv_heads not dividing n_heads, a block of 0, a scale not finite), or
-///         a tensor's size is not its shape's (validity: [batch, seq] or empty).
+///         a tensor's size is not its shape's (as `attention_log_sum_exp`; checked in the order of
+///         `attention_backward_inputs`' members, then the gradients', validity last).
 template <class C>
 void attention_backward(const attention_backward_inputs<C>& in, const attention_backward_problem& problem,
                         const attention_backward_gradients<accumulator_t<C>>& grads) {
