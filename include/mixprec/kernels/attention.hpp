@@ -1,9 +1,24 @@
 /// \file
 /// \brief `kernels::attention`: the tiled ("flash") online-softmax attention of projected queries against
-/// a key/value cache, O(S) memory, in float32 (or float64) opmath — the operation beneath
+/// a key/value cache, O(S) memory, in float32 (or float64) opmath, and its backward for training
+/// (`kernels::attention_backward`, `kernels::attention_log_sum_exp`) — the operations beneath
 /// `nn::attention`, as PyTorch's `scaled_dot_product_attention` is beneath `nn.MultiheadAttention`. The
-/// layer keeps the projections, rotary embeddings, masks, the cache and the parameters; this header
-/// keeps the tiles, their micro-kernels and their buffers.
+/// layer keeps the projections, rotary embeddings, masks, the cache, the parameters and the gradients'
+/// tree; this header keeps the loops over heads and tiles, their micro-kernels and their buffers.
+///
+/// **Tiling** (forward): each (batch row, head, block of `query_block` queries) walks the keys in tiles
+/// of `key_block`, keeping per query the running max and sum of `online_softmax` and rescaling its
+/// opmath accumulator (FlashAttention's loop; Dao et al. 2022). The scratch is `query_block * (key_block
+/// + 2 head_dim + 2) + 2 key_block head_dim` opmath values whatever the sequence length (the key/value
+/// tiles only when C is not A, the value tile also when C is A and a tile holds padding; the packed
+/// path adds one kv head's keys and values, O(S)). Tiles start at key positions that are multiples of
+/// `key_block`, so a query sees its keys in the same tiles whether it comes in a long prompt or alone.
+///
+/// **Masks**: a query that sees no key outputs zeros, never NaN (the convention of `online_softmax`).
+/// A masked key contributes exactly nothing, whatever its key and value hold (Inf and NaN included): a
+/// tile of padding only is skipped, padding rows of the value tile are zeroed before P·V, and under
+/// `causal` each query's P·V stops at its own position (0 × NaN would otherwise be NaN); the backward
+/// reads padding keys and values as zero and gives them exactly zero gradients.
 #pragma once
 
 #include <algorithm>

@@ -21,22 +21,16 @@
 /// With `softmax_precision::compute` the scores are rounded to C before the softmax and the weights to
 /// C before they multiply v (pure-half framework behaviour); see `kernels::softmax_precision`.
 ///
-/// **Tiling**: each (batch row, head, block of `query_block` queries) walks the keys in tiles of
-/// `key_block`, keeping per query the running max and sum of `kernels::online_softmax` and rescaling
-/// its float32 accumulator (FlashAttention's loop; Dao et al. 2022). The scratch memory is
-/// `query_block * (key_block + 2 head_dim + 2) + 2 key_block head_dim` opmath values whatever the
-/// sequence length (`attention_workspace::elements`; the key/value tiles only when C is not A, the value
-/// tile also when C is A and a tile holds padding); only the
-/// O(seq) buffers q, k, v, the attended heads and the cache grow with the input. Tiles start at key positions that are
-/// multiples of `key_block`, so a query sees its keys in the same tiles whether it comes in a long prompt or alone
-/// during decoding.
+/// **Tiling** (`kernels::attention`, kernels/attention.hpp): FlashAttention's loop over tiles of
+/// `query_block` queries × `key_block` keys, whose scratch does not grow with the sequence
+/// (`attention_workspace::elements`); only the O(seq) buffers q, k, v, the attended heads and the cache
+/// do. A query sees its keys in the same tiles whether it comes in a long prompt or alone during
+/// decoding. The backward is `kernels::attention_backward` (FlashAttention-2's).
 ///
 /// **Masks**: a fully masked query row (e.g. a padding query under left padding and a causal mask)
 /// attends to nothing and outputs zeros (before the output projection; y is then the bias bo, or 0),
-/// never NaN — the convention of `kernels::online_softmax`. A masked key contributes exactly nothing,
-/// whatever its key and value hold (Inf and NaN included): a tile of padding only is skipped, padding
-/// rows of the value tile are zeroed before P·V, and under `causal` each query's P·V stops at its own
-/// position (0 × NaN would otherwise be NaN).
+/// never NaN. A masked key contributes exactly nothing, whatever its key and value hold (Inf and NaN
+/// included), to the output and to the gradients.
 #pragma once
 
 #include <algorithm>
@@ -144,10 +138,6 @@ inline attention_config resolve_attention_config(attention_config c) {
 
 template <class T>
 inline constexpr bool attention_real_v = std::same_as<T, float> || std::same_as<T, double> || small_float<T>;
-
-}  // namespace detail
-
-namespace detail {
 
 /// The tiled attention of `scaled_dot_product_attention` (kernels::attention) after the config is
 /// resolved and checked against the cache.
