@@ -1,21 +1,30 @@
-// Tests of kernels::attention (kernels/attention.hpp) called directly, without nn::attention: the
-// result of a small problem against a float64 softmax written here, and the errors for a problem that
-// is inconsistent (nn validates its own problems; a direct caller gets an exception, never a hang or
-// an out-of-bounds read). The tiled paths themselves are tested through nn::attention
-// (tests/nn/attention_test.cpp) at every SIMD level.
+// Tests of kernels::attention and kernels::attention_backward (kernels/attention.hpp) called directly,
+// without nn::attention: results of small problems against a float64 attention and its gradient written
+// here, the backward against central finite differences of the forward kernel, and the errors for a
+// problem that is inconsistent (nn validates its own problems; a direct caller gets an exception, never
+// a hang or an out-of-bounds read). The tiled paths themselves are tested through nn::attention
+// (tests/nn/attention_test.cpp, attention_training_test.cpp) at every SIMD level.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
+#include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/kernels/attention.hpp"
+#include "support/gradcheck.hpp"
 
 namespace attention_test {
 
+using mixprec::kernels::attention_backward_gradients;
+using mixprec::kernels::attention_backward_inputs;
+using mixprec::kernels::attention_backward_problem;
 using mixprec::kernels::attention_problem;
 using mixprec::kernels::attention_scratch;
 using mixprec::kernels::attention_scratch_sizes;
@@ -113,6 +122,345 @@ TEST_CASE("kernels::attention rejects an inconsistent problem, naming its sizes"
   std::vector<float> short_out(1);
   CHECK_THROWS_WITH(mixprec::kernels::attention<float>(q, kv, problem_of(1, 2), short_out, scratch),
                     Catch::Contains("scaled_dot_product_attention: queries have 2 and out 1 elements"));
+}
+
+// ---- backward ----
+
+/// x rounded to C (through float for a 16-bit C), and such a value back to double.
+template <class C>
+C to_type(double x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return static_cast<C>(x);
+  } else {
+    return C(static_cast<float>(x));
+  }
+}
+template <class C>
+double to_double(C x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return static_cast<double>(x);
+  } else {
+    return static_cast<double>(static_cast<float>(x));
+  }
+}
+
+/// `values` rounded to C and back: the test's operands, exactly representable in C.
+template <class C>
+std::vector<double> in_type(std::vector<double> values) {
+  for (double& x : values) x = to_double(to_type<C>(x));
+  return values;
+}
+
+/// `values` (exact in C) as C.
+template <class C>
+std::vector<C> as_type(const std::vector<double>& values) {
+  std::vector<C> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = to_type<C>(values[i]);
+  return out;
+}
+
+/// The float64 attention of one problem and its vector-Jacobian product, written from the definitions
+/// (softmax over each query's visible keys, then the chain rule of O = P·V, P = softmax(scale Q·Kᵀ)):
+/// every tensor [batch, seq, heads, head_dim], the log-sum-exps [batch, n_heads, seq]. The VJP reads
+/// the output rounded to C, as the forward saves it (D_i = dO_i · O_i).
+struct reference_attention {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+template <class C>
+reference_attention reference_of(const attention_backward_problem& p, const std::vector<double>& q,
+                                 const std::vector<double>& k, const std::vector<double>& v,
+                                 const std::vector<std::uint8_t>& validity, const std::vector<double>& d_out) {
+  const std::size_t S = p.seq, H = p.n_heads, G = p.n_kv_heads, D = p.head_dim;
+  const auto qi = [&](std::size_t b, std::size_t t, std::size_t h, std::size_t e) {
+    return ((b * S + t) * H + h) * D + e;
+  };
+  const auto ki = [&](std::size_t b, std::size_t t, std::size_t g, std::size_t e) {
+    return ((b * S + t) * G + g) * D + e;
+  };
+  reference_attention r{std::vector<double>(q.size(), 0.0), std::vector<double>(p.batch * H * S, 0.0),
+                        std::vector<double>(q.size(), 0.0), std::vector<double>(k.size(), 0.0),
+                        std::vector<double>(v.size(), 0.0)};
+  for (std::size_t b = 0; b < p.batch; ++b) {
+    for (std::size_t h = 0; h < H; ++h) {
+      const std::size_t g = h / (H / G);
+      for (std::size_t i = 0; i < S; ++i) {
+        std::vector<double> prob(S, 0.0);
+        double max = -std::numeric_limits<double>::infinity();
+        for (std::size_t j = 0; j < S; ++j) {
+          if ((p.causal && j > i) || (!validity.empty() && validity[b * S + j] == 0)) continue;
+          double s = 0.0;
+          for (std::size_t e = 0; e < D; ++e) s += q[qi(b, i, h, e)] * k[ki(b, j, g, e)];
+          prob[j] = p.scale * s;
+          max = std::max(max, prob[j]);
+        }
+        double sum = 0.0;
+        for (std::size_t j = 0; j < S; ++j) {
+          const bool seen = !((p.causal && j > i) || (!validity.empty() && validity[b * S + j] == 0));
+          prob[j] = seen ? std::exp(prob[j] - max) : 0.0;
+          sum += prob[j];
+        }
+        r.lse[(b * H + h) * S + i] = sum > 0.0 ? max + std::log(sum) : -std::numeric_limits<double>::infinity();
+        for (double& x : prob) x = sum > 0.0 ? x / sum : 0.0;
+        for (std::size_t j = 0; j < S; ++j) {
+          for (std::size_t e = 0; e < D; ++e) r.out[qi(b, i, h, e)] += prob[j] * v[ki(b, j, g, e)];
+        }
+        // dO·O, then for each key dP = dO·v_j, dS = P (dP − dO·O).
+        double d_o_dot_o = 0.0;
+        for (std::size_t e = 0; e < D; ++e) {
+          d_o_dot_o += d_out[qi(b, i, h, e)] * to_double(to_type<C>(r.out[qi(b, i, h, e)]));
+        }
+        for (std::size_t j = 0; j < S; ++j) {
+          if (prob[j] == 0.0) continue;
+          double dp = 0.0;
+          for (std::size_t e = 0; e < D; ++e) dp += d_out[qi(b, i, h, e)] * v[ki(b, j, g, e)];
+          const double ds = prob[j] * (dp - d_o_dot_o);
+          for (std::size_t e = 0; e < D; ++e) {
+            r.dq[qi(b, i, h, e)] += p.scale * ds * k[ki(b, j, g, e)];
+            r.dk[ki(b, j, g, e)] += p.scale * ds * q[qi(b, i, h, e)];
+            r.dv[ki(b, j, g, e)] += prob[j] * d_out[qi(b, i, h, e)];
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+/// A small grouped-query problem with tiles smaller than the sequence.
+attention_backward_problem backward_problem_of(bool causal) {
+  return {.batch = 2,
+          .seq = 7,
+          .n_heads = 4,
+          .n_kv_heads = 2,
+          .head_dim = 3,
+          .query_block = 3,
+          .key_block = 2,
+          .causal = causal,
+          .scale = 0.7};
+}
+
+/// Row 0 left-padded by two keys (its first two queries see nothing under a causal mask), row 1 with a
+/// padding key in the middle.
+const std::vector<std::uint8_t> backward_validity{0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1};
+
+TEMPLATE_TEST_CASE("kernels::attention_backward and attention_log_sum_exp match a float64 reference",
+                   "[kernels][attention][backward]", double, float, mixprec::bfloat16) {
+  using C = TestType;
+  using A = mixprec::accumulator_t<C>;
+  // Bound: the kernel's sums of products of C values in A against the same sums in float64, over at
+  // most seq + head_dim terms of O(1) values; A's unit roundoff times a margin of 64 (float: ~4e-6).
+  const double tolerance = 64.0 * std::numeric_limits<A>::epsilon();
+  for (const bool causal : {true, false}) {
+    INFO("causal " << causal);
+    const attention_backward_problem p = backward_problem_of(causal);
+    const std::size_t q_size = p.batch * p.seq * p.n_heads * p.head_dim;
+    const std::size_t kv_size = p.batch * p.seq * p.n_kv_heads * p.head_dim;
+    const auto q = in_type<C>(gradcheck::uniform(q_size, 1, -1.5, 1.5));
+    const auto k = in_type<C>(gradcheck::uniform(kv_size, 2, -1.5, 1.5));
+    const auto v = in_type<C>(gradcheck::uniform(kv_size, 3));
+    const auto d_out = in_type<C>(gradcheck::uniform(q_size, 4));
+    const reference_attention ref = reference_of<C>(p, q, k, v, backward_validity, d_out);
+    const std::vector<C> qc = as_type<C>(q), kc = as_type<C>(k), vc = as_type<C>(v), d_outc = as_type<C>(d_out);
+    // The forward's output as it would be saved: the reference rounded to C (D_i = dO_i · O_i reads it).
+    const std::vector<C> out = as_type<C>(ref.out);
+
+    std::vector<A> lse(p.batch * p.n_heads * p.seq, A(7));
+    mixprec::kernels::attention_log_sum_exp<C>(qc, kc, backward_validity, p, lse);
+    for (std::size_t i = 0; i < lse.size(); ++i) {
+      INFO("lse " << i);
+      if (std::isinf(ref.lse[i])) {
+        CHECK(lse[i] == -std::numeric_limits<A>::infinity());  // a query that sees no key
+      } else {
+        CHECK(std::abs(static_cast<double>(lse[i]) - ref.lse[i]) <= tolerance * (1.0 + std::abs(ref.lse[i])));
+      }
+    }
+
+    std::vector<A> dq(q_size, A(0)), dk(kv_size, A(0)), dv(kv_size, A(0));
+    const attention_backward_inputs<C> in{.queries = qc,
+                                          .keys = kc,
+                                          .values = vc,
+                                          .out = out,
+                                          .d_out = d_outc,
+                                          .log_sum_exp = lse,
+                                          .validity = backward_validity};
+    mixprec::kernels::attention_backward<C>(in, p, {dq, dk, dv});
+    const auto close = [&](const char* what, const std::vector<A>& got, const std::vector<double>& want) {
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        INFO(what << "[" << i << "]: " << static_cast<double>(got[i]) << " against " << want[i]);
+        CHECK(std::abs(static_cast<double>(got[i]) - want[i]) <= tolerance * (1.0 + std::abs(want[i])));
+      }
+    };
+    close("dq", dq, ref.dq);
+    close("dk", dk, ref.dk);
+    close("dv", dv, ref.dv);
+    // Exactly nothing for the padding keys, and for the queries that see no key.
+    for (std::size_t e = 0; e < p.n_kv_heads * p.head_dim; ++e) {
+      for (const std::size_t key : {std::size_t{0}, std::size_t{1}, std::size_t{7 + 4}}) {  // row 0: 0, 1; row 1: 4
+        CHECK(dk[key * p.n_kv_heads * p.head_dim + e] == A(0));
+        CHECK(dv[key * p.n_kv_heads * p.head_dim + e] == A(0));
+      }
+    }
+    if (causal) {
+      for (std::size_t e = 0; e < 2 * p.n_heads * p.head_dim; ++e) CHECK(dq[e] == A(0));  // row 0, queries 0, 1
+    }
+    // The gradients are added: a second call doubles them exactly.
+    const std::vector<A> dq1 = dq, dk1 = dk, dv1 = dv;
+    mixprec::kernels::attention_backward<C>(in, p, {dq, dk, dv});
+    for (std::size_t i = 0; i < dq.size(); ++i) CHECK(dq[i] == 2 * dq1[i]);
+    for (std::size_t i = 0; i < dk.size(); ++i) CHECK((dk[i] == 2 * dk1[i] && dv[i] == 2 * dv1[i]));
+  }
+}
+
+/// Keys and values [batch, seq, n_kv_heads, head_dim] served to kernels::attention as [keys, head_dim]
+/// per batch row and kv head, with the validity of each row.
+struct split_source {
+  std::vector<std::vector<double>> k, v;
+  std::vector<std::vector<std::uint8_t>> valid;
+  split_source(const attention_backward_problem& p, const std::vector<double>& keys, const std::vector<double>& values,
+               const std::vector<std::uint8_t>& validity) {
+    for (std::size_t b = 0; b < p.batch; ++b) {
+      valid.emplace_back(validity.begin() + static_cast<std::ptrdiff_t>(b * p.seq),
+                         validity.begin() + static_cast<std::ptrdiff_t>((b + 1) * p.seq));
+      for (std::size_t g = 0; g < p.n_kv_heads; ++g) {
+        k.emplace_back();
+        v.emplace_back();
+        for (std::size_t t = 0; t < p.seq; ++t) {
+          for (std::size_t e = 0; e < p.head_dim; ++e) {
+            k.back().push_back(keys[((b * p.seq + t) * p.n_kv_heads + g) * p.head_dim + e]);
+            v.back().push_back(values[((b * p.seq + t) * p.n_kv_heads + g) * p.head_dim + e]);
+          }
+        }
+      }
+    }
+  }
+  std::size_t n_kv_heads() const { return k.size() / valid.size(); }
+  [[nodiscard]] std::span<const double> keys(std::size_t b, std::size_t g) const { return k[b * n_kv_heads() + g]; }
+  [[nodiscard]] std::span<const double> values(std::size_t b, std::size_t g) const { return v[b * n_kv_heads() + g]; }
+  [[nodiscard]] std::span<const std::uint8_t> validity(std::size_t b) const { return valid[b]; }
+};
+
+TEST_CASE("kernels::attention_backward is the gradient of kernels::attention (central finite differences)",
+          "[kernels][attention][backward]") {
+  for (const bool causal : {true, false}) {
+    INFO("causal " << causal);
+    const attention_backward_problem p = backward_problem_of(causal);
+    const attention_problem forward{.batch = p.batch,
+                                    .seq = p.seq,
+                                    .n_heads = p.n_heads,
+                                    .n_kv_heads = p.n_kv_heads,
+                                    .head_dim = p.head_dim,
+                                    .keys = p.seq,
+                                    .capacity = p.seq,
+                                    .query_block = p.query_block,
+                                    .key_block = p.key_block,
+                                    .causal = p.causal,
+                                    .scale = p.scale};
+    const std::size_t q_size = p.batch * p.seq * p.n_heads * p.head_dim;
+    const std::size_t kv_size = p.batch * p.seq * p.n_kv_heads * p.head_dim;
+    auto q = gradcheck::uniform(q_size, 11, -1.5, 1.5);
+    auto k = gradcheck::uniform(kv_size, 12, -1.5, 1.5);
+    auto v = gradcheck::uniform(kv_size, 13);
+    const auto w = gradcheck::uniform(q_size, 14);  // the loss Σ w ⊙ O, so dO = w
+    mixprec::kernels::attention_buffers<double> buffers;
+    std::vector<double> out(q_size);
+    const auto run = [&] {
+      const split_source kv(p, k, v, backward_validity);
+      mixprec::kernels::attention<double>(q, kv, forward, out, buffers);
+    };
+    const auto loss = [&] {
+      run();
+      double s = 0.0;
+      for (std::size_t i = 0; i < q_size; ++i) s += w[i] * out[i];
+      return s;
+    };
+    run();
+    const std::vector<double> saved_out = out;
+    std::vector<double> lse(p.batch * p.n_heads * p.seq);
+    mixprec::kernels::attention_log_sum_exp<double>(q, k, backward_validity, p, lse);
+    std::vector<double> dq(q_size, 0.0), dk(kv_size, 0.0), dv(kv_size, 0.0);
+    mixprec::kernels::attention_backward<double>({.queries = q,
+                                                  .keys = k,
+                                                  .values = v,
+                                                  .out = saved_out,
+                                                  .d_out = w,
+                                                  .log_sum_exp = lse,
+                                                  .validity = backward_validity},
+                                                 p, {dq, dk, dv});
+    gradcheck::require_close("dq", std::span<const double>(dq), gradcheck::numeric_gradient(q.data(), q.size(), loss));
+    gradcheck::require_close("dk", std::span<const double>(dk), gradcheck::numeric_gradient(k.data(), k.size(), loss));
+    gradcheck::require_close("dv", std::span<const double>(dv), gradcheck::numeric_gradient(v.data(), v.size(), loss));
+  }
+}
+
+TEST_CASE("kernels::attention_backward and attention_log_sum_exp refuse a bad problem, naming it",
+          "[kernels][attention][backward]") {
+  // batch 1, seq 2, one head of dimension 3.
+  const attention_backward_problem good{
+      .batch = 1, .seq = 2, .n_heads = 1, .n_kv_heads = 1, .head_dim = 3, .query_block = 2, .key_block = 2};
+  std::vector<float> q(6, 1.0f), k(6, 1.0f), v(6, 1.0f), out(6, 1.0f), d_out(6, 1.0f), lse(2, 0.0f);
+  std::vector<float> dq(6, 0.0f), dk(6, 0.0f), dv(6, 0.0f);
+  std::vector<std::uint8_t> validity{1, 1};
+  const auto backward = [&](const attention_backward_problem& p) {
+    mixprec::kernels::attention_backward<float>(
+        {.queries = q, .keys = k, .values = v, .out = out, .d_out = d_out, .log_sum_exp = lse, .validity = validity}, p,
+        {dq, dk, dv});
+  };
+  REQUIRE_NOTHROW(backward(good));
+  const std::vector<float> dq_good = dq;
+  const auto inconsistent = [&](attention_backward_problem p) {
+    CHECK_THROWS_WITH(backward(p), Catch::Contains("kernels::attention_backward: the problem is inconsistent") &&
+                                       Catch::Contains("n_kv_heads must divide it"));
+    CHECK_THROWS_WITH(mixprec::kernels::attention_log_sum_exp<float>(q, k, validity, p, lse),
+                      Catch::Contains("kernels::attention_log_sum_exp: the problem is inconsistent"));
+  };
+  attention_backward_problem p = good;
+  p.n_kv_heads = 0;
+  inconsistent(p);
+  p = good;
+  p.n_heads = 3;
+  p.n_kv_heads = 2;
+  inconsistent(p);
+  p = good;
+  p.n_heads = 0;
+  inconsistent(p);
+  p = good;
+  p.query_block = 0;
+  inconsistent(p);
+  p = good;
+  p.key_block = 0;
+  inconsistent(p);
+  p = good;
+  p.scale = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH(backward(p), Catch::Contains("kernels::attention_backward: the problem's scale is not finite"));
+  // Sizes: each tensor named with its shape.
+  k.resize(5);
+  CHECK_THROWS_WITH(backward(good),
+                    Catch::Contains("kernels::attention_backward: keys has 5 elements but [batch, seq, n_kv_heads, "
+                                    "head_dim] = [1, 2, 1, 3] needs 6"));
+  CHECK_THROWS_WITH(mixprec::kernels::attention_log_sum_exp<float>(q, k, validity, good, lse),
+                    Catch::Contains("kernels::attention_log_sum_exp: keys has 5 elements"));
+  k.resize(6, 1.0f);
+  lse.resize(3);
+  CHECK_THROWS_WITH(backward(good),
+                    Catch::Contains("log_sum_exp has 3 elements but [batch, n_heads, seq] = [1, 1, 2] needs 2"));
+  CHECK_THROWS_WITH(mixprec::kernels::attention_log_sum_exp<float>(q, k, validity, good, lse),
+                    Catch::Contains("lse has 3 elements but [batch, n_heads, seq] = [1, 1, 2] needs 2"));
+  lse.resize(2);
+  dv.resize(7);
+  CHECK_THROWS_WITH(backward(good), Catch::Contains("d_values has 7 elements but [batch, seq, n_kv_heads, head_dim]"));
+  dv.resize(6);
+  validity.push_back(1);
+  CHECK_THROWS_WITH(backward(good), Catch::Contains("validity has 3 elements but [batch, seq] = [1, 2] needs 2"));
+  validity.pop_back();
+  // A shape whose element count wraps around std::size_t is refused, not read out of bounds.
+  p = good;
+  p.batch = std::size_t{1} << 33;
+  p.seq = std::size_t{1} << 33;
+  CHECK_THROWS_WITH(backward(p), Catch::Contains("the shape of queries") &&
+                                     Catch::Contains("has more elements than std::size_t counts"));
+  // A refused call writes nothing.
+  CHECK(dq == dq_good);
 }
 
 }  // namespace attention_test

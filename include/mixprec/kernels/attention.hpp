@@ -1,20 +1,38 @@
 /// \file
 /// \brief `kernels::attention`: the tiled ("flash") online-softmax attention of projected queries against
-/// a key/value cache, O(S) memory, in float32 (or float64) opmath — the operation beneath
+/// a key/value cache, O(S) memory, in float32 (or float64) opmath, and its backward for training
+/// (`kernels::attention_backward`, `kernels::attention_log_sum_exp`) — the operations beneath
 /// `nn::attention`, as PyTorch's `scaled_dot_product_attention` is beneath `nn.MultiheadAttention`. The
-/// layer keeps the projections, rotary embeddings, masks, the cache and the parameters; this header
-/// keeps the tiles, their micro-kernels and their buffers.
+/// layer keeps the projections, rotary embeddings, masks, the cache, the parameters and the gradients'
+/// tree; this header keeps the loops over heads and tiles, their micro-kernels and their buffers.
+///
+/// **Tiling** (forward): each (batch row, head, block of `query_block` queries) walks the keys in tiles
+/// of `key_block`, keeping per query the running max and sum of `online_softmax` and rescaling its
+/// opmath accumulator (FlashAttention's loop; Dao et al. 2022). The scratch is `query_block * (key_block
+/// + 2 head_dim + 2) + 2 key_block head_dim` opmath values whatever the sequence length (the key/value
+/// tiles only when C is not A, the value tile also when C is A and a tile holds padding; the packed
+/// path adds one kv head's keys and values, O(S)). Tiles start at key positions that are multiples of
+/// `key_block`, so a query sees its keys in the same tiles whether it comes in a long prompt or alone.
+///
+/// **Masks**: a query that sees no key outputs zeros, never NaN (the convention of `online_softmax`).
+/// A masked key contributes exactly nothing, whatever its key and value hold (Inf and NaN included): a
+/// tile of padding only is skipped, padding rows of the value tile are zeroed before P·V, and under
+/// `causal` each query's P·V stops at its own position (0 × NaN would otherwise be NaN); the backward
+/// reads padding keys and values as zero and gives them exactly zero gradients.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/arch/message.hpp"
@@ -86,6 +104,53 @@ struct attention_scratch_sizes {
   std::size_t packed = 0;       ///< the packed path's buffers
   std::size_t key_pairs = 0;    ///< keys as bfloat16 pair panels (patterns)
   std::size_t query_pairs = 0;  ///< a query block as pairs (words)
+};
+
+/// Buffers of `attention` kept between calls (nn::attention_workspace), in opmath `A`: pass one as
+/// `attention`'s scratch and it grows them to what the call asks for, so that a decode loop stops
+/// allocating after its first step. The contents are meaningless between calls.
+template <std::floating_point A>
+struct attention_buffers {
+  std::vector<A> queries;       ///< [query_block, head_dim] one block of queries, widened to A
+  std::vector<A> accumulators;  ///< [query_block, head_dim] unnormalised outputs
+  std::vector<A> scores;        ///< [query_block, key_block] one tile of scores, then weights
+  std::vector<A> keys;          ///< [key_block, head_dim] one tile of keys widened to A (empty if C is A)
+  /// [key_block, head_dim] one tile of values widened to A, padding rows zeroed (if C is A: empty until a
+  /// tile holds padding, then a copy of that tile with its padding rows zeroed)
+  std::vector<A> values;
+  std::vector<online_softmax<A>> softmax;  ///< [query_block] running max and sum per query
+  /// The packed path's copies (see `attention`): one kv head's keys and values as GEMM panels,
+  /// 2 × capacity × head_dim values (O(S); the values only, 1 ×, when the keys are kept as
+  /// `key_pairs`), and a query block and a weight tile packed.
+  std::vector<A> packed;
+  /// bfloat16 scores on VDPBF16PS: one kv head's keys as bfloat16 pair panels (capacity × head_dim
+  /// patterns) ...
+  std::vector<std::uint16_t> key_pairs;
+  /// ... and a query block as pairs (query_block × head_dim / 2 words, rounded up to whole 6-row panels).
+  std::vector<std::uint32_t> query_pairs;
+
+  /// Number of opmath values the buffers hold (their capacities; an online_softmax counts 2), with
+  /// the pairs counted by their bytes.
+  [[nodiscard]] std::size_t elements() const noexcept {
+    return queries.capacity() + accumulators.capacity() + scores.capacity() + keys.capacity() + values.capacity() +
+           2 * softmax.capacity() + packed.capacity() +
+           (key_pairs.capacity() * sizeof(std::uint16_t) + query_pairs.capacity() * sizeof(std::uint32_t)) / sizeof(A);
+  }
+
+  /// The scratch of one `attention` call: the buffers resized to `n` (those a call does not use, sized
+  /// 0 in `n`, keep what they hold).
+  attention_scratch<A> operator()(const attention_scratch_sizes& n) {
+    queries.resize(n.queries);
+    accumulators.resize(n.queries);
+    scores.resize(n.scores);
+    if (n.keys != 0) keys.resize(n.keys);
+    if (n.values != 0) values.resize(n.values);
+    softmax.resize(n.softmax);
+    if (n.packed != 0) packed.resize(n.packed);
+    if (n.key_pairs != 0) key_pairs.resize(n.key_pairs);
+    if (n.query_pairs != 0) query_pairs.resize(n.query_pairs);
+    return {queries, accumulators, scores, keys, values, softmax, packed, key_pairs, query_pairs};
+  }
 };
 
 /// The tiled online-softmax attention (FlashAttention's loop, Dao et al. 2022) of projected queries
@@ -434,6 +499,333 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
     internal::parallel_for(slots, slots, [&](std::size_t slot) {
       for (std::size_t task = slot; task < tasks; task += slots) run(task, slot);
     });
+  }
+}
+
+// ---- backward (training: whole sequences, no cache) ----
+
+/// One attention backward call, described once: the forward of a training step over whole sequences
+/// (no cache: query t and key t both sit at position t). Every tensor is row-major with the tokens
+/// outermost and the heads side by side, [batch, seq, heads, head_dim] (nn::attention's projected q, k
+/// and v: head h in columns [h · head_dim, (h + 1) · head_dim) of a token's row); the log-sum-exps are
+/// [batch, n_heads, seq].
+struct attention_backward_problem {
+  std::size_t batch = 0;        ///< batch rows
+  std::size_t seq = 0;          ///< tokens per row, queries and keys alike
+  std::size_t n_heads = 0;      ///< query heads
+  std::size_t n_kv_heads = 0;   ///< key/value heads: query head h reads kv head h / (n_heads / n_kv_heads)
+  std::size_t head_dim = 0;     ///< features per head
+  std::size_t query_block = 0;  ///< queries per tile
+  std::size_t key_block = 0;    ///< keys per tile
+  bool causal = false;          ///< query t sees keys up to position t only
+  double scale = 0.0;           ///< the forward's score scale (finite; nn::attention_config's is 1/sqrt(head_dim))
+};
+
+/// What `attention_backward` reads: the forward's tensors in its compute type C (as it rounded them), the
+/// log-sum-exps in opmath A = accumulator_t<C>; shapes as `attention_backward_problem` says.
+template <class C>
+struct attention_backward_inputs {
+  std::span<const C> queries;                     ///< [batch, seq, n_heads, head_dim], as the scores saw them
+  std::span<const C> keys;                        ///< [batch, seq, n_kv_heads, head_dim], as the scores saw them
+  std::span<const C> values;                      ///< [batch, seq, n_kv_heads, head_dim]
+  std::span<const C> out;                         ///< [batch, seq, n_heads, head_dim]: the forward's output O
+  std::span<const C> d_out;                       ///< [batch, seq, n_heads, head_dim]: dO, the cotangent of O
+  std::span<const accumulator_t<C>> log_sum_exp;  ///< [batch, n_heads, seq], from `attention_log_sum_exp`
+  std::span<const std::uint8_t> validity;         ///< [batch, seq]: 0 for a padding key; empty: every key valid
+};
+
+/// Where `attention_backward` adds its gradients, in opmath A.
+template <class A>
+struct attention_backward_gradients {
+  std::span<A> d_queries;  ///< [batch, seq, n_heads, head_dim]
+  std::span<A> d_keys;     ///< [batch, seq, n_kv_heads, head_dim], summed over the query heads of a group
+  std::span<A> d_values;   ///< [batch, seq, n_kv_heads, head_dim], summed over the query heads of a group
+};
+
+namespace detail {
+
+/// One tensor of an attention backward call as its check sees it: its name, its size, and its shape
+/// (the names of its dimensions, and their values: the first `rank` of `shape`).
+struct attention_tensor_size {
+  const char* name;
+  std::size_t size;
+  const char* dims;
+  std::array<std::size_t, 4> shape;
+  std::size_t rank = 4;
+};
+
+/// The checks shared by `attention_backward` and `attention_log_sum_exp`: a consistent problem, then
+/// each tensor's size against its shape, then the validity's; messages starting with `where`.
+inline void check_attention_backward(const char* where, const attention_backward_problem& p,
+                                     std::initializer_list<attention_tensor_size> tensors,
+                                     std::span<const std::uint8_t> validity) {
+  if (p.n_heads == 0 || p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads != 0 || p.query_block == 0 || p.key_block == 0) {
+    throw std::invalid_argument(internal::concat(
+        where, ": the problem is inconsistent (n_heads ", p.n_heads, ", n_kv_heads ", p.n_kv_heads, ", query_block ",
+        p.query_block, ", key_block ", p.key_block, "): n_heads must be positive, n_kv_heads must divide it, and the ",
+        "blocks must be positive"));
+  }
+  if (!std::isfinite(p.scale)) {
+    throw std::invalid_argument(internal::concat(
+        where, ": the problem's scale is not finite (the forward's score scale, e.g. 1/sqrt(head_dim))"));
+  }
+  const auto check = [where](const attention_tensor_size& t) {
+    std::size_t expected = 1;
+    bool wraps = false;  // a count beyond std::size_t would pass the size check wrapped around
+    std::string shape;
+    for (std::size_t d = 0; d < t.rank; ++d) {
+      wraps = wraps || (t.shape[d] != 0 && expected > std::numeric_limits<std::size_t>::max() / t.shape[d]);
+      expected *= t.shape[d];
+      shape += internal::concat(d == 0 ? "[" : ", ", t.shape[d]);
+    }
+    if (wraps) {
+      throw std::invalid_argument(internal::concat(where, ": the shape of ", t.name, ", ", t.dims, " = ", shape,
+                                                   "], has more elements than std::size_t counts"));
+    }
+    if (t.size != expected) {
+      throw std::invalid_argument(internal::concat(where, ": ", t.name, " has ", t.size, " elements but ", t.dims,
+                                                   " = ", shape, "] needs ", expected));
+    }
+  };
+  for (const attention_tensor_size& t : tensors) check(t);
+  if (!validity.empty()) check({"validity", validity.size(), "[batch, seq]", {p.batch, p.seq, 0, 0}, 2});
+}
+
+/// The shapes `attention_backward` and `attention_log_sum_exp` check their tensors against.
+inline attention_tensor_size attention_query_shaped(const char* name, std::size_t size,
+                                                    const attention_backward_problem& p) {
+  return {name, size, "[batch, seq, n_heads, head_dim]", {p.batch, p.seq, p.n_heads, p.head_dim}};
+}
+/// See `attention_query_shaped`.
+inline attention_tensor_size attention_kv_shaped(const char* name, std::size_t size,
+                                                 const attention_backward_problem& p) {
+  return {name, size, "[batch, seq, n_kv_heads, head_dim]", {p.batch, p.seq, p.n_kv_heads, p.head_dim}};
+}
+/// See `attention_query_shaped`.
+inline attention_tensor_size attention_lse_shaped(const char* name, std::size_t size,
+                                                  const attention_backward_problem& p) {
+  return {name, size, "[batch, n_heads, seq]", {p.batch, p.n_heads, p.seq, 0}, 3};
+}
+
+/// Copies head columns [col, col + hd) of `seq` rows of stride `width` into `out` [seq, hd], widened to
+/// opmath; rows of padding keys (`validity[b * seq + j]` == 0) are zero, so that they cannot poison a
+/// tile's products.
+template <class C, class Mat>
+void gather_attention_head(const C* src, std::size_t seq, std::size_t width, std::size_t col, std::size_t hd,
+                           std::span<const std::uint8_t> validity, std::size_t b, Mat& out) {
+  out.resize(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
+  for (std::size_t j = 0; j < seq; ++j) {
+    const bool keep = validity.empty() || validity[b * seq + j] != 0;
+    for (std::size_t e = 0; e < hd; ++e) {
+      out(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(e)) =
+          keep ? internal::widen(src[j * width + col + e]) : typename Mat::Scalar(0);
+    }
+  }
+}
+
+/// Adds `in` [seq, hd] into head columns [col, col + hd) of `seq` rows of stride `width`.
+template <class Mat, class A>
+void scatter_attention_head(const Mat& in, A* dst, std::size_t seq, std::size_t width, std::size_t col,
+                            std::size_t hd) {
+  for (std::size_t j = 0; j < seq; ++j) {
+    for (std::size_t e = 0; e < hd; ++e) {
+      dst[j * width + col + e] += in(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(e));
+    }
+  }
+}
+
+}  // namespace detail
+
+/// The log-sum-exp of each query's visible scores, lse_i = log Σ_j exp(scale q_i · k_j) over the keys
+/// it sees (causal, valid), in opmath A = accumulator_t<C>: the statistics FlashAttention-2 saves for
+/// its backward (Dao 2023, Algorithm 1's L), recomputed from the forward's q and k (the tiled forward
+/// keeps only running values). Tile by tile (query_block × key_block score products in A), then one
+/// online log-sum-exp per score in key order. `lse` [batch, n_heads, seq] is written; a query with no
+/// visible key gets −Inf. Memory O(seq · head_dim).
+/// \throws std::invalid_argument (messages starting "kernels::attention_log_sum_exp:") when the problem
+///         is inconsistent (no heads, n_kv_heads not dividing n_heads, a block of 0, a scale not finite),
+///         or a tensor's size is not its shape's (validity: [batch, seq] or empty; a shape whose element
+///         count does not fit std::size_t is refused too).
+template <class C>
+void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, std::span<const std::uint8_t> validity,
+                           const attention_backward_problem& problem, std::span<accumulator_t<C>> lse) {
+  static_assert(std::same_as<C, float> || std::same_as<C, double> || small_float<C>,
+                "kernels::attention_log_sum_exp: the compute type must be real (float, double or a mixprec small "
+                "float).");
+  using A = accumulator_t<C>;
+  using Mat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const attention_backward_problem& c = problem;
+  const std::size_t hd = c.head_dim;
+  detail::check_attention_backward(
+      "kernels::attention_log_sum_exp", c,
+      {detail::attention_query_shaped("queries", queries.size(), c),
+       detail::attention_kv_shaped("keys", keys.size(), c), detail::attention_lse_shaped("lse", lse.size(), c)},
+      validity);
+  const std::size_t seq = c.seq;
+  const std::size_t n_heads = c.n_heads;
+  const std::size_t group = n_heads / c.n_kv_heads;
+  const std::size_t q_width = n_heads * hd;
+  const std::size_t kv_width = c.n_kv_heads * hd;
+  const A scale = static_cast<A>(c.scale);
+  std::fill(lse.begin(), lse.end(), -std::numeric_limits<A>::infinity());
+  const std::size_t bq = std::min(c.query_block, seq);
+  const std::size_t bk = std::min(c.key_block, seq);
+  Mat kg, qh, sc;
+  std::vector<A> m(seq), l(seq);
+  for (std::size_t b = 0; b < c.batch; ++b) {
+    for (std::size_t g = 0; g < c.n_kv_heads; ++g) {
+      detail::gather_attention_head(keys.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, validity, b, kg);
+      for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
+        detail::gather_attention_head(queries.data() + b * seq * q_width, seq, q_width, h * hd, hd, {}, b, qh);
+        std::fill(m.begin(), m.end(), -std::numeric_limits<A>::infinity());
+        std::fill(l.begin(), l.end(), A(0));
+        for (std::size_t i0 = 0; i0 < seq; i0 += bq) {
+          const auto ni = static_cast<Eigen::Index>(std::min(bq, seq - i0));
+          for (std::size_t j0 = 0; j0 < seq; j0 += bk) {
+            if (c.causal && j0 > i0 + static_cast<std::size_t>(ni) - 1) break;
+            const auto nj = static_cast<Eigen::Index>(std::min(bk, seq - j0));
+            sc.noalias() = scale * (qh.middleRows(static_cast<Eigen::Index>(i0), ni) *
+                                    kg.middleRows(static_cast<Eigen::Index>(j0), nj).transpose());
+            for (Eigen::Index i = 0; i < ni; ++i) {
+              const std::size_t qi = i0 + static_cast<std::size_t>(i);
+              for (Eigen::Index j = 0; j < nj; ++j) {
+                const std::size_t kj = j0 + static_cast<std::size_t>(j);
+                if ((c.causal && kj > qi) || (!validity.empty() && validity[b * seq + kj] == 0)) continue;
+                const A s = sc(i, j);
+                if (s > m[qi]) {  // online log-sum-exp: rescale the running sum to the new maximum
+                  l[qi] = l[qi] * std::exp(m[qi] - s) + A(1);
+                  m[qi] = s;
+                } else {
+                  l[qi] += std::exp(s - m[qi]);
+                }
+              }
+            }
+          }
+        }
+        for (std::size_t i = 0; i < seq; ++i) {
+          if (l[i] > A(0) && !std::isinf(m[i])) lse[(b * n_heads + h) * seq + i] = m[i] + std::log(l[i]);
+        }
+      }
+    }
+  }
+}
+
+/// The backward of scaled dot-product attention (FlashAttention-2's backward, Dao 2023, Algorithm 2,
+/// tiles of query_block queries × key_block keys, each kv head's dK and dV kept whole): with
+/// D_i = Σ_e dO_ie O_ie, for each query i and visible key j of its kv head g, all in opmath
+/// A = accumulator_t<C> (products of C values summed in A):
+///
+///     s_ij = scale q_i · k_j      P_ij = exp(s_ij − lse_i)     dV_j += P_ij dO_i     dP_ij = dO_i · v_j
+///     dS_ij = P_ij (dP_ij − D_i)  dQ_i += scale dS_ij k_j      dK_j += scale dS_ij q_i
+///
+/// dK and dV sum over the query heads of a group. Each head's dQ, and each kv head's dK and dV, are
+/// added into `grads` once, after all its tiles (so zeroed gradients receive the sums exactly). Masked
+/// keys (after the query under `causal`, or padding) and queries with an lse of −Inf get P = 0 exactly
+/// and contribute nothing, even when their keys or values are Inf or NaN, or the cotangent of a query
+/// that does not see them is: keys and values of padding are read as zero, and a non-finite row of dO
+/// reaches dV only through its query's nonzero weights. The gradient is that of the opmath softmax.
+/// Memory: O(seq · head_dim) per head (the tiles' products in Eigen, no seq × seq matrix).
+/// \throws std::invalid_argument (messages starting "kernels::attention_backward:") when the problem is
+///         inconsistent (no heads, n_kv_heads not dividing n_heads, a block of 0, a scale not finite), or
+///         a tensor's size is not its shape's (as `attention_log_sum_exp`; checked in the order of
+///         `attention_backward_inputs`' members, then the gradients', validity last).
+template <class C>
+void attention_backward(const attention_backward_inputs<C>& in, const attention_backward_problem& problem,
+                        const attention_backward_gradients<accumulator_t<C>>& grads) {
+  static_assert(std::same_as<C, float> || std::same_as<C, double> || small_float<C>,
+                "kernels::attention_backward: the compute type must be real (float, double or a mixprec small "
+                "float).");
+  using A = accumulator_t<C>;
+  using Mat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Vec = Eigen::Matrix<A, Eigen::Dynamic, 1>;
+  const attention_backward_problem& c = problem;
+  const std::size_t hd = c.head_dim;
+  const std::size_t q_width = c.n_heads * hd;
+  const std::size_t kv_width = c.n_kv_heads * hd;
+  detail::check_attention_backward("kernels::attention_backward", c,
+                                   {detail::attention_query_shaped("queries", in.queries.size(), c),
+                                    detail::attention_kv_shaped("keys", in.keys.size(), c),
+                                    detail::attention_kv_shaped("values", in.values.size(), c),
+                                    detail::attention_query_shaped("out", in.out.size(), c),
+                                    detail::attention_query_shaped("d_out", in.d_out.size(), c),
+                                    detail::attention_lse_shaped("log_sum_exp", in.log_sum_exp.size(), c),
+                                    detail::attention_query_shaped("d_queries", grads.d_queries.size(), c),
+                                    detail::attention_kv_shaped("d_keys", grads.d_keys.size(), c),
+                                    detail::attention_kv_shaped("d_values", grads.d_values.size(), c)},
+                                   in.validity);
+  const std::size_t seq = c.seq;
+  const std::size_t n_heads = c.n_heads;
+  const std::size_t group = n_heads / c.n_kv_heads;
+  const A scale = static_cast<A>(c.scale);
+  const std::span<const std::uint8_t> valid = in.validity;
+  const std::size_t bq = std::min(c.query_block, seq);
+  const std::size_t bk = std::min(c.key_block, seq);
+  Mat kg, vg, dkg, dvg, qh, doh, dqh, sc, pr, dpr;
+  Vec dd(static_cast<Eigen::Index>(seq));
+  for (std::size_t b = 0; b < c.batch; ++b) {
+    for (std::size_t g = 0; g < c.n_kv_heads; ++g) {
+      detail::gather_attention_head(in.keys.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, valid, b, kg);
+      detail::gather_attention_head(in.values.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, valid, b, vg);
+      dkg.setZero(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
+      dvg.setZero(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
+      for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
+        const std::size_t head = b * seq * q_width;
+        detail::gather_attention_head(in.queries.data() + head, seq, q_width, h * hd, hd, {}, b, qh);
+        detail::gather_attention_head(in.d_out.data() + head, seq, q_width, h * hd, hd, {}, b, doh);
+        detail::gather_attention_head(in.out.data() + head, seq, q_width, h * hd, hd, {}, b, dqh);  // O, for now
+        dd = (doh.cwiseProduct(dqh)).rowwise().sum();  // D_i = Σ_e dO_ie O_ie
+        dqh.setZero(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
+        const A* lse = in.log_sum_exp.data() + (b * n_heads + h) * seq;
+        for (std::size_t i0 = 0; i0 < seq; i0 += bq) {
+          const auto ni = static_cast<Eigen::Index>(std::min(bq, seq - i0));
+          const auto ei0 = static_cast<Eigen::Index>(i0);
+          // dO rows that are not finite (NaN or Inf in dy) take the dV product apart, below.
+          const bool do_finite = doh.middleRows(ei0, ni).allFinite();
+          for (std::size_t j0 = 0; j0 < seq; j0 += bk) {
+            if (c.causal && j0 > i0 + static_cast<std::size_t>(ni) - 1) break;  // tiles above the diagonal
+            const auto nj = static_cast<Eigen::Index>(std::min(bk, seq - j0));
+            const auto ej0 = static_cast<Eigen::Index>(j0);
+            sc.noalias() = qh.middleRows(ei0, ni) * kg.middleRows(ej0, nj).transpose();
+            pr.resize(ni, nj);
+            for (Eigen::Index i = 0; i < ni; ++i) {
+              const std::size_t qi = i0 + static_cast<std::size_t>(i);
+              for (Eigen::Index j = 0; j < nj; ++j) {
+                const std::size_t kj = j0 + static_cast<std::size_t>(j);
+                const bool masked =
+                    (c.causal && kj > qi) || std::isinf(lse[qi]) || (!valid.empty() && valid[b * seq + kj] == 0);
+                pr(i, j) = masked ? A(0) : std::exp(scale * sc(i, j) - lse[qi]);
+              }
+            }
+            if (do_finite) {
+              dvg.middleRows(ej0, nj).noalias() += pr.transpose() * doh.middleRows(ei0, ni);
+            } else {
+              // 0 × NaN = NaN: a non-finite row of dO reaches only the keys its query sees (P ≠ 0), so
+              // that masked keys get exactly nothing from it; the finite rows take the product.
+              Mat finite_do = doh.middleRows(ei0, ni);
+              for (Eigen::Index i = 0; i < ni; ++i) {
+                if (finite_do.row(i).allFinite()) continue;
+                finite_do.row(i).setZero();
+                for (Eigen::Index j = 0; j < nj; ++j) {
+                  if (pr(i, j) != A(0)) dvg.row(ej0 + j) += pr(i, j) * doh.row(ei0 + i);
+                }
+              }
+              dvg.middleRows(ej0, nj).noalias() += pr.transpose() * finite_do;
+            }
+            dpr.noalias() = doh.middleRows(ei0, ni) * vg.middleRows(ej0, nj).transpose();
+            // dS = P ⊙ (dP − D); P = 0 exactly where masked, so masked keys contribute nothing.
+            for (Eigen::Index i = 0; i < ni; ++i) {
+              const A di = dd(ei0 + i);
+              for (Eigen::Index j = 0; j < nj; ++j) pr(i, j) = pr(i, j) == A(0) ? A(0) : pr(i, j) * (dpr(i, j) - di);
+            }
+            dqh.middleRows(ei0, ni).noalias() += scale * (pr * kg.middleRows(ej0, nj));
+            dkg.middleRows(ej0, nj).noalias() += scale * (pr.transpose() * qh.middleRows(ei0, ni));
+          }
+        }
+        detail::scatter_attention_head(dqh, grads.d_queries.data() + head, seq, q_width, h * hd, hd);
+      }
+      detail::scatter_attention_head(dkg, grads.d_keys.data() + b * seq * kv_width, seq, kv_width, g * hd, hd);
+      detail::scatter_attention_head(dvg, grads.d_values.data() + b * seq * kv_width, seq, kv_width, g * hd, hd);
+    }
   }
 }
 

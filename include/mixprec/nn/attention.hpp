@@ -21,32 +21,24 @@
 /// With `softmax_precision::compute` the scores are rounded to C before the softmax and the weights to
 /// C before they multiply v (pure-half framework behaviour); see `kernels::softmax_precision`.
 ///
-/// **Tiling**: each (batch row, head, block of `query_block` queries) walks the keys in tiles of
-/// `key_block`, keeping per query the running max and sum of `kernels::online_softmax` and rescaling
-/// its float32 accumulator (FlashAttention's loop; Dao et al. 2022). The scratch memory is
-/// `query_block * (key_block + 2 head_dim + 2) + 2 key_block head_dim` opmath values whatever the
-/// sequence length (`attention_workspace::elements`; the key/value tiles only when C is not A, the value
-/// tile also when C is A and a tile holds padding); only the
-/// O(seq) buffers q, k, v, the attended heads and the cache grow with the input. Tiles start at key positions that are
-/// multiples of `key_block`, so a query sees its keys in the same tiles whether it comes in a long prompt or alone
-/// during decoding.
+/// **Tiling** (`kernels::attention`, kernels/attention.hpp): FlashAttention's loop over tiles of
+/// `query_block` queries × `key_block` keys, whose scratch does not grow with the sequence
+/// (`attention_workspace::elements`); only the O(seq) buffers q, k, v, the attended heads and the cache
+/// do. A query sees its keys in the same tiles whether it comes in a long prompt or alone during
+/// decoding. The backward is `kernels::attention_backward` (FlashAttention-2's).
 ///
 /// **Masks**: a fully masked query row (e.g. a padding query under left padding and a causal mask)
 /// attends to nothing and outputs zeros (before the output projection; y is then the bias bo, or 0),
-/// never NaN — the convention of `kernels::online_softmax`. A masked key contributes exactly nothing,
-/// whatever its key and value hold (Inf and NaN included): a tile of padding only is skipped, padding
-/// rows of the value tile are zeroed before P·V, and under `causal` each query's P·V stops at its own
-/// position (0 × NaN would otherwise be NaN).
+/// never NaN. A masked key contributes exactly nothing, whatever its key and value hold (Inf and NaN
+/// included), to the output and to the gradients.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
-#include <complex>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
-#include <limits>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -58,10 +50,8 @@
 
 #include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/accumulator.hpp"
-#include "mixprec/arrays/eigen.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/attention.hpp"
-#include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/rounding.hpp"
 #include "mixprec/kernels/softmax.hpp"
 #include "mixprec/nn/dense.hpp"
@@ -95,38 +85,12 @@ struct attention_config {
   std::size_t key_block = 128;    ///< keys per tile of the online softmax; > 0
 };
 
-/// Scratch buffers of `scaled_dot_product_attention`, in opmath `A`. It sizes them itself (to the
-/// tile sizes, and on the packed path one kv head's keys and values: O(S), never O(S²)); reuse one
-/// workspace across calls to avoid reallocating.
-/// The contents are meaningless between calls.
+/// Scratch buffers of `scaled_dot_product_attention`, in opmath `A` (the kernel's buffers,
+/// `kernels::attention_buffers`). It sizes them itself (to the tile sizes, and on the packed path one kv
+/// head's keys and values: O(S), never O(S²)); reuse one workspace across calls to avoid reallocating.
+/// `elements()` counts what they hold. The contents are meaningless between calls.
 template <std::floating_point A>
-struct attention_workspace {
-  std::vector<A> queries;       ///< [query_block, head_dim] one block of queries, widened to A
-  std::vector<A> accumulators;  ///< [query_block, head_dim] unnormalised outputs
-  std::vector<A> scores;        ///< [query_block, key_block] one tile of scores, then weights
-  std::vector<A> keys;          ///< [key_block, head_dim] one tile of keys widened to A (empty if C is A)
-  /// [key_block, head_dim] one tile of values widened to A, padding rows zeroed (if C is A: empty until a
-  /// tile holds padding, then a copy of that tile with its padding rows zeroed)
-  std::vector<A> values;
-  std::vector<kernels::online_softmax<A>> softmax;  ///< [query_block] running max and sum per query
-  /// The packed path's copies (see `scaled_dot_product_attention`): one kv head's keys and values as
-  /// GEMM panels, 2 × capacity × head_dim values (O(S); the values only, 1 ×, when the keys are kept
-  /// as `key_pairs`), and a query block and a weight tile packed.
-  std::vector<A> packed;
-  /// bfloat16 scores on VDPBF16PS: one kv head's keys as bfloat16 pair panels (capacity × head_dim
-  /// patterns) ...
-  std::vector<std::uint16_t> key_pairs;
-  /// ... and a query block as pairs (query_block × head_dim / 2 words, rounded up to whole 6-row panels).
-  std::vector<std::uint32_t> query_pairs;
-
-  /// Number of opmath values the buffers hold (their capacities; an online_softmax counts 2), with
-  /// the pairs counted by their bytes.
-  [[nodiscard]] std::size_t elements() const noexcept {
-    return queries.capacity() + accumulators.capacity() + scores.capacity() + keys.capacity() + values.capacity() +
-           2 * softmax.capacity() + packed.capacity() +
-           (key_pairs.capacity() * sizeof(std::uint16_t) + query_pairs.capacity() * sizeof(std::uint32_t)) / sizeof(A);
-  }
-};
+using attention_workspace = kernels::attention_buffers<A>;
 
 namespace detail {
 
@@ -174,10 +138,6 @@ inline attention_config resolve_attention_config(attention_config c) {
 
 template <class T>
 inline constexpr bool attention_real_v = std::same_as<T, float> || std::same_as<T, double> || small_float<T>;
-
-}  // namespace detail
-
-namespace detail {
 
 /// The tiled attention of `scaled_dot_product_attention` (kernels::attention) after the config is
 /// resolved and checked against the cache.
@@ -239,21 +199,7 @@ template <class C>
 void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
                                   const attention_config& config, std::span<C> out,
                                   attention_workspace<accumulator_t<C>>& workspace) {
-  using A = accumulator_t<C>;
-  detail::checked_attention<C>(queries, cache, seq, config, out, [&](const kernels::attention_scratch_sizes& n) {
-    workspace.queries.resize(n.queries);
-    workspace.accumulators.resize(n.queries);
-    workspace.scores.resize(n.scores);
-    if (n.keys != 0) workspace.keys.resize(n.keys);
-    if (n.values != 0) workspace.values.resize(n.values);
-    workspace.softmax.resize(n.softmax);
-    if (n.packed != 0) workspace.packed.resize(n.packed);
-    if (n.key_pairs != 0) workspace.key_pairs.resize(n.key_pairs);
-    if (n.query_pairs != 0) workspace.query_pairs.resize(n.query_pairs);
-    return kernels::attention_scratch<A>{workspace.queries, workspace.accumulators, workspace.scores,
-                                         workspace.keys,    workspace.values,       workspace.softmax,
-                                         workspace.packed,  workspace.key_pairs,    workspace.query_pairs};
-  });
+  detail::checked_attention<C>(queries, cache, seq, config, out, workspace);
 }
 
 /// `scaled_dot_product_attention` with its buffers taken from `ws` (nn/workspace.hpp): no allocation
@@ -532,8 +478,8 @@ class attention {
     typename projection_type::template saved<T> in;                   ///< x rounded to C
     typename projection_type::template saved<compute_type> attended;  ///< concat of heads, rounded to C
     std::vector<compute_type> q, k, v;                                ///< [rows, n_heads|n_kv_heads * head_dim]
-    std::vector<opmath_type> lse;  ///< [batch, n_heads, seq]; −Inf for a query with no visible key
-    std::vector<bool> valid;       ///< [batch, seq] key validity; empty: every key is valid
+    std::vector<opmath_type> lse;     ///< [batch, n_heads, seq]; −Inf for a query with no visible key
+    std::vector<std::uint8_t> valid;  ///< [batch, seq] key validity (0 = padding); empty: every key is valid
     std::size_t batch = 0, seq = 0;
   };
 
@@ -579,18 +525,14 @@ class attention {
     return forward_impl(x, static_cast<cache_type<detail::value_t<X>>*>(nullptr), &key_mask, &ctx);
   }
 
-  /// The VJP of `forward` (FlashAttention-2, Dao 2023, Algorithm 2, one query row at a time): with
-  /// dO = dy · woᵀ and D_i = Σ_e dO_ie O_ie, for each query i and visible key j of its kv head g,
-  /// `s_ij = scale q_i · k_j`, `P_ij = exp(s_ij − lse_i)`, `dV_j += P_ij dO_i`, `dP_ij = dO_i · v_j`,
-  /// `dS_ij = P_ij (dP_ij − D_i)`, `dQ_i += scale dS_ij k_j`, `dK_j += scale dS_ij q_i`, all in A (dK and
-  /// dV sum over the query heads of a group); then RoPE's inverse rotation on dQ and dK, and the
-  /// projections' backward: dx = dQ·Wqᵀ + dK·Wkᵀ + dV·Wvᵀ summed in A and rounded once to T (same kind
-  /// of container as dy), parameter gradients added into `grads`. Masked keys get P = 0 exactly and
-  /// contribute nothing even when their keys or values are Inf or NaN, or the cotangent of a query
-  /// that does not see them is (so under `causal` a NaN in dy at position t reaches dx at positions
-  /// <= t only). The gradient is that of the
-  /// opmath softmax (with `softmax_precision::compute` the forward's roundings of scores and weights
-  /// to C are not differentiated). Scratch: O(seq · heads · head_dim).
+  /// The VJP of `forward`: dO = dy · woᵀ (wo's gradients added), dQ, dK and dV from
+  /// `kernels::attention_backward` (FlashAttention-2's backward from the saved log-sum-exps, in A; masked
+  /// keys get exactly nothing, so under `causal` a NaN in dy at position t reaches dx at positions <= t
+  /// only), RoPE's inverse rotation on dQ and dK, and the projections' backward: dx = dQ·Wqᵀ + dK·Wkᵀ +
+  /// dV·Wvᵀ summed in A and rounded once to T (same kind of container as dy), parameter gradients added
+  /// into `grads`. The gradient is that of the opmath softmax (with `softmax_precision::compute` the
+  /// forward's roundings of scores and weights to C are not differentiated). Scratch: O(seq · heads ·
+  /// head_dim).
   /// \throws std::invalid_argument if dy's features or rows do not match the saved forward, `ctx` was not
   ///         saved by a forward of this layer's shape, or the gradients are not shaped like the parameters.
   template <class T, detail::layer_input DY>
@@ -603,7 +545,6 @@ class attention {
     detail::check_backward_rows("attention::backward", detail::leading_size(dy), rows);
     const std::size_t hd = config_.head_dim;
     const std::size_t n_heads = config_.n_heads;
-    const std::size_t group = n_heads / config_.n_kv_heads;
     const std::size_t q_width = n_heads * hd;
     const std::size_t kv_width = config_.n_kv_heads * hd;
     const std::size_t seq = ctx.seq;
@@ -615,83 +556,19 @@ class attention {
           " key values for ", rows, " rows; the layer has ", n_heads, " heads and ", config_.n_kv_heads,
           " kv heads of dimension ", hd, "); pass the context filled by this layer's forward()"));
     }
-    const A scale = static_cast<A>(*config_.scale);
-    // dO [rows, q_width] = dy · woᵀ (and wo's gradients), in C as the next GEMMs read it.
+    // dO [rows, q_width] = dy · woᵀ (and wo's gradients), in C as the kernel reads it.
     xt::xtensor<C, 2> dy2 = xt::xtensor<C, 2>::from_shape({rows, config_.d_model});
     internal::round_n<C>(dy.data(), dy.size(), dy2.data());
     const auto d_att = wo_.backward(ctx.attended, dy2, grads.wo);
     std::vector<A> dq(rows * q_width, A(0)), dk(rows * kv_width, A(0)), dv(rows * kv_width, A(0));
-    using Mat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    using Vec = Eigen::Matrix<A, Eigen::Dynamic, 1>;
-    const std::size_t bq = std::min(config_.query_block, seq);
-    const std::size_t bk = std::min(config_.key_block, seq);
-    Mat kg, vg, dkg, dvg, qh, doh, dqh, sc, pr, dpr;
-    Vec dd(static_cast<Eigen::Index>(seq));
-    for (std::size_t b = 0; b < ctx.batch; ++b) {
-      for (std::size_t g = 0; g < config_.n_kv_heads; ++g) {
-        gather_head(ctx.k.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, ctx.valid, b, kg);
-        gather_head(ctx.v.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, ctx.valid, b, vg);
-        dkg.setZero(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
-        dvg.setZero(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
-        for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
-          gather_head(ctx.q.data() + b * seq * q_width, seq, q_width, h * hd, hd, std::span<const bool>{}, b, qh);
-          gather_head(d_att.data() + b * seq * q_width, seq, q_width, h * hd, hd, std::span<const bool>{}, b, doh);
-          gather_head(ctx.attended.x.data() + b * seq * q_width, seq, q_width, h * hd, hd, std::span<const bool>{}, b,
-                      dqh);
-          dd = (doh.cwiseProduct(dqh)).rowwise().sum();  // D_i = Σ_e dO_ie O_ie
-          dqh.setZero(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
-          const A* lse = ctx.lse.data() + (b * n_heads + h) * seq;
-          for (std::size_t i0 = 0; i0 < seq; i0 += bq) {
-            const auto ni = static_cast<Eigen::Index>(std::min(bq, seq - i0));
-            const auto ei0 = static_cast<Eigen::Index>(i0);
-            // dO rows that are not finite (NaN or Inf in dy) take the dV product apart, below.
-            const bool do_finite = doh.middleRows(ei0, ni).allFinite();
-            for (std::size_t j0 = 0; j0 < seq; j0 += bk) {
-              if (config_.causal && j0 > i0 + static_cast<std::size_t>(ni) - 1) break;  // tiles above the diagonal
-              const auto nj = static_cast<Eigen::Index>(std::min(bk, seq - j0));
-              const auto ej0 = static_cast<Eigen::Index>(j0);
-              sc.noalias() = qh.middleRows(ei0, ni) * kg.middleRows(ej0, nj).transpose();
-              pr.resize(ni, nj);
-              for (Eigen::Index i = 0; i < ni; ++i) {
-                const std::size_t qi = i0 + static_cast<std::size_t>(i);
-                for (Eigen::Index j = 0; j < nj; ++j) {
-                  const std::size_t kj = j0 + static_cast<std::size_t>(j);
-                  const bool masked = (config_.causal && kj > qi) || std::isinf(lse[qi]) ||
-                                      (!ctx.valid.empty() && !ctx.valid[b * seq + kj]);
-                  pr(i, j) = masked ? A(0) : std::exp(scale * sc(i, j) - lse[qi]);
-                }
-              }
-              if (do_finite) {
-                dvg.middleRows(ej0, nj).noalias() += pr.transpose() * doh.middleRows(ei0, ni);
-              } else {
-                // 0 × NaN = NaN: a non-finite row of dO reaches only the keys its query sees (P ≠ 0), so
-                // that masked keys get exactly nothing from it; the finite rows take the GEMM.
-                Mat finite_do = doh.middleRows(ei0, ni);
-                for (Eigen::Index i = 0; i < ni; ++i) {
-                  if (finite_do.row(i).allFinite()) continue;
-                  finite_do.row(i).setZero();
-                  for (Eigen::Index j = 0; j < nj; ++j) {
-                    if (pr(i, j) != A(0)) dvg.row(ej0 + j) += pr(i, j) * doh.row(ei0 + i);
-                  }
-                }
-                dvg.middleRows(ej0, nj).noalias() += pr.transpose() * finite_do;
-              }
-              dpr.noalias() = doh.middleRows(ei0, ni) * vg.middleRows(ej0, nj).transpose();
-              // dS = P ⊙ (dP − D); P = 0 exactly where masked, so masked keys contribute nothing.
-              for (Eigen::Index i = 0; i < ni; ++i) {
-                const A di = dd(ei0 + i);
-                for (Eigen::Index j = 0; j < nj; ++j) pr(i, j) = pr(i, j) == A(0) ? A(0) : pr(i, j) * (dpr(i, j) - di);
-              }
-              dqh.middleRows(ei0, ni).noalias() += scale * (pr * kg.middleRows(ej0, nj));
-              dkg.middleRows(ej0, nj).noalias() += scale * (pr.transpose() * qh.middleRows(ei0, ni));
-            }
-          }
-          scatter_head(dqh, dq.data() + b * seq * q_width, seq, q_width, h * hd, hd);
-        }
-        scatter_head(dkg, dk.data() + b * seq * kv_width, seq, kv_width, g * hd, hd);
-        scatter_head(dvg, dv.data() + b * seq * kv_width, seq, kv_width, g * hd, hd);
-      }
-    }
+    kernels::attention_backward<C>({.queries = ctx.q,
+                                    .keys = ctx.k,
+                                    .values = ctx.v,
+                                    .out = ctx.attended.x,
+                                    .d_out = std::span<const C>(d_att.data(), d_att.size()),
+                                    .log_sum_exp = ctx.lse,
+                                    .validity = ctx.valid},
+                                   backward_problem(ctx.batch, seq), {dq, dk, dv});
     if (rotary_) {
       for (std::size_t r = 0; r < rows; ++r) {
         rotary_->apply_inverse(std::span<A>(dq.data() + r * q_width, q_width), r % seq);
@@ -935,89 +812,29 @@ class attention {
     }
   }
 
-  /// Copies head columns [col, col + hd) of `seq` rows of stride `width` into `out` [seq, hd] in A;
-  /// rows of padding keys (`valid[b * seq + j]` false) are zero, so they cannot poison a tile's GEMMs.
-  template <class C, class Valid, class Mat>
-  static void gather_head(const C* src, std::size_t seq, std::size_t width, std::size_t col, std::size_t hd,
-                          const Valid& valid, std::size_t b, Mat& out) {
-    out.resize(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
-    for (std::size_t j = 0; j < seq; ++j) {
-      const bool keep = valid.empty() || valid[b * seq + j];
-      for (std::size_t e = 0; e < hd; ++e) {
-        out(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(e)) =
-            keep ? internal::widen(src[j * width + col + e]) : typename Mat::Scalar(0);
-      }
-    }
-  }
-
-  /// Adds `in` [seq, hd] into head columns [col, col + hd) of `seq` rows of stride `width`.
-  template <class Mat, class A>
-  static void scatter_head(const Mat& in, A* dst, std::size_t seq, std::size_t width, std::size_t col, std::size_t hd) {
-    for (std::size_t j = 0; j < seq; ++j) {
-      for (std::size_t e = 0; e < hd; ++e) {
-        dst[j * width + col + e] += in(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(e));
-      }
-    }
+  /// The kernels' description of this layer's backward over `batch` rows of `seq` tokens.
+  [[nodiscard]] kernels::attention_backward_problem backward_problem(std::size_t batch, std::size_t seq) const {
+    return {.batch = batch,
+            .seq = seq,
+            .n_heads = config_.n_heads,
+            .n_kv_heads = config_.n_kv_heads,
+            .head_dim = config_.head_dim,
+            .query_block = config_.query_block,
+            .key_block = config_.key_block,
+            .causal = config_.causal,
+            .scale = *config_.scale};
   }
 
   /// Fills the training context after a forward: the tensors, and each query's log-sum-exp of its
-  /// visible scores, in A (recomputed here in one pass per query: the tiled forward keeps only
-  /// running values).
+  /// visible scores (kernels::attention_log_sum_exp: the tiled forward keeps only running values).
   template <class T, class C>
   void save_for_backward(saved<T>& ctx, std::size_t batch, std::size_t seq, std::vector<C> q, std::vector<C> k,
                          std::vector<C> v, std::vector<C> attended, std::span<const bool> valid) const {
-    using A = accumulator_t<C>;
-    const std::size_t hd = config_.head_dim;
-    const std::size_t n_heads = config_.n_heads;
-    const std::size_t group = n_heads / config_.n_kv_heads;
-    const std::size_t q_width = n_heads * hd;
-    const std::size_t kv_width = config_.n_kv_heads * hd;
-    const A scale = static_cast<A>(*config_.scale);
     ctx.batch = batch;
     ctx.seq = seq;
     ctx.valid.assign(valid.begin(), valid.end());
-    ctx.lse.assign(batch * n_heads * seq, -std::numeric_limits<A>::infinity());
-    using Mat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    const std::size_t bq = std::min(config_.query_block, seq);
-    const std::size_t bk = std::min(config_.key_block, seq);
-    Mat kg, qh, sc;
-    std::vector<A> m(seq), l(seq);
-    for (std::size_t b = 0; b < batch; ++b) {
-      for (std::size_t g = 0; g < config_.n_kv_heads; ++g) {
-        gather_head(k.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, valid, b, kg);
-        for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
-          gather_head(q.data() + b * seq * q_width, seq, q_width, h * hd, hd, std::span<const bool>{}, b, qh);
-          std::fill(m.begin(), m.end(), -std::numeric_limits<A>::infinity());
-          std::fill(l.begin(), l.end(), A(0));
-          for (std::size_t i0 = 0; i0 < seq; i0 += bq) {
-            const auto ni = static_cast<Eigen::Index>(std::min(bq, seq - i0));
-            for (std::size_t j0 = 0; j0 < seq; j0 += bk) {
-              if (config_.causal && j0 > i0 + static_cast<std::size_t>(ni) - 1) break;
-              const auto nj = static_cast<Eigen::Index>(std::min(bk, seq - j0));
-              sc.noalias() = scale * (qh.middleRows(static_cast<Eigen::Index>(i0), ni) *
-                                      kg.middleRows(static_cast<Eigen::Index>(j0), nj).transpose());
-              for (Eigen::Index i = 0; i < ni; ++i) {
-                const std::size_t qi = i0 + static_cast<std::size_t>(i);
-                for (Eigen::Index j = 0; j < nj; ++j) {
-                  const std::size_t kj = j0 + static_cast<std::size_t>(j);
-                  if ((config_.causal && kj > qi) || (!valid.empty() && !valid[b * seq + kj])) continue;
-                  const A s = sc(i, j);
-                  if (s > m[qi]) {  // online log-sum-exp: rescale the running sum to the new maximum
-                    l[qi] = l[qi] * std::exp(m[qi] - s) + A(1);
-                    m[qi] = s;
-                  } else {
-                    l[qi] += std::exp(s - m[qi]);
-                  }
-                }
-              }
-            }
-          }
-          for (std::size_t i = 0; i < seq; ++i) {
-            if (l[i] > A(0) && !std::isinf(m[i])) ctx.lse[(b * n_heads + h) * seq + i] = m[i] + std::log(l[i]);
-          }
-        }
-      }
-    }
+    ctx.lse.resize(batch * config_.n_heads * seq);
+    kernels::attention_log_sum_exp<C>(q, k, ctx.valid, backward_problem(batch, seq), ctx.lse);
     ctx.attended.rows = batch * seq;
     ctx.attended.x = std::move(attended);
     ctx.q = std::move(q);
