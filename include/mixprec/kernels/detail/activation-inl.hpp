@@ -85,8 +85,8 @@ MIXPREC_SIMD_INLINE inline V apply(V x) noexcept {
     return select(eq(e, zero<V>()), p.s, add(p.s, mul(x, p.q)));
   } else if constexpr (K == activation_kind::gelu_tanh_derivative) {
     const V y = gelu_tanh_y(x);
-    // e^-2|y|: -2 |y| (as the scalar A{-2} * std::abs(y)) as min(-2y, 2y), whose NaN is y's: every NaN
-    // below is then x's, whichever operand order the compiler gives a commutative operation.
+    // e^-2|y|: -2 |y| (the scalar A{-2} * std::abs(y) but for a zero's sign: the same exp) as
+    // min(-2y, 2y), whose NaN is y's: every NaN below is then x's, in any operand order.
     const V e = exp(min(mul(set<V>(-2.0F), y), mul(set<V>(2.0F), y)));
     const sigmoid_pair<V> p = sigmoid_parts(y, e);
     const V three_a_x2 = mul(mul(set<V>(static_cast<float>(3.0 * kernels::detail::gelu_tanh_cubic)), x), x);
