@@ -167,7 +167,7 @@ TEMPLATE_TEST_CASE("SiLU and sigmoid match x / (1 + e^-x) and 1 / (1 + e^-x) wit
 TEMPLATE_TEST_CASE("range SiLU, sigmoid and tanh-GELU meet the scalar functions' bounds on every level",
                    "[kernels][activations]", float, double, bfloat16, float16) {
   // The same bounds as the scalar tests above: the vectorised kernel evaluates the same formulas with
-  // an exp within 2 ulps (kernels/detail/exp_avx2.hpp), inside the margins those bounds leave for exp.
+  // an exp within 2 ulps (kernels/detail/exp.hpp), inside the margins those bounds leave for exp.
   using T = TestType;
   check_range_against_reference<T>([](const auto& in, auto& out) { kernels::silu(in, out); }, ref_silu,
                                    [](double) { return 6.0; });
@@ -503,7 +503,7 @@ TEMPLATE_TEST_CASE(
       [](double x) { return 2.0 * (12.0 * std::abs(static_cast<double>(ref_gelu_tanh_y(x))) + 16.0); });
 }
 
-/// The error bound of the vectorised erf-GELU kernel (kernels/detail/activation_avx2.hpp's
+/// The error bound of the vectorised erf-GELU kernel (kernels/detail/activation-inl.hpp's
 /// gelu_erf_parts), in units of u = 2^-24, relative to |gelu| (and, for the derivative, to the terms
 /// Phi + |x| phi), at every x where the result is normal. erfc(a), a = |x| / sqrt 2: e = e^(-x^2/2) from
 /// exp (2 ulps: 4 u) and the FMA correction (1); the factor (1 + s P) / (1 + 2a): a's 2 roundings

@@ -284,9 +284,9 @@ std::vector<Out> softmax_at(mixprec::isa level, const std::vector<float>& x) {
 
 TEST_CASE("softmax rows and the online softmax give the same bits at the AVX2 and AVX-512 levels",
           "[kernels][softmax]") {
-  // softmax_avx512.hpp keeps the AVX2 rows' partial sums and order, so the level a row runs at changes
-  // no bit: rows of every length around the 8-, 16- and 32-value steps, masked and NaN entries, and
-  // the element types the SIMD rows convert.
+  // The rows (kernels/detail/softmax_rows-inl.hpp) add in one order at 8 and 16 lanes, so the level a
+  // row runs at changes no bit: rows of every length around the 8-, 16- and 32-value steps, masked and
+  // NaN entries, and the element types the SIMD rows convert.
   using mixprec::isa;
   if (mixprec::detected_isa() < isa::avx512) {
     WARN("this CPU has no AVX-512: its softmax rows are never called here and were not compared");

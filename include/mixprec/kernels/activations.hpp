@@ -45,7 +45,7 @@
 /// Range forms (`silu(in, out)` etc.): `sigmoid`, `silu` and both forms of `gelu`, and their
 /// derivatives, are vectorised for float opmath, chosen at run time (kernels/detail/activation_rows.hpp:
 /// 16 lanes from the avx512 level, 8 at avx2; the same bits on both). The logistic ones evaluate the same
-/// formulas with a vectorised exp within 2 ulps (kernels/detail/exp_avx2.hpp) where glibc's `expf` is
+/// formulas with a vectorised exp within 2 ulps (kernels/detail/exp.hpp) where glibc's `expf` is
 /// within 1; the erf form evaluates erfc by its own approximation (kernels/detail/erfc_fit.hpp) and
 /// e^(-x^2/2) with x^2 split exactly, within 15 units of 2^-24 at every x (derived; 4.9 measured;
 /// the scalar form's error grows as x^2 in the negative tail). The error bounds the tests hold the

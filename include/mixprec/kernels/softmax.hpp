@@ -43,8 +43,7 @@
 
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/detail/norm_rows.hpp"
-#include "mixprec/kernels/detail/softmax_avx2.hpp"
-#include "mixprec/kernels/detail/softmax_avx512.hpp"
+#include "mixprec/kernels/detail/softmax_rows.hpp"
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/kernels/rounding.hpp"
 
@@ -104,8 +103,8 @@ class online_softmax {
 #if MIXPREC_X86_DISPATCH
     if constexpr (std::is_same_v<A, float>) {
       if (simd) {
-        const auto block = wide ? mixprec::detail::softmax_avx512::max_of<float>(scores.data(), scores.size())
-                                : mixprec::detail::softmax_avx2::max_of<float>(scores.data(), scores.size());
+        const auto block = wide ? mixprec::detail::simd_avx512::softmax::max_of<float>(scores.data(), scores.size())
+                                : mixprec::detail::simd_avx2::softmax::max_of<float>(scores.data(), scores.size());
         block_max = block.max;
         has_nan = has_nan || block.nan;
       }
@@ -134,8 +133,8 @@ class online_softmax {
     if constexpr (std::is_same_v<A, float>) {
       if (simd) {
         block_sum = static_cast<A>(
-            wide ? mixprec::detail::softmax_avx512::exp_shift_in_place(scores.data(), scores.size(), new_max)
-                 : mixprec::detail::softmax_avx2::exp_shift_in_place(scores.data(), scores.size(), new_max));
+            wide ? mixprec::detail::simd_avx512::softmax::exp_shift_in_place(scores.data(), scores.size(), new_max)
+                 : mixprec::detail::simd_avx2::softmax::exp_shift_in_place(scores.data(), scores.size(), new_max));
       }
     }
 #endif
@@ -179,10 +178,10 @@ concept softmax_output =
 
 /// The direct softmax of n values at `src` into `dst`, in opmath `A` (two passes over the input, the
 /// sum compensated); the SIMD rows prefetch `next` (the following row, or null). Float opmath with
-/// float/bfloat16/float16 ends takes the AVX2 row of detail/softmax_avx2.hpp when the CPU has it (exp
-/// within 1 ulp, float32 lane sums of 4 values added in float64, a product by 1/sum: within 10u of float
-/// of the exact softmax of the rounded differences x_j - m, for normal results), or its AVX-512 form
-/// (detail/softmax_avx512.hpp: the same bits).
+/// float/bfloat16/float16 ends takes the vectorised row of detail/softmax_rows.hpp when the CPU has AVX2
+/// (exp within 1 ulp, float32 lane sums of 4 values added in float64, a product by 1/sum: within 10u of
+/// float of the exact softmax of the rounded differences x_j - m, for normal results), at 16 lanes from
+/// the avx512 level (the same bits).
 template <class A, class I, class O>
 void softmax_row(const I* src, O* dst, std::size_t n, const I* next = nullptr) {
 #if MIXPREC_X86_DISPATCH
@@ -195,9 +194,9 @@ void softmax_row(const I* src, O* dst, std::size_t n, const I* next = nullptr) {
         scratch = row.data();
       }
       if (avx512_rows_active()) {
-        mixprec::detail::softmax_avx512::softmax_row<I, O>(src, dst, n, scratch, next);
+        mixprec::detail::simd_avx512::softmax::row<I, O>(src, dst, n, scratch, next);
       } else {
-        mixprec::detail::softmax_avx2::softmax_row<I, O>(src, dst, n, scratch, next);
+        mixprec::detail::simd_avx2::softmax::row<I, O>(src, dst, n, scratch, next);
       }
       return;
     }

@@ -1,7 +1,7 @@
 /// \file
 /// \brief Private: how the element-wise sigmoid, SiLU, tanh-GELU and erf-GELU and their derivatives on float32
 /// values reach their vectorised kernels — the run-time choice by `mixprec::active_isa()`, read once per call: the
-/// 16-lane kernel (activation_avx512.hpp) from the avx512 level up, the 8-lane one (activation_avx2.hpp)
+/// kernel of activation.hpp at 16 lanes (`simd_avx512`) from the avx512 level up, at 8 (`simd_avx2`)
 /// at avx2. The two give the same bits; the portable level keeps the scalar formulas of
 /// kernels/activations.hpp (`std::exp`, `std::erfc`).
 #pragma once
@@ -10,8 +10,7 @@
 
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/kernels/activation_kind.hpp"
-#include "mixprec/kernels/detail/activation_avx2.hpp"
-#include "mixprec/kernels/detail/activation_avx512.hpp"
+#include "mixprec/kernels/detail/activation.hpp"
 
 namespace mixprec::kernels::detail {
 
@@ -20,9 +19,9 @@ namespace mixprec::kernels::detail {
 template <activation_kind K>
 void activation_row_at(bool wide, const float* x, const float* gate, float* y, std::size_t n) noexcept {
   if (wide) {
-    mixprec::detail::activation_avx512::activation_row<K>(x, gate, y, n);
+    mixprec::detail::simd_avx512::activation::row<K>(x, gate, y, n);
   } else {
-    mixprec::detail::activation_avx2::activation_row<K>(x, gate, y, n);
+    mixprec::detail::simd_avx2::activation::row<K>(x, gate, y, n);
   }
 }
 #endif

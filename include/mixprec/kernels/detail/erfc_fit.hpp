@@ -1,5 +1,5 @@
 /// \file
-/// \brief Private: the polynomial of the vectorised erfc of erf-GELU (activation_avx2.hpp's
+/// \brief Private: the polynomial of the vectorised erfc of erf-GELU (activation-inl.hpp's
 /// `gelu_erf_parts`), derived by scripts/fit_erfc.py (run it to regenerate this block).
 ///
 /// For a >= 0, erfc(a) = e^(-a^2) (1 + s P(s - m)) / (1 + 2a) with s = 2a / (a + k) (k =
