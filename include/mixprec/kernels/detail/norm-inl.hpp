@@ -73,6 +73,10 @@ MIXPREC_SIMD_INLINE inline void prefetch_line(const T* next, std::size_t j) noex
   return prefetch_in_statistics ? n / moments_step * (moments_step / 2) : 0;
 }
 
+/// What a statistics pass sums: d = x - pivot and d² (`centred`, layer_norm: pivot = x[0]), or only the
+/// squares of x (`squares`, rms_norm: pivot 0).
+enum class sums : std::uint8_t { centred, squares };
+
 /// Float64 sums of d = v - pivot over the lanes of `vf`: Σd in `sum`, Σd² in `squares` (the lower
 /// half of the lanes in `_lower`, the upper in `_upper`), and the largest |v|. One of the
 /// statistics pass's `moment_sets`.
@@ -86,13 +90,13 @@ MIXPREC_SIMD_INLINE inline moments zero_moments() noexcept {
 }
 
 /// Adds a vector: d = widen(v) - pivot in float64 (exact when the exponents of v and the pivot are
-/// within 29 of each other, else one float64 rounding), Σd (when `Sums`) and Σd² by FMA (one rounding
-/// per addition).
-template <bool Sums>
+/// within 29 of each other, else one float64 rounding), Σd (when `centred`) and Σd² by FMA (one
+/// rounding per addition).
+template <sums S>
 MIXPREC_SIMD_INLINE inline void accumulate(moments& m, vf v, vd pivot) noexcept {
   const vd lower = sub(widen_lower(v), pivot);
   const vd upper = sub(widen_upper(v), pivot);
-  if constexpr (Sums) {
+  if constexpr (S == sums::centred) {
     m.sum_lower = add(m.sum_lower, lower);
     m.sum_upper = add(m.sum_upper, upper);
   }
@@ -126,17 +130,17 @@ MIXPREC_SIMD_INLINE inline row_stats finish(float pivot, const moments (&m)[mome
 }
 
 /// One pass over x [n] (read, rounded to C, not stored): Σd and Σd² of d = x - pivot in float64, and
-/// max |x|; pivot = x[0] rounded to C when `Centred` (layer norm: the shift keeps Σd²/n − (Σd/n)² free
-/// of cancellation for data far from 0), 0 otherwise (rms norm: Σx² only). With
+/// max |x|; pivot = x[0] rounded to C for `sums::centred` (layer norm: the shift keeps Σd²/n − (Σd/n)²
+/// free of cancellation for data far from 0), 0 for `sums::squares` (rms norm: Σx² only). With
 /// `prefetch_in_statistics`, the first prefetched_by_statistics(n) elements of `next` (the next row,
 /// or null) are prefetched.
-template <class T, class C, bool Centred>
+template <class T, class C, sums S>
 MIXPREC_SIMD_FN inline row_stats row_moments(const T* x, std::size_t n, [[maybe_unused]] const T* next) noexcept {
   moments m[moment_sets];
 #pragma GCC unroll 4
   for (moments& s : m) s = zero_moments();
   const float pivot =
-      Centred && n > 0 ? first_lane(round<C>(n >= 8 ? load<vf8, T>(x) : load_first<vf8, T>(x, n))) : 0.0F;
+      S == sums::centred && n > 0 ? first_lane(round<C>(n >= 8 ? load<vf8, T>(x) : load_first<vf8, T>(x, n))) : 0.0F;
   const vd p = set<vd>(pivot);
   std::size_t j = 0;
   for (; n - j >= moments_step; j += moments_step) {
@@ -145,13 +149,13 @@ MIXPREC_SIMD_FN inline row_stats row_moments(const T* x, std::size_t n, [[maybe_
       for (std::size_t k = 0; k < moment_sets / 2; ++k) prefetch_next<T>(next, j / 2 + k * lanes);
     }
 #pragma GCC unroll 4
-    for (std::size_t s = 0; s < moment_sets; ++s) accumulate<Centred>(m[s], load_c<vf, T, C>(x + j + s * lanes), p);
+    for (std::size_t s = 0; s < moment_sets; ++s) accumulate<S>(m[s], load_c<vf, T, C>(x + j + s * lanes), p);
   }
-  for (; n - j >= lanes; j += lanes) accumulate<Centred>(m[0], load_c<vf, T, C>(x + j), p);
+  for (; n - j >= lanes; j += lanes) accumulate<S>(m[0], load_c<vf, T, C>(x + j), p);
   if (j < n) {
     const std::size_t t = n - j;
     // Lanes past n hold the pivot: d = 0 there.
-    accumulate<Centred>(m[0], select(first_lanes<vf>(t), round<C>(load_first<vf, T>(x + j, t)), set<vf>(pivot)), p);
+    accumulate<S>(m[0], select(first_lanes<vf>(t), round<C>(load_first<vf, T>(x + j, t)), set<vf>(pivot)), p);
   }
   return finish(pivot, m);
 }
@@ -312,7 +316,7 @@ MIXPREC_SIMD_FN inline void layer_norm_apply(const T* x, std::size_t n, layer_no
 template <class T, class C, class O, store_kind Store>
 MIXPREC_SIMD_FN inline bool layer_norm_row(const T* x, std::size_t n, float eps, const float* scale, const float* bias,
                                            O* y, float* xhat, float* rstd, const T* next) noexcept {
-  const row_stats stats = row_moments<T, C, true>(x, n, next);
+  const row_stats stats = row_moments<T, C, sums::centred>(x, n, next);
   if (!plain_row(stats, n)) return false;
   const layer_norm_factors f = layer_norm_factors_of(stats, n, eps);
   layer_norm_apply<T, C, O, Store>(x, n, f, scale, bias, y, xhat, next);
@@ -394,20 +398,20 @@ MIXPREC_SIMD_FN inline row_stats add_residual_row(const T* x, const float* resid
 #pragma GCC unroll 4
     for (std::size_t k = 0; k < moment_sets; ++k) store<float>(stream + j + k * lanes, s[k]);
 #pragma GCC unroll 4
-    for (std::size_t k = 0; k < moment_sets; ++k) accumulate<false>(m[k], s[k], origin);
+    for (std::size_t k = 0; k < moment_sets; ++k) accumulate<sums::squares>(m[k], s[k], origin);
   }
   for (; n - j >= lanes; j += lanes) {
     vf s = load<vf, T>(x + j);
     if (residual != nullptr) s = add(load<vf, float>(residual + j), s);
     store<float>(stream + j, s);
-    accumulate<false>(m[0], s, origin);
+    accumulate<sums::squares>(m[0], s, origin);
   }
   if (j < n) {
     const std::size_t t = n - j;
     vf s = load_first<vf, T>(x + j, t);
     if (residual != nullptr) s = add(load_first<vf, float>(residual + j, t), s);
     store_first<float>(stream + j, s, t);
-    accumulate<false>(m[0], s, origin);  // zero lanes past n add nothing
+    accumulate<sums::squares>(m[0], s, origin);  // zero lanes past n add nothing
   }
   return finish(0.0F, m);
 }
@@ -424,7 +428,7 @@ MIXPREC_SIMD_FN inline void scale_row(float* stream, std::size_t n, float factor
 template <class T, class C, class O, store_kind Store>
 MIXPREC_SIMD_FN inline bool rms_norm_row(const T* x, std::size_t n, float eps, const float* scale, O* y, float* xhat,
                                          float* rstd, const T* next) noexcept {
-  const row_stats stats = row_moments<T, C, false>(x, n, next);
+  const row_stats stats = row_moments<T, C, sums::squares>(x, n, next);
   if (!plain_row(stats, n)) return false;
   const float inv = rms_inv_of(stats, n, eps);
   rms_norm_apply<T, C, O, Store>(x, n, inv, scale, y, xhat, next);
