@@ -1,4 +1,4 @@
-// Tests of the norm row kernels (kernels/detail/norm_rows.hpp, norm_avx2.hpp, norm_avx512.hpp) through nn::layer_norm
+// Tests of the norm row kernels (kernels/detail/norm_rows.hpp, norm.hpp at 8 and 16 lanes) through nn::layer_norm
 // and nn::rms_norm: every row length (whole vectors and tails), every float/bfloat16/float16 mix,
 // against long double references written here; rows the SIMD kernels decline (Inf, NaN, extremes)
 // take the portable path bit for bit; threads and forward_into change no bit.

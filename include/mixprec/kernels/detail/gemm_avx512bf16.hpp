@@ -41,7 +41,7 @@
 #include "mixprec/formats/float_format.hpp"
 #include "mixprec/kernels/detail/gemm_avx512.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
-#include "mixprec/kernels/detail/norm_avx512.hpp"
+#include "mixprec/kernels/detail/simd/ops.hpp"
 
 #if MIXPREC_X86_DISPATCH
 #include <immintrin.h>
@@ -375,7 +375,8 @@ MIXPREC_TARGET_AVX512BF16 inline void row_pairs(const S* x, std::size_t kc, std:
         // 32-bit lane holds x[2t] low and x[2t + 1] high, swapped into place by a rotation.
         pairs = _mm512_maskz_rol_epi32(lanes16(16), reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low)), 16);
       } else {
-        pairs = _mm512_permutex2var_epi16(norm_avx512::bf16_patterns(low), words, norm_avx512::bf16_patterns(high));
+        pairs =
+            _mm512_permutex2var_epi16(simd_avx512::bfloat16_patterns(low), words, simd_avx512::bfloat16_patterns(high));
       }
     } else {
       // A signalling NaN is quieted (its quiet bit set), as the exact widening to float does; then

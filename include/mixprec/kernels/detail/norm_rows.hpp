@@ -1,9 +1,9 @@
 /// \file
 /// \brief Private: how `nn::layer_norm` and `nn::rms_norm` reach their row kernels — the run-time
-/// choice between the AVX-512 layer_norm rows of norm_avx512.hpp, the AVX2 rows of norm_avx2.hpp and
-/// the layers' portable rows, and the split of the
-/// rows over the kernels' threads (`mixprec::num_threads`). Rows are independent, so neither the
-/// split nor the thread count changes a bit of a result.
+/// choice between the SIMD rows of norm.hpp (layer_norm at 16 lanes on the avx512 levels, at 8 on
+/// avx2; rms_norm at 8 on both) and the layers' portable rows, and the split of the rows over the
+/// kernels' threads (`mixprec::num_threads`). Rows are independent, so neither the split nor the
+/// thread count changes a bit of a result.
 #pragma once
 
 #include <algorithm>
@@ -15,24 +15,24 @@
 #endif
 
 #include "mixprec/arch/isa.hpp"
-#include "mixprec/kernels/detail/norm_avx2.hpp"
-#include "mixprec/kernels/detail/norm_avx512.hpp"
+#include "mixprec/kernels/detail/norm.hpp"
 #include "mixprec/kernels/threads.hpp"
 
 namespace mixprec::kernels::detail {
 
-/// True when the AVX2 norm rows take input T, compute C and output O (each float, bfloat16 or float16;
+/// True when the SIMD norm rows take input T, compute C and output O (each float, bfloat16 or float16;
 /// the statistics are then float32).
 template <class T, class C, class O>
 inline constexpr bool simd_norm_types =
 #if MIXPREC_X86_DISPATCH
-    mixprec::detail::norm_avx2::supported<T>&& mixprec::detail::norm_avx2::supported<C>&&
-        mixprec::detail::norm_avx2::supported<O>;
+    mixprec::detail::simd_avx2::convertible<T>&& mixprec::detail::simd_avx2::convertible<C>&&
+        mixprec::detail::simd_avx2::convertible<O>;
 #else
     false;
 #endif
 
-/// Whether this CPU (under `MIXPREC_ISA` / `isa_limit_scope`) runs the AVX2 norm rows. Read once per call.
+/// Whether this CPU (under `MIXPREC_ISA` / `isa_limit_scope`) runs the SIMD norm rows (8 lanes at least).
+/// Read once per call.
 [[nodiscard]] inline bool simd_rows_active() noexcept {
 #if MIXPREC_X86_DISPATCH
   return active_isa() >= isa::avx2;
@@ -41,8 +41,8 @@ inline constexpr bool simd_norm_types =
 #endif
 }
 
-/// Whether this CPU (under `MIXPREC_ISA` / `isa_limit_scope`) runs the AVX-512 rows (norm_avx512.hpp,
-/// softmax_avx512.hpp). Read once per call.
+/// Whether this CPU (under `MIXPREC_ISA` / `isa_limit_scope`) runs the 16-lane rows (layer_norm's of
+/// norm.hpp, softmax_avx512.hpp). Read once per call.
 [[nodiscard]] inline bool avx512_rows_active() noexcept {
 #if MIXPREC_X86_DISPATCH
   return active_isa() >= isa::avx512;
@@ -74,7 +74,7 @@ inline constexpr bool simd_norm_types =
 /// How a norm call runs its rows: the SIMD rows or not, at which width, and with non-temporal stores or not.
 struct row_path {
   bool simd;       ///< `simd_rows_active()` and the types take the SIMD rows
-  bool wide;       ///< `avx512_rows_active()`: layer_norm rows take norm_avx512.hpp
+  bool wide;       ///< `avx512_rows_active()`: layer_norm rows at 16 lanes (`simd_avx512::norm`)
   bool streaming;  ///< `streaming_output` of the whole output (SIMD rows only)
 };
 
@@ -88,7 +88,7 @@ template <bool SimdTypes>
 /// Orders the calling thread's non-temporal stores before its later stores (the end of a row block).
 inline void store_fence() noexcept {
 #if MIXPREC_X86_DISPATCH
-  mixprec::detail::norm_avx2::store_fence();
+  mixprec::detail::simd_avx2::norm::store_fence();
 #endif
 }
 
@@ -110,27 +110,27 @@ void for_row_blocks(std::size_t rows, std::size_t features, const F& f) {
   });
 }
 
-/// One `nn::layer_norm` row through the SIMD kernel of `path` (norm_avx512::layer_norm_row for `wide`
-/// paths, else norm_avx2::layer_norm_row);
-/// false when the kernel declines the row (not finite, or needs rescaling) or is not compiled: the caller
-/// takes its portable row. `next` (the following row, or null) is prefetched; `path.streaming`:
-/// non-temporal stores of y (the caller then calls `store_fence` after its last row).
+/// One `nn::layer_norm` row through the SIMD kernel of `path` (`simd_avx512::norm::layer_norm_row` for
+/// `wide` paths, else `simd_avx2::norm::layer_norm_row`); false when the kernel declines the row (not
+/// finite, or needs rescaling) or is not compiled: the caller takes its portable row. `next` (the following row, or
+/// null) is prefetched; `path.streaming`: non-temporal stores of y (the caller then calls `store_fence` after its last
+/// row).
 template <class T, class C, class O>
 bool layer_norm_row_simd(const T* x, std::size_t n, float eps, const float* scale, const float* bias, O* y, float* xhat,
                          float* rstd, const T* next, row_path path) noexcept {
 #if MIXPREC_X86_DISPATCH
   if constexpr (simd_norm_types<T, C, O>) {
-    namespace na = mixprec::detail::norm_avx2;
-    using na::store_kind;
+    using mixprec::detail::store_kind;
     if (path.wide) {
-      namespace n5 = mixprec::detail::norm_avx512;
+      namespace n16 = mixprec::detail::simd_avx512::norm;
       return path.streaming
-                 ? n5::layer_norm_row<T, C, O, store_kind::streaming>(x, n, eps, scale, bias, y, xhat, rstd, next)
-                 : n5::layer_norm_row<T, C, O, store_kind::cached>(x, n, eps, scale, bias, y, xhat, rstd, next);
+                 ? n16::layer_norm_row<T, C, O, store_kind::streaming>(x, n, eps, scale, bias, y, xhat, rstd, next)
+                 : n16::layer_norm_row<T, C, O, store_kind::cached>(x, n, eps, scale, bias, y, xhat, rstd, next);
     }
+    namespace n8 = mixprec::detail::simd_avx2::norm;
     return path.streaming
-               ? na::layer_norm_row<T, C, O, store_kind::streaming>(x, n, eps, scale, bias, y, xhat, rstd, next)
-               : na::layer_norm_row<T, C, O, store_kind::cached>(x, n, eps, scale, bias, y, xhat, rstd, next);
+               ? n8::layer_norm_row<T, C, O, store_kind::streaming>(x, n, eps, scale, bias, y, xhat, rstd, next)
+               : n8::layer_norm_row<T, C, O, store_kind::cached>(x, n, eps, scale, bias, y, xhat, rstd, next);
   }
 #endif
   static_cast<void>(x), static_cast<void>(n), static_cast<void>(eps), static_cast<void>(scale);
@@ -139,16 +139,17 @@ bool layer_norm_row_simd(const T* x, std::size_t n, float eps, const float* scal
   return false;
 }
 
-/// One plain `nn::rms_norm` row through the AVX2 kernel; false as `layer_norm_row_simd`.
+/// One plain `nn::rms_norm` row through the 8-lane kernel on every level (norm.hpp: the rms_norm rows
+/// are compiled at 8 lanes only); false as `layer_norm_row_simd`.
 template <class T, class C, class O>
 bool rms_norm_row_simd(const T* x, std::size_t n, float eps, const float* scale, O* y, float* xhat, float* rstd,
                        const T* next, row_path path) noexcept {
 #if MIXPREC_X86_DISPATCH
   if constexpr (simd_norm_types<T, C, O>) {
-    namespace na = mixprec::detail::norm_avx2;
-    using na::store_kind;
-    return path.streaming ? na::rms_norm_row<T, C, O, store_kind::streaming>(x, n, eps, scale, y, xhat, rstd, next)
-                          : na::rms_norm_row<T, C, O, store_kind::cached>(x, n, eps, scale, y, xhat, rstd, next);
+    using mixprec::detail::store_kind;
+    namespace n8 = mixprec::detail::simd_avx2::norm;
+    return path.streaming ? n8::rms_norm_row<T, C, O, store_kind::streaming>(x, n, eps, scale, y, xhat, rstd, next)
+                          : n8::rms_norm_row<T, C, O, store_kind::cached>(x, n, eps, scale, y, xhat, rstd, next);
   }
 #endif
   static_cast<void>(x), static_cast<void>(n), static_cast<void>(eps), static_cast<void>(scale);
@@ -157,20 +158,20 @@ bool rms_norm_row_simd(const T* x, std::size_t n, float eps, const float* scale,
   return false;
 }
 
-/// One fused `nn::rms_norm` row through the AVX2 kernel; false (with the unscaled stream written) as
-/// `layer_norm_row_simd`.
+/// One fused `nn::rms_norm` row through the 8-lane kernel on every level; false (with the unscaled
+/// stream written) as `layer_norm_row_simd`.
 template <class T, class O>
 bool rms_norm_fused_row_simd(const T* x, const float* residual, std::size_t n, float eps, const float* scale, O* y,
                              float* stream, float* xhat, float* rstd, const float* stream_factor, const T* next_x,
                              const float* next_residual, row_path path) noexcept {
 #if MIXPREC_X86_DISPATCH
   if constexpr (simd_norm_types<T, float, O>) {
-    namespace na = mixprec::detail::norm_avx2;
-    using na::store_kind;
+    using mixprec::detail::store_kind;
+    namespace n8 = mixprec::detail::simd_avx2::norm;
     return path.streaming
-               ? na::rms_norm_fused_row<T, O, store_kind::streaming>(x, residual, n, eps, scale, y, stream, xhat, rstd,
+               ? n8::rms_norm_fused_row<T, O, store_kind::streaming>(x, residual, n, eps, scale, y, stream, xhat, rstd,
                                                                      stream_factor, next_x, next_residual)
-               : na::rms_norm_fused_row<T, O, store_kind::cached>(x, residual, n, eps, scale, y, stream, xhat, rstd,
+               : n8::rms_norm_fused_row<T, O, store_kind::cached>(x, residual, n, eps, scale, y, stream, xhat, rstd,
                                                                   stream_factor, next_x, next_residual);
   }
 #endif

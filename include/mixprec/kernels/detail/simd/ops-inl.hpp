@@ -158,6 +158,30 @@ MIXPREC_SIMD_INLINE inline float reduce_max(vf8 v) noexcept {
   return _mm_cvtss_f32(m);
 }
 
+/// Lane 0 of v.
+MIXPREC_SIMD_INLINE inline float first_lane(vf8 v) noexcept { return _mm256_cvtss_f32(v); }
+
+/// Float64 lanes, for sums of floats (`vd4`: 4 lanes; the avx512 target's `vd`: 8): every lane the float
+/// v (`set`), or 0 (`zero`); the lanes of a float vector's lower and upper half, widened exactly.
+template <>
+MIXPREC_SIMD_INLINE inline vd4 set<vd4>(float v) noexcept {
+  return _mm256_set1_pd(v);
+}
+template <>
+MIXPREC_SIMD_INLINE inline vd4 zero<vd4>() noexcept {
+  return _mm256_setzero_pd();
+}
+MIXPREC_SIMD_INLINE inline vd4 widen_lower(vf8 v) noexcept { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); }
+MIXPREC_SIMD_INLINE inline vd4 widen_upper(vf8 v) noexcept { return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)); }
+MIXPREC_SIMD_INLINE inline vd4 add(vd4 a, vd4 b) noexcept { return _mm256_add_pd(a, b); }
+MIXPREC_SIMD_INLINE inline vd4 sub(vd4 a, vd4 b) noexcept { return _mm256_sub_pd(a, b); }
+MIXPREC_SIMD_INLINE inline vd4 fmadd(vd4 a, vd4 b, vd4 c) noexcept { return _mm256_fmadd_pd(a, b, c); }
+/// The sum of the 4 float64 lanes: halves, then the pair.
+MIXPREC_SIMD_INLINE inline double reduce_add(vd4 v) noexcept {
+  const __m128d half = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(half, _mm_unpackhi_pd(half, half)));
+}
+
 /// bfloat16 patterns (in the high halves of the 32-bit lanes, low halves zero) of 8 floats, rounded to
 /// nearest-even; NaN becomes bfloat16's quiet NaN with the sign kept (kernels/rounding.hpp).
 MIXPREC_SIMD_INLINE inline vi8 bfloat16_high_bits(vf8 v) noexcept {
@@ -231,6 +255,20 @@ MIXPREC_SIMD_INLINE inline void store_first(O* p, vf8 v, std::size_t t) noexcept
     alignas(32) O buffer[8];
     store<O>(buffer, v);
     for (std::size_t i = 0; i < t; ++i) p[i] = buffer[i];
+  }
+}
+
+/// 8 floats rounded to O and stored past the caches (non-temporal: no read for ownership, for outputs
+/// larger than the last-level cache); p aligned to 8 elements. The writing thread orders them before
+/// its later stores with an SFENCE.
+template <class O>
+MIXPREC_SIMD_INLINE inline void stream(O* p, vf8 v) noexcept {
+  if constexpr (std::is_same_v<O, float>) {
+    _mm256_stream_ps(p, v);
+  } else {
+    alignas(16) O buffer[8];
+    store<O>(buffer, v);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm_load_si128(reinterpret_cast<const __m128i*>(buffer)));
   }
 }
 
@@ -313,6 +351,33 @@ MIXPREC_SIMD_INLINE inline vf join(vf8 low, vf8 high) noexcept {
 MIXPREC_SIMD_INLINE inline float reduce_add(vf v) noexcept { return reduce_add(add(lower_half(v), upper_half(v))); }
 MIXPREC_SIMD_INLINE inline float reduce_max(vf v) noexcept { return reduce_max(max(lower_half(v), upper_half(v))); }
 
+template <>
+MIXPREC_SIMD_INLINE inline vd set<vd>(float v) noexcept {
+  return _mm512_set1_pd(v);
+}
+template <>
+MIXPREC_SIMD_INLINE inline vd zero<vd>() noexcept {
+  return _mm512_setzero_pd();
+}
+MIXPREC_SIMD_INLINE inline vd widen_lower(vf v) noexcept {
+  return _mm512_maskz_cvtps_pd(static_cast<__mmask8>(0xFF), lower_half(v));
+}
+MIXPREC_SIMD_INLINE inline vd widen_upper(vf v) noexcept {
+  return _mm512_maskz_cvtps_pd(static_cast<__mmask8>(0xFF), upper_half(v));
+}
+MIXPREC_SIMD_INLINE inline vd add(vd a, vd b) noexcept { return _mm512_add_pd(a, b); }
+MIXPREC_SIMD_INLINE inline vd sub(vd a, vd b) noexcept { return _mm512_sub_pd(a, b); }
+MIXPREC_SIMD_INLINE inline vd fmadd(vd a, vd b, vd c) noexcept { return _mm512_fmadd_pd(a, b, c); }
+/// Float64 lanes 0-3 and 4-7 of v.
+MIXPREC_SIMD_INLINE inline vd4 lower_half(vd v) noexcept {
+  return _mm512_maskz_extractf64x4_pd(static_cast<__mmask8>(0xF), v, 0);
+}
+MIXPREC_SIMD_INLINE inline vd4 upper_half(vd v) noexcept {
+  return _mm512_maskz_extractf64x4_pd(static_cast<__mmask8>(0xF), v, 1);
+}
+/// 8 float64 lanes reduced as the 4-lane `reduce_add` reduces lower + upper.
+MIXPREC_SIMD_INLINE inline double reduce_add(vd v) noexcept { return reduce_add(add(lower_half(v), upper_half(v))); }
+
 /// bfloat16 and float16 patterns of 16 floats, in the low halves of the 32-bit lanes / packed: the
 /// 16-lane encoders of `mixprec::convert` (formats/detail/convert_x86.hpp), the bits of the 8-lane
 /// `bfloat16_high_bits` (shifted down) and of f16c::encode8_float16.
@@ -385,6 +450,54 @@ MIXPREC_SIMD_INLINE inline void store_first(O* p, vf v, std::size_t t) noexcept 
     _mm256_mask_storeu_epi16(p, k, _mm512_maskz_cvtepi32_epi16(all_lanes, bfloat16_patterns(v)));
   } else {
     _mm256_mask_storeu_epi16(p, k, float16_patterns(v));
+  }
+}
+
+/// 16 floats rounded to O and stored past the caches (the 8-lane `stream`'s contract); p aligned to 64
+/// bytes for float, 32 otherwise.
+template <class O>
+MIXPREC_SIMD_INLINE inline void stream(O* p, vf v) noexcept {
+  static_assert(convertible<O>, "stream: the output element must be float, bfloat16 or float16.");
+  if constexpr (std::is_same_v<O, float>) {
+    _mm512_stream_ps(p, v);
+  } else if constexpr (std::is_same_v<O, bfloat16>) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), _mm512_maskz_cvtepi32_epi16(all_lanes, bfloat16_patterns(v)));
+  } else {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), float16_patterns(v));
+  }
+}
+
+/// The word indices 0, 2, ..., 62: the low halves of the 32-bit lanes of two vectors.
+inline constexpr std::array<std::uint16_t, 2 * lanes> even_words = [] {
+  std::array<std::uint16_t, 2 * lanes> words{};
+  for (std::size_t j = 0; j < words.size(); ++j) words[j] = static_cast<std::uint16_t>(2 * j);
+  return words;
+}();
+
+/// The 32 bfloat16 patterns of a (elements 0-15) and b (16-31): `bfloat16_patterns`' low words,
+/// gathered by one two-source word permutation.
+MIXPREC_SIMD_INLINE inline vi bfloat16_pair(vf a, vf b) noexcept {
+  return _mm512_permutex2var_epi16(bfloat16_patterns(a), _mm512_loadu_si512(even_words.data()), bfloat16_patterns(b));
+}
+
+/// 32 floats, elements 0-15 `a` and 16-31 `b`, rounded to O and stored (`store`, or `stream` with p
+/// aligned to 64 bytes); bfloat16 by `bfloat16_pair`, one permutation where `store` narrows each half.
+template <class O>
+MIXPREC_SIMD_INLINE inline void store(O* p, vf a, vf b) noexcept {
+  if constexpr (std::is_same_v<O, bfloat16>) {
+    _mm512_storeu_si512(p, bfloat16_pair(a, b));
+  } else {
+    store<O>(p, a);
+    store<O>(p + lanes, b);
+  }
+}
+template <class O>
+MIXPREC_SIMD_INLINE inline void stream(O* p, vf a, vf b) noexcept {
+  if constexpr (std::is_same_v<O, bfloat16>) {
+    _mm512_stream_si512(reinterpret_cast<vi*>(p), bfloat16_pair(a, b));
+  } else {
+    stream<O>(p, a);
+    stream<O>(p + lanes, b);
   }
 }
 #endif  // MIXPREC_SIMD_LANES == 16

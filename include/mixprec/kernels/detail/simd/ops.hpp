@@ -3,6 +3,7 @@
 /// for each x86 target (`simd_avx2`: 8 lanes, `simd_avx512`: 16; foreach_target.hpp).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>

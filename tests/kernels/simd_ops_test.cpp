@@ -1,8 +1,9 @@
-// Tests the 16-lane roundings of the AVX-512 rows (kernels/detail/norm_avx512.hpp: round16 and
-// store16, which layer_norm's and the softmax's AVX-512 rows read and write bfloat16 and float16
-// through) against the scalar codecs of formats/ (bfloat16(x), float16(x): nearest-even, overflow to
-// Inf, NaN to the format's quiet NaN with the sign kept), bit for bit, over every 16-bit high half of
-// a float with the low halves where the roundings of both formats change, and a random sample.
+// Tests the roundings of the SIMD operations (kernels/detail/simd/ops-inl.hpp: `round` and `store`,
+// through which the SIMD rows read and write bfloat16 and float16) at 16 lanes (simd_avx512) and at 8
+// (simd_avx2) against the scalar codecs of formats/ (bfloat16(x), float16(x): nearest-even, overflow
+// to Inf, NaN to the format's quiet NaN with the sign kept), bit for bit, over every 16-bit high half
+// of a float with the low halves where the roundings of both formats change, and a random sample: so
+// both widths give the same bits.
 #include <catch2/catch.hpp>
 
 #include <bit>
@@ -14,26 +15,47 @@
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"
-#include "mixprec/kernels/detail/norm_avx512.hpp"
+#include "mixprec/kernels/detail/simd/ops.hpp"
 
-namespace norm_avx512_test {
+namespace simd_ops_test {
 
 #if MIXPREC_X86_DISPATCH
 namespace {
 
 using mixprec::bfloat16;
 using mixprec::float16;
-namespace lanes = mixprec::detail::norm_avx512;
+namespace simd16 = mixprec::detail::simd_avx512;
+namespace simd8 = mixprec::detail::simd_avx2;
 
 template <class O>
 MIXPREC_TARGET_AVX512 void store16_of(const float* x, O* y) {
-  lanes::store16<O>(y, _mm512_loadu_ps(x));
+  simd16::store<O>(y, simd16::load<simd16::vf>(x));
 }
 
 template <class C>
 MIXPREC_TARGET_AVX512 void round16_of(const float* x, float* y) {
-  _mm512_storeu_ps(y, lanes::round16<C>(_mm512_loadu_ps(x)));
+  simd16::store<float>(y, simd16::round<C>(simd16::load<simd16::vf>(x)));
 }
+
+/// The 8-lane forms on 16 values, twice.
+template <class O>
+MIXPREC_TARGET_AVX2 void store8_twice(const float* x, O* y) {
+  simd8::store<O>(y, simd8::load<simd8::vf8>(x));
+  simd8::store<O>(y + 8, simd8::load<simd8::vf8>(x + 8));
+}
+
+template <class C>
+MIXPREC_TARGET_AVX2 void round8_twice(const float* x, float* y) {
+  simd8::store<float>(y, simd8::round<C>(simd8::load<simd8::vf8>(x)));
+  simd8::store<float>(y + 8, simd8::round<C>(simd8::load<simd8::vf8>(x + 8)));
+}
+
+/// The stores and roundings of one width, 16 values at a time.
+template <class T>
+struct width {
+  void (*store)(const float*, T*);
+  void (*round)(const float*, float*);
+};
 
 /// Low halves (bits 0-15) where a rounding decides differently: bfloat16 keeps bits 16 and up (half
 /// an ulp is 0x8000); a normal float16 keeps bits 13 and up (half an ulp 0x1000, its last bit 0x2000).
@@ -52,17 +74,17 @@ std::vector<float> patterns() {
   return out;
 }
 
-/// The number of patterns whose store16<T> bits differ from T(x).bits(), or whose round16<T> value's
+/// The number of patterns whose `store<T>` bits differ from T(x).bits(), or whose `round<T>` value's
 /// bits differ from float(T(x))'s; the first such pattern in `where`.
 template <class T>
-std::size_t mismatches(const std::vector<float>& x, std::uint32_t& where) {
+std::size_t mismatches(const std::vector<float>& x, std::uint32_t& where, width<T> w) {
   static_assert(sizeof(float) * 16 == 64);
   std::size_t count = 0;
   T stored[16];
   float rounded[16];
   for (std::size_t i = 0; i + 16 <= x.size(); i += 16) {
-    store16_of<T>(x.data() + i, stored);
-    round16_of<T>(x.data() + i, rounded);
+    w.store(x.data() + i, stored);
+    w.round(x.data() + i, rounded);
     for (std::size_t lane = 0; lane < 16; ++lane) {
       const T expected(x[i + lane]);
       const bool same =
@@ -77,24 +99,18 @@ std::size_t mismatches(const std::vector<float>& x, std::uint32_t& where) {
   return count;
 }
 
-}  // namespace
-
-TEST_CASE("store16 and round16 round 16 floats to bfloat16 and float16 with the scalar codecs' bits",
-          "[kernels][norm]") {
-  if (mixprec::detected_isa() < mixprec::isa::avx512) {
-    WARN("this CPU has no AVX-512: the 16-lane roundings are never called here and were not compared");
-    return;
-  }
+/// The sweep and the spot values of the file comment, for one width's stores and roundings.
+void check_width(width<bfloat16> wb, width<float16> wh) {
   const std::vector<float> x = patterns();
   REQUIRE(x.size() % 16 == 0);
   std::uint32_t where = 0;
   SECTION("bfloat16") {
-    const std::size_t count = mismatches<bfloat16>(x, where);
+    const std::size_t count = mismatches<bfloat16>(x, where, wb);
     INFO("first mismatch at the float pattern 0x" << std::hex << where);
     CHECK(count == 0);
   }
   SECTION("float16") {
-    const std::size_t count = mismatches<float16>(x, where);
+    const std::size_t count = mismatches<float16>(x, where, wh);
     INFO("first mismatch at the float pattern 0x" << std::hex << where);
     CHECK(count == 0);
   }
@@ -117,8 +133,8 @@ TEST_CASE("store16 and round16 round 16 floats to bfloat16 and float16 with the 
                           -1e4F};
   bfloat16 b[16];
   float16 h[16];
-  store16_of<bfloat16>(spot, b);
-  store16_of<float16>(spot, h);
+  wb.store(spot, b);
+  wh.store(spot, h);
   CHECK(b[0].bits() == 0x3F80);
   CHECK(b[1].bits() == 0x3F80);
   CHECK(b[2].bits() == 0x3F82);
@@ -134,6 +150,26 @@ TEST_CASE("store16 and round16 round 16 floats to bfloat16 and float16 with the 
   CHECK(h[8].bits() == 0x0000);
   CHECK(h[9].bits() == 0x8000);
 }
+
+}  // namespace
+
+TEST_CASE("store and round at 16 lanes round floats to bfloat16 and float16 with the scalar codecs' bits",
+          "[kernels][simd]") {
+  if (mixprec::detected_isa() < mixprec::isa::avx512) {
+    WARN("this CPU has no AVX-512: the 16-lane roundings are never called here and were not compared");
+    return;
+  }
+  check_width({store16_of<bfloat16>, round16_of<bfloat16>}, {store16_of<float16>, round16_of<float16>});
+}
+
+TEST_CASE("store and round at 8 lanes round floats to bfloat16 and float16 with the scalar codecs' bits",
+          "[kernels][simd]") {
+  if (mixprec::detected_isa() < mixprec::isa::avx2) {
+    WARN("this CPU has no AVX2: the 8-lane roundings are never called here and were not compared");
+    return;
+  }
+  check_width({store8_twice<bfloat16>, round8_twice<bfloat16>}, {store8_twice<float16>, round8_twice<float16>});
+}
 #endif
 
-}  // namespace norm_avx512_test
+}  // namespace simd_ops_test
