@@ -322,7 +322,7 @@ MIXPREC_TARGET_AVX512BF16_VBMI inline void e4m3_pair_panels(std::size_t panels, 
 }
 
 /// Word indices (into the 64 16-bit words of two vectors) that gather 32 floats' bfloat16 patterns —
-/// the low word of each 32-bit lane (norm_avx512::bf16_patterns) — as 16 pair lanes: lane t's low
+/// the low word of each 32-bit lane (simd_avx512::bfloat16_patterns) — as 16 pair lanes: lane t's low
 /// word is element 2t + 1's pattern (word 4t + 2), its high word element 2t's (word 4t).
 inline constexpr std::array<std::uint16_t, 32> pair_words = [] {
   std::array<std::uint16_t, 32> words{};
@@ -347,7 +347,7 @@ inline constexpr auto bf16_quiet_bit =
 
 /// One row x [kc] as (kc + 1) / 2 pair words (kernels::detail::bf16_pair's layout): word t =
 /// bf16(x[2t]) << 16 | bf16(x[2t + 1]), zero past kc; float elements rounded to nearest-even
-/// (VCVTNE2PS2BF16, or norm_avx512::bf16_patterns for 32 elements with a subnormal or a NaN among them:
+/// (VCVTNE2PS2BF16, or simd_avx512::bfloat16_patterns for 32 elements with a subnormal or a NaN among them:
 /// NaN to bfloat16's quiet NaN, the sign kept), bfloat16 ones as they are. The kc elements at `ahead` (a row packed
 /// later, or null) are prefetched: a's rows are read from beyond the L2 cache, and the lines of one row are too few for
 /// the hardware prefetcher.

@@ -42,7 +42,7 @@ inline constexpr bool simd_norm_types =
 }
 
 /// Whether this CPU (under `MIXPREC_ISA` / `isa_limit_scope`) runs the 16-lane rows (layer_norm's of
-/// norm.hpp, softmax_avx512.hpp). Read once per call.
+/// norm.hpp, softmax_rows.hpp). Read once per call.
 [[nodiscard]] inline bool avx512_rows_active() noexcept {
 #if MIXPREC_X86_DISPATCH
   return active_isa() >= isa::avx512;

@@ -131,8 +131,8 @@ MIXPREC_SIMD_INLINE inline void add_step(const I* x, std::size_t j, vf m, float*
 /// Adds the lanes of f (float32 sums) to two float64 chains: its lower half to `low`, upper to `high`.
 template <class D, class V>
 MIXPREC_SIMD_INLINE inline void add_to_chains(D& low, D& high, V f) noexcept {
-  low = add(low, promote_lower(f));
-  high = add(high, promote_upper(f));
+  low = add(low, widen_lower(f));
+  high = add(high, widen_upper(f));
 }
 
 /// Adds a block's float32 lane sums f (one per value of a step) to the 16 float64 chains s.

@@ -21,12 +21,9 @@
 
 #include "mixprec/arch/detail/target.hpp"
 
-#ifndef MIXPREC_SIMD_BODY
-#error \
-    "foreach_target.hpp: define MIXPREC_SIMD_BODY as the path of the body to compile per target, then include this file (kernels/detail/simd/foreach_target.hpp)."
-#endif
-
-#if MIXPREC_X86_DISPATCH
+// Included without MIXPREC_SIMD_BODY (on its own, as the header check compiles every header) it does
+// nothing.
+#if MIXPREC_X86_DISPATCH && defined(MIXPREC_SIMD_BODY)
 #include <immintrin.h>
 
 MIXPREC_BEGIN_ISA_NAMESPACE
@@ -53,6 +50,6 @@ MIXPREC_BEGIN_ISA_NAMESPACE
 
 MIXPREC_END_ISA_NAMESPACE
 
-#endif  // MIXPREC_X86_DISPATCH
+#endif  // MIXPREC_X86_DISPATCH && defined(MIXPREC_SIMD_BODY)
 
 #undef MIXPREC_SIMD_BODY

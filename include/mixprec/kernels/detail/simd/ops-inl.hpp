@@ -502,44 +502,6 @@ MIXPREC_SIMD_INLINE inline void stream(O* p, vf a, vf b) noexcept {
 }
 #endif  // MIXPREC_SIMD_LANES == 16
 
-// ---- float64 lanes: floats widened exactly, summed in float64 ------------------------------------
-
-/// 4 float64 lanes (`vd4`, every target): 0, a + b, and lanes 0-3 / 4-7 of 8 floats widened exactly.
-template <>
-MIXPREC_SIMD_INLINE inline vd4 zero<vd4>() noexcept {
-  return _mm256_setzero_pd();
-}
-MIXPREC_SIMD_INLINE inline vd4 add(vd4 a, vd4 b) noexcept { return _mm256_add_pd(a, b); }
-MIXPREC_SIMD_INLINE inline vd4 promote_lower(vf8 v) noexcept { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); }
-MIXPREC_SIMD_INLINE inline vd4 promote_upper(vf8 v) noexcept { return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)); }
-/// The sum of 4 float64 lanes: (v0 + v2) + (v1 + v3).
-MIXPREC_SIMD_INLINE inline double reduce_add(vd4 v) noexcept {
-  const __m128d half = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-  return _mm_cvtsd_f64(_mm_add_sd(half, _mm_unpackhi_pd(half, half)));
-}
-
-#if MIXPREC_SIMD_LANES == 16
-/// 8 float64 lanes (`vd`, avx512): 0, a + b, lanes 0-7 / 8-15 of 16 floats widened exactly, and
-/// lanes 0-3 / 4-7 of v.
-template <>
-MIXPREC_SIMD_INLINE inline vd zero<vd>() noexcept {
-  return _mm512_setzero_pd();
-}
-MIXPREC_SIMD_INLINE inline vd add(vd a, vd b) noexcept { return _mm512_add_pd(a, b); }
-MIXPREC_SIMD_INLINE inline vd promote_lower(vf v) noexcept {
-  return _mm512_maskz_cvtps_pd(static_cast<__mmask8>(0xFF), lower_half(v));
-}
-MIXPREC_SIMD_INLINE inline vd promote_upper(vf v) noexcept {
-  return _mm512_maskz_cvtps_pd(static_cast<__mmask8>(0xFF), upper_half(v));
-}
-MIXPREC_SIMD_INLINE inline vd4 lower_half(vd v) noexcept {
-  return _mm512_maskz_extractf64x4_pd(static_cast<__mmask8>(0xF), v, 0);
-}
-MIXPREC_SIMD_INLINE inline vd4 upper_half(vd v) noexcept {
-  return _mm512_maskz_extractf64x4_pd(static_cast<__mmask8>(0xF), v, 1);
-}
-#endif  // MIXPREC_SIMD_LANES == 16
-
 }  // namespace MIXPREC_SIMD_NS
 
 #endif  // MIXPREC_SIMD_NS
