@@ -222,6 +222,36 @@ TEST_CASE("a non-finite gradient skips the step, halves the dynamic scale, leave
   CHECK(bits(d) == before);
 }
 
+namespace {
+/// The step of docs/loss_scaling.md ("With nn layers"), verbatim.
+template <class L, class Layer>
+bool doc_step(L& ls, mixprec::train::adamw& opt, double lr, Layer& layer, typename Layer::gradients& grads) {
+  ls.unscale_in_place(grads);  // any layer's gradients, a std::tie of several, a vector<span>
+  const bool finite = mixprec::all_finite(grads);
+  ls.adjust(finite);                       // grow every 2000 finite steps, halve otherwise
+  if (finite) opt.step(lr, layer, grads);  // begin_step + one update per parameter, nanoGPT's decay rule
+  grads.zero();                            // in place, ready for the next accumulation
+  return finite;
+}
+}  // namespace
+
+TEST_CASE("the step of docs/loss_scaling.md compiles and is the scaled step", "[train][scaled_step][docs]") {
+  layer a = make(7), b = make(7);
+  mixprec::dynamic_loss_scale la, lb;
+  mixprec::train::adamw oa, ob;
+  for (const float bad : {1.0f, inf, 1.0f}) {
+    auto ga = filled(a, 32768.0f * bad);
+    auto gb = filled(b, 32768.0f * bad);
+    const bool stepped = mixprec::train::scaled_step(la, oa, 1e-3, a, ga);
+    ga.zero();
+    CHECK(doc_step(lb, ob, 1e-3, b, gb) == stepped);
+    CHECK(bits(a) == bits(b));
+    CHECK(la.loss_scale() == lb.loss_scale());
+    CHECK(mixprec::train::global_grad_norm(gb) == 0.0);
+  }
+  CHECK(la.loss_scale() == 16384.0f);
+}
+
 TEST_CASE("the scaled step clips the unscaled gradients when asked", "[train][scaled_step]") {
   layer a = make(6), b = make(6);
   mixprec::static_loss_scale la(16.0f), lb(16.0f);
