@@ -282,14 +282,8 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
         for (std::size_t e = 0; e < g.size(); ++e) dst[e] += g.data()[e];
       });
     }
-    bool finite = true;
-    for (auto& g : grad_spans) {
-      if (ls) {
-        const float inv = 1.0f / scale;  // S is a power of two: exact
-        for (auto& v : g) v *= inv;
-      }
-      for (float v : g) finite = finite && std::isfinite(v);
-    }
+    if (ls) ls->unscale_in_place(grad_spans);  // S is a power of two: a product by 1/S, exact
+    const bool finite = mixprec::all_finite(grad_spans);
     if (ls) ls->adjust(finite);
     if (!finite) {
       ++result.skipped_steps;

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -100,6 +102,18 @@ TEST_CASE("all_finite ignores integer, bool and intn leaves", "[all_finite]") {
   CHECK(all_finite(std::vector<int>{}));
   const std::array<double, 2> with_nan{0.0, static_cast<double>(quiet_nan)};
   CHECK_FALSE(all_finite(std::pair{std::vector<int>{1, 2, 3}, with_nan}));
+}
+
+TEST_CASE("all_finite takes a vector of spans, optionals and tree_children structs", "[all_finite]") {
+  std::vector<float> a{1.0f, 2.0f}, b{3.0f};
+  std::vector<std::span<float>> spans{std::span<float>(a), std::span<float>(b)};
+  CHECK(all_finite(spans));
+  b[0] = pos_inf;
+  CHECK_FALSE(all_finite(spans));
+  const std::vector<std::span<const float>> const_spans{std::span<const float>(a)};
+  CHECK(all_finite(const_spans));
+  CHECK(all_finite(std::optional<float>{}));
+  CHECK_FALSE(all_finite(std::optional<float>{quiet_nan}));
 }
 
 }  // namespace all_finite_test

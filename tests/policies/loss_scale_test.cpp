@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -379,6 +381,21 @@ TEST_CASE("a training loop skips non-finite steps and settles the scale", "[loss
   CHECK(ls.loss_scale() <= 128.0f);
   CHECK(ls.loss_scale() >= 64.0f);
   CHECK(applied > 25);
+}
+
+TEST_CASE("unscale_in_place takes a vector of spans and writes through them", "[loss_scale][in_place]") {
+  std::vector<float> a{8.0f, 3.0f}, b{-1.0f};
+  std::vector<std::span<float>> spans{std::span<float>(a), std::span<float>(b)};
+  const std::vector<std::vector<float>> expected{mixprec::dynamic_loss_scale(3.0f).unscale(a),
+                                                 mixprec::dynamic_loss_scale(3.0f).unscale(b)};
+  mixprec::dynamic_loss_scale(3.0f).unscale_in_place(spans);
+  CHECK(a == expected[0]);
+  CHECK(b == expected[1]);
+  mixprec::static_loss_scale(2.0f).unscale_in_place(spans);
+  CHECK(b[0] == expected[1][0] / 2);
+  std::optional<std::vector<float>> opt{{4.0f}};
+  mixprec::static_loss_scale(4.0f).unscale_in_place(opt);
+  CHECK((*opt)[0] == 1.0f);
 }
 
 }  // namespace loss_scale_test

@@ -10,10 +10,12 @@
 ///    sub-byte integer (int4, uint4, int2, uint2);
 ///  - a *node*: a type with a `mixprec::tree_traits` specialisation. Built in here: `std::tuple`,
 ///    `std::pair`, `std::array`, `std::vector`, `std::map` (keys are structure, values are subtrees),
-///    nested arbitrarily. `mixprec/arrays/eigen.hpp` adds `Eigen::Matrix`, `Eigen::Array` and contiguous
-///    `Eigen::Map`s of them; `mixprec/arrays/xtensor.hpp` adds `xt::xarray`, `xt::xtensor`,
-///    `xt::xtensor_fixed` and `xt::adapt`'s adaptors. Mapping a map or an adaptor gives an owning container;
-///    walking one in place writes through to the mapped buffer. Your own struct opts in the same way.
+///    `std::optional` (zero or one child), `std::span` (a view: walked in place, mapped into a
+///    `std::vector`) and structs with a static member `tree_children` (below), nested arbitrarily.
+///    `mixprec/arrays/eigen.hpp` adds `Eigen::Matrix`, `Eigen::Array` and contiguous `Eigen::Map`s of them;
+///    `mixprec/arrays/xtensor.hpp` adds `xt::xarray`, `xt::xtensor`, `xt::xtensor_fixed` and `xt::adapt`'s adaptors.
+///    Mapping a map or an adaptor gives an owning container; walking one in place writes through to the mapped buffer.
+///    Your own struct opts in the same way.
 ///
 /// **Opting in a struct** ("product" node: a fixed list of children of possibly different types).
 /// Specialise `tree_traits` with `children` (a tuple of references to the children, for const and
@@ -38,6 +40,19 @@
 /// the same shape whose children are `f(child)`, with `f` called on the children in the order of
 /// `for_each`; evaluated, never a lazy view). See the std::vector specialisation below.
 ///
+/// **Opting in a struct without a specialisation**: give it a static member function
+/// `tree_children(self)` returning `std::tie` of its children (one function serves const and non-const
+/// nodes). It is then a product node whose `rebuild` gives the struct back when every child keeps its
+/// type (the struct must be default constructible), and a `std::tuple` of the children otherwise (a
+/// cast to another leaf type loses the struct, not the structure). Every nn layer's `gradients` opts in
+/// so:
+///
+///     struct gradients {
+///       xt::xtensor<float, 2> kernel;
+///       std::optional<xt::xtensor<float, 1>> bias;
+///       static auto tree_children(auto& self) noexcept { return std::tie(self.kernel, self.bias); }
+///     };
+///
 /// A type is either a leaf, or a product node, or a range node. `tree_map` on anything else stops
 /// with a static_assert that says how to opt in.
 #pragma once
@@ -49,6 +64,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -121,14 +137,16 @@ namespace detail {
 /// this sentence, before anything else fails.
 template <class T>
 struct tree_check {
-  static_assert(tree<T>,
-                "mixprec trees: this type is neither a scalar leaf nor a tree node. Leaves are arithmetic types, "
-                "std::complex, mixprec small floats and intn; nodes are std::tuple, std::pair, std::array, "
-                "std::vector, std::map and types with a mixprec::tree_traits specialisation. Eigen matrices, arrays "
-                "and contiguous maps of them are nodes once mixprec/arrays/eigen.hpp is included; xtensor containers "
-                "and xt::adapt adaptors once mixprec/arrays/xtensor.hpp is. Views, lazy expressions and maps with "
-                "explicit strides are not: evaluate them into a container first. For your own struct specialise "
-                "mixprec::tree_traits (see mixprec/arrays/tree.hpp).");
+  static_assert(
+      tree<T>,
+      "mixprec trees: this type is neither a scalar leaf nor a tree node. Leaves are arithmetic types, "
+      "std::complex, mixprec small floats and intn; nodes are std::tuple, std::pair, std::array, "
+      "std::vector, std::map, std::optional, std::span, types with a mixprec::tree_traits specialisation and "
+      "structs with a static member tree_children(self) returning std::tie of their children. Eigen matrices, arrays "
+      "and contiguous maps of them are nodes once mixprec/arrays/eigen.hpp is included; xtensor containers "
+      "and xt::adapt adaptors once mixprec/arrays/xtensor.hpp is. Views, lazy expressions and maps with "
+      "explicit strides are not: evaluate them into a container first. For your own struct specialise "
+      "mixprec::tree_traits (see mixprec/arrays/tree.hpp).");
   static constexpr bool value = tree<T>;
 };
 }  // namespace detail
@@ -604,5 +622,93 @@ struct tree_traits<std::map<K, V, C, A>> {
     return out;
   }
 };
+
+// ---------------------------------------------------------------------------------------------
+// std::optional, std::span, structs with tree_children
+// ---------------------------------------------------------------------------------------------
+
+/// `std::optional<T>`: a range node of zero children (empty) or one (the value); `map` gives
+/// `std::optional<U>`, empty when the input is. Over several trees, an empty and an engaged optional at
+/// the same place differ in structure ("has 0 children where the first tree has 1").
+template <class T>
+struct tree_traits<std::optional<T>> {
+  using element_type = T;
+  template <class Optional, class F>
+  static constexpr void for_each(Optional& o, F&& f) {
+    if (o) f(*o);
+  }
+  template <class F>
+  static constexpr auto map(const std::optional<T>& o, F&& f) {
+    using U = std::remove_cvref_t<decltype(f(std::declval<const T&>()))>;
+    return o ? std::optional<U>(f(*o)) : std::optional<U>();
+  }
+};
+
+/// `std::span<T, E>`: a range node over the viewed elements. Walking it (`tree_for_each`,
+/// `unscale_in_place`, `tree_zero`) writes through to the viewed buffer, so a
+/// `std::vector<std::span<float>>` of a model's gradient tensors is a tree; a `std::span<const T>`
+/// has const leaves. `map` gives an owning `std::vector<U>`.
+template <class T, std::size_t E>
+struct tree_traits<std::span<T, E>> {
+  using element_type = T;
+  template <class Span, class F>
+  static constexpr void for_each(Span& s, F&& f) {
+    for (auto& x : s) f(x);
+  }
+  template <class F>
+  static constexpr auto map(const std::span<T, E>& s, F&& f) {
+    using U = std::remove_cvref_t<decltype(f(std::declval<const T&>()))>;
+    std::vector<U> out;
+    out.reserve(s.size());
+    for (const auto& x : s) out.push_back(f(x));
+    return out;
+  }
+};
+
+namespace detail {
+/// A struct that lists its children itself: `T::tree_children(node)` on a const and a non-const node.
+template <class T>
+concept tree_member_children = std::is_class_v<T> && requires(T& t, const T& c) {
+  T::tree_children(t);
+  T::tree_children(c);
+};
+}  // namespace detail
+
+/// Structs with a static member `tree_children(self)` (see the file comment): product nodes with no
+/// specialisation of their own. `rebuild` gives the struct when the children keep their types, and a
+/// `std::tuple` of the children otherwise.
+template <class T>
+requires detail::tree_member_children<T>
+struct tree_traits<T> {
+  static constexpr auto children(auto& node) noexcept { return T::tree_children(node); }
+  template <class... Us>
+  static constexpr auto rebuild(Us... children) {
+    using own = decltype(T::tree_children(std::declval<T&>()));
+    if constexpr (std::is_same_v<std::tuple<Us&...>, own> && std::is_default_constructible_v<T>) {
+      T out{};
+      std::apply([&children...](auto&... slot) { ((slot = std::move(children)), ...); }, T::tree_children(out));
+      return out;
+    } else {
+      return std::tuple<Us...>(std::move(children)...);
+    }
+  }
+};
+
+/// Sets every leaf of `tree` to zero (`L{}`: +0 for floats, 0 for integers) where it is, walking as
+/// `tree_for_each` does: containers keep their shape and buffers, nothing is allocated. PyTorch's
+/// `optimizer.zero_grad(set_to_none=False)`. A tree with a const leaf (a `std::span<const float>`) does
+/// not compile.
+template <class Tree>
+constexpr void tree_zero(Tree& tree) {
+  static_assert(!std::is_const_v<Tree>, "mixprec::tree_zero changes the tree where it is: pass a non-const tree");
+  tree_for_each(
+      [](auto& leaf) {
+        static_assert(!std::is_const_v<std::remove_reference_t<decltype(leaf)>>,
+                      "mixprec::tree_zero: the tree has a const leaf (a std::span<const T>?), which cannot be zeroed");
+        if constexpr (!std::is_const_v<std::remove_reference_t<decltype(leaf)>>)
+          leaf = std::remove_cvref_t<decltype(leaf)>{};
+      },
+      tree);
+}
 
 }  // namespace mixprec

@@ -297,6 +297,12 @@ class attention {
   /// The gradients of the four projections, float32 (float64 for float64 parameters).
   struct gradients {
     typename projection_type::gradients wq, wk, wv, wo;
+    /// The children as a mixprec tree (`mixprec/arrays/tree.hpp`), in the order of `for_each`: so
+    /// `all_finite`, `unscale_in_place`, `clip_grad_norm`, `tree_map` and `tree_zero` take these gradients.
+    static auto tree_children(auto& self) noexcept { return std::tie(self.wq, self.wk, self.wv, self.wo); }
+    /// Sets every gradient to +0 where it is (shapes and buffers kept, nothing allocated): the
+    /// accumulate-then-zero pattern of PyTorch's `zero_grad(set_to_none=False)`.
+    void zero() noexcept { mixprec::tree_zero(*this); }
     /// Calls `f(name, tensor)` with "wq.kernel", ("wq.bias"), "wk.kernel", ..., "wo.kernel": the order
     /// of `for_each_parameter`.
     template <class F>

@@ -153,6 +153,12 @@ class dense {
   struct gradients {
     xt::xtensor<grad_type, 2> kernel;               ///< [in, out]
     std::optional<xt::xtensor<grad_type, 1>> bias;  ///< [out], when the layer has a bias
+    /// The children as a mixprec tree (`mixprec/arrays/tree.hpp`), in the order of `for_each`: so
+    /// `all_finite`, `unscale_in_place`, `clip_grad_norm`, `tree_map` and `tree_zero` take these gradients.
+    static auto tree_children(auto& self) noexcept { return std::tie(self.kernel, self.bias); }
+    /// Sets every gradient to +0 where it is (shapes and buffers kept, nothing allocated): the
+    /// accumulate-then-zero pattern of PyTorch's `zero_grad(set_to_none=False)`.
+    void zero() noexcept { mixprec::tree_zero(*this); }
     /// Calls `f(name, tensor)` for "kernel" and (if any) "bias", the order of `for_each_parameter`.
     template <class F>
     void for_each(F&& f) {

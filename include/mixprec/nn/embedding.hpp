@@ -107,6 +107,12 @@ class embedding {
   /// The gradient of the table, [vocab, features] in `grad_t<P>`: the lookup and attend add into it.
   struct gradients {
     xt::xtensor<grad_type, 2> embedding;  ///< [vocab, features]
+    /// The children as a mixprec tree (`mixprec/arrays/tree.hpp`), in the order of `for_each`: so
+    /// `all_finite`, `unscale_in_place`, `clip_grad_norm`, `tree_map` and `tree_zero` take these gradients.
+    static auto tree_children(auto& self) noexcept { return std::tie(self.embedding); }
+    /// Sets every gradient to +0 where it is (shapes and buffers kept, nothing allocated): the
+    /// accumulate-then-zero pattern of PyTorch's `zero_grad(set_to_none=False)`.
+    void zero() noexcept { mixprec::tree_zero(*this); }
     /// Calls `f("embedding", embedding)`, the order of `for_each_parameter`.
     template <class F>
     void for_each(F&& f) {

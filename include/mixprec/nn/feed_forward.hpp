@@ -126,6 +126,12 @@ class feed_forward {
     typename dense<P>::gradients w1;                 ///< of w1 (the gate, for gated variants)
     typename dense<P>::gradients w2;                 ///< of w2 (the output projection)
     std::optional<typename dense<P>::gradients> w3;  ///< of w3 (the up projection), gated variants only
+    /// The children as a mixprec tree (`mixprec/arrays/tree.hpp`), in the order of `for_each`: so
+    /// `all_finite`, `unscale_in_place`, `clip_grad_norm`, `tree_map` and `tree_zero` take these gradients.
+    static auto tree_children(auto& self) noexcept { return std::tie(self.w1, self.w2, self.w3); }
+    /// Sets every gradient to +0 where it is (shapes and buffers kept, nothing allocated): the
+    /// accumulate-then-zero pattern of PyTorch's `zero_grad(set_to_none=False)`.
+    void zero() noexcept { mixprec::tree_zero(*this); }
     /// Calls `f(name, tensor)` for "w1.kernel", "w1.bias", "w2.kernel", "w2.bias", "w3.kernel",
     /// "w3.bias" (the biases and w3 when present): the names and order of `for_each_parameter`.
     template <class F>

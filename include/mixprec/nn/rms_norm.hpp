@@ -294,6 +294,12 @@ class rms_norm {
   /// The scale's gradient [features] in `grad_t<P>`, when the layer has a scale.
   struct gradients {
     std::optional<xt::xtensor<grad_type, 1>> scale;
+    /// The children as a mixprec tree (`mixprec/arrays/tree.hpp`), in the order of `for_each`: so
+    /// `all_finite`, `unscale_in_place`, `clip_grad_norm`, `tree_map` and `tree_zero` take these gradients.
+    static auto tree_children(auto& self) noexcept { return std::tie(self.scale); }
+    /// Sets every gradient to +0 where it is (shapes and buffers kept, nothing allocated): the
+    /// accumulate-then-zero pattern of PyTorch's `zero_grad(set_to_none=False)`.
+    void zero() noexcept { mixprec::tree_zero(*this); }
     /// Calls `f("scale", tensor)` if present: the order of `for_each_parameter`.
     template <class F>
     void for_each(F&& f) {

@@ -29,8 +29,9 @@ template <class L>
 
 /// True when no floating-point or complex element of `tree` is NaN or +-Inf; integer, bool and intn
 /// leaves are ignored. A tree without any leaf (an empty vector, `std::tuple<>`) is finite, as in jmp
-/// (`all_finite(None)` and `all_finite({})` are True). Every element is inspected (no early exit), so
-/// the cost does not depend on where a NaN is.
+/// (`all_finite(None)` and `all_finite({})` are True). `tree` is any mixprec tree: an nn layer's `gradients`, a
+/// tuple of several layers' gradients, a `std::vector<std::span<T>>` of gradient tensors. Every element is inspected
+/// (no early exit), so the cost does not depend on where a NaN is.
 ///
 /// Typical use, after unscaling gradients (jmp README): skip the update and shrink the loss scale when
 /// this returns false.

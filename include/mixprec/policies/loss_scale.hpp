@@ -201,7 +201,8 @@ class static_loss_scale {
   }
   /// Divides every floating and complex leaf of `tree` by S where it is, without a copy; the result
   /// has the bits `unscale(tree)` would return. PyTorch: `GradScaler.unscale_`. A const tree does not
-  /// compile (static_assert).
+  /// compile (static_assert); a `std::vector<std::span<T>>` is unscaled through its spans (nn layers' `gradients` are
+  /// trees too).
   template <class Tree>
   void unscale_in_place(Tree& tree) const {
     detail::unscale_tree_in_place(tree, scale_);
@@ -330,7 +331,8 @@ class dynamic_loss_scale {
   }
   /// Divides every floating and complex leaf of `tree` by the current S where it is, without a copy;
   /// the result has the bits `unscale(tree)` would return. PyTorch: `GradScaler.unscale_`. A const
-  /// tree does not compile (static_assert).
+  /// tree does not compile (static_assert); a `std::vector<std::span<T>>` is unscaled through its spans (nn layers'
+  /// `gradients` are trees too).
   template <class Tree>
   void unscale_in_place(Tree& tree) const {
     detail::unscale_tree_in_place(tree, state_.loss_scale);

@@ -56,10 +56,6 @@ struct adamw_options {
   precision_options precision{};
 };
 
-/// nanoGPT's weight-decay rule (`model.py` `configure_optimizers`): decay a parameter iff its rank is
-/// at least 2 (matmul kernels and embeddings; not norm scales or biases).
-[[nodiscard]] constexpr bool decays_by_rank(std::size_t rank) noexcept { return rank >= 2; }
-
 /// AdamW (see the file comment).
 class adamw : public optimizer<adamw> {
   friend class optimizer<adamw>;

@@ -11,6 +11,10 @@
 ///     opt.update("blocks.0.attn.qkv.kernel", w, dw, /*decay=*/true);
 ///     opt.update("blocks.0.ln_1.scale", g, dg, /*decay=*/false);
 ///
+/// or, for a whole layer or model with its gradients (every parameter, nanoGPT's decay rule):
+///
+///     opt.step(get_lr(it), model, grads);                // begin_step + one update per parameter
+///
 /// A step skipped by loss scaling calls neither `begin_step` nor `update`: parameters, master weights,
 /// moments and t stay as they were (PyTorch's GradScaler skips `optimizer.step()` the same way).
 ///
@@ -56,10 +60,15 @@
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/formats/float16.hpp"
+#include "mixprec/nn/parameters.hpp"
 #include "mixprec/train/rounding.hpp"
 #include "mixprec/train/safetensors.hpp"
 
 namespace mixprec::train {
+
+/// nanoGPT's weight-decay rule (`model.py` `configure_optimizers`): decay a parameter iff its rank is
+/// at least 2 (matmul kernels and embeddings; not norm scales or biases).
+[[nodiscard]] constexpr bool decays_by_rank(std::size_t rank) noexcept { return rank >= 2; }
 
 /// How an updated value is written into a 16-bit parameter (see the file comment).
 enum class write_back {
@@ -390,6 +399,24 @@ class optimizer : public optimizer_base {
     static_cast<Derived&>(*this).update_impl(name, param,
                                              std::span<const std::remove_const_t<G>>(grad.data(), grad.size()), decay,
                                              {static_cast<std::uint64_t>(param.size())});
+  }
+
+  /// One whole step over a layer or model (PyTorch's `optimizer.step()`): `begin_step(lr)`, then
+  /// `update(name, param, grad, decays_by_rank(param.dimension()))` for every parameter of `model` with
+  /// its gradient, walked by `nn::for_each_parameter(model, grads, ...)` (so `model` needs
+  /// `for_each_parameter(f(name, tensor))` and `grads` `for_each(f(name, tensor))`, as every nn layer and
+  /// its `gradients` have). Names are `prefix + "." + name`, or `name` when `prefix` is empty.
+  /// 	hrows std::invalid_argument when the two walks disagree (checked before `begin_step`, so nothing
+  ///         changes then), and what `update` throws.
+  using optimizer_base::step;  // step(): the number of steps begun
+  template <class Model, class Grads>
+  void step(double lr, Model& model, const Grads& grads, std::string_view prefix = {}) {
+    nn::for_each_parameter(model, grads, [](std::string_view, auto&, const auto&) {});  // names and counts
+    begin_step(lr);
+    nn::for_each_parameter(model, grads, [&](std::string_view name, auto& param, const auto& grad) {
+      const std::string full = prefix.empty() ? std::string(name) : internal::concat(prefix, ".", name);
+      this->update(full, param, grad, decays_by_rank(param.dimension()));
+    });
   }
 
   /// The same for xtensor arrays (the shapes must be equal; the state is saved with this shape).

@@ -34,6 +34,12 @@ class norm_params {
   struct gradients {
     std::optional<xt::xtensor<grad_type, 1>> scale;
     std::optional<xt::xtensor<grad_type, 1>> bias;
+    /// The children as a mixprec tree (`mixprec/arrays/tree.hpp`), in the order of `for_each`: so
+    /// `all_finite`, `unscale_in_place`, `clip_grad_norm`, `tree_map` and `tree_zero` take these gradients.
+    static auto tree_children(auto& self) noexcept { return std::tie(self.scale, self.bias); }
+    /// Sets every gradient to +0 where it is (shapes and buffers kept, nothing allocated): the
+    /// accumulate-then-zero pattern of PyTorch's `zero_grad(set_to_none=False)`.
+    void zero() noexcept { mixprec::tree_zero(*this); }
     /// Calls `f(name, tensor)` for "scale" and "bias" (those present), the order of `for_each_parameter`.
     template <class F>
     void for_each(F&& f) {

@@ -1,0 +1,78 @@
+/// \file
+/// \brief One named walk over a layer's (or a model's) parameters with their gradients:
+/// `nn::for_each_parameter(layer, grads, f(name, param, grad))`, PyTorch's
+/// `for name, p in model.named_parameters(): ... p.grad`.
+///
+/// The layer supplies `for_each_parameter(f(name, tensor))` and its gradients `for_each(f(name,
+/// tensor))`, both in the same order (every nn layer's `gradients` walks in the order of its
+/// `for_each_parameter`); the two walks are zipped by position and the names must agree. Light: no
+/// layer is included, any pair of types with these two walks works (a hand-written model included).
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace mixprec::nn {
+
+namespace detail {
+/// The compile-time rank of a tensor type (its `shape_type` is a std::array), or 0 when dynamic.
+template <class T>
+constexpr std::size_t walk_static_rank() {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (requires { std::tuple_size<typename U::shape_type>::value; }) {
+    return std::tuple_size_v<typename U::shape_type>;
+  } else {
+    return 0;
+  }
+}
+}  // namespace detail
+
+/// Calls `f(name, param, grad)` on every parameter of `layer` with its gradient in `grads`, in the
+/// order of `layer.for_each_parameter`: `name` is a `std::string_view` (the layer's dotted name),
+/// `param` the layer's tensor (writable when `layer` is), `grad` the gradient tensor of the same
+/// position in `grads.for_each` (writable when `grads` is). Cost: quadratic in the number of tensors
+/// (each parameter looks its gradient up by position); nothing is allocated besides the names.
+///
+/// \throws std::invalid_argument when the walks disagree: a different number of tensors, a name at
+///         the same position that differs ("nn::for_each_parameter: parameter 1 is \"bias\" but
+///         gradient 1 is \"w3.kernel\""), or a parameter and gradient of different static ranks.
+template <class Layer, class Grads, class F>
+void for_each_parameter(Layer& layer, Grads& grads, F&& f) {
+  std::size_t grad_count = 0;
+  grads.for_each([&grad_count](std::string_view, auto&) { ++grad_count; });
+  std::size_t index = 0;
+  layer.for_each_parameter([&](const auto& raw_name, auto& param) {
+    const std::string_view name(raw_name);
+    if (index >= grad_count)
+      throw std::invalid_argument("nn::for_each_parameter: the layer has more parameters than the gradients (" +
+                                  std::to_string(grad_count) + "); parameter " + std::to_string(index) + " is \"" +
+                                  std::string(name) + "\"");
+    std::size_t position = 0;
+    grads.for_each([&](std::string_view grad_name, auto& grad) {
+      if (position++ != index) return;
+      if (grad_name != name)
+        throw std::invalid_argument("nn::for_each_parameter: parameter " + std::to_string(index) + " is \"" +
+                                    std::string(name) + "\" but gradient " + std::to_string(index) + " is \"" +
+                                    std::string(grad_name) + "\"");
+      constexpr std::size_t pr = detail::walk_static_rank<decltype(param)>();
+      constexpr std::size_t gr = detail::walk_static_rank<decltype(grad)>();
+      if constexpr (pr != 0 && gr != 0 && pr != gr) {
+        throw std::invalid_argument("nn::for_each_parameter: parameter \"" + std::string(name) + "\" has rank " +
+                                    std::to_string(pr) + " but its gradient has rank " + std::to_string(gr));
+      } else {
+        f(name, param, grad);
+      }
+    });
+    ++index;
+  });
+  if (index != grad_count)
+    throw std::invalid_argument("nn::for_each_parameter: the gradients have " + std::to_string(grad_count) +
+                                " tensors but the layer has " + std::to_string(index) + " parameters");
+}
+
+}  // namespace mixprec::nn
