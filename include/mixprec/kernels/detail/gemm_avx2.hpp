@@ -6,7 +6,7 @@
 ///
 /// A micro-tile is R × 16 floats (R ≤ 6) held in 2R ymm accumulators: per k step, two loads of the b
 /// panel row, R broadcasts of a, 2R FMAs (BLIS's Haswell 6×16 kernel shape: 12 accumulators + 2 b
-/// vectors + 1 broadcast = 15 of the 16 registers). One row (decode: m = 1) takes four panels at once
+/// vectors + 1 broadcast = 15 of the 16 registers). A single row (m = 1: a token's step) takes four panels at once
 /// so that eight independent FMA chains hide the FMA latency.
 ///
 /// Summation order, on which bit-reproducibility rests: every output element is `c += Σ_p a·b` over
@@ -40,7 +40,7 @@ using kernels::detail::panel_format;
 /// times the smallest normal's ulp): sign-extended to 16 bits, the 7 magnitude bits shifted into
 /// place, the sign's copy in the exponent's top bit cleared, then VCVTPH2PS, which widens exactly and
 /// ignores MXCSR.DAZ (the results, at least 2^-17, are normal floats). 2^-8 · 2^8 = 2^0 makes the
-/// scaling free for a caller that multiplies the other factor by 2^8 (decode, below).
+/// scaling free for a caller that multiplies the other factor by 2^8 (single_row, below).
 MIXPREC_TARGET_AVX2 inline void load_e4m3_panel_scaled(const std::uint8_t* b, __m256& lo, __m256& hi) noexcept {
   const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
   const __m256i h = _mm256_and_si256(_mm256_slli_epi16(w, kernels::detail::e4m3_half_shift),
@@ -294,12 +294,12 @@ MIXPREC_TARGET_AVX2 inline void block_rows(std::size_t rows, std::size_t panels,
 /// One row against `panels` b panels over all of k: c[0, panels·16) = a · b, in k-slices of `kc`
 /// with the per-element order of `block` (a fresh accumulator per slice, added to the running sum),
 /// but with the panel loop outside the slice loop, so that each group of four panels is streamed
-/// from start to end: the decode product reads the weights once, sequentially.
+/// from start to end: the single-row product reads the weights once, sequentially.
 /// With `Scaled` (e4m3 panels, a times 2^8: see micro_row4) the groups of four panels skip the
 /// weights' scaling; the last panels (fewer than four) read unscaled rows, so a is divided back first.
 template <panel_format F, bool Scaled = false>
-MIXPREC_TARGET_AVX2 inline void row_block(std::size_t panels, std::size_t k, std::size_t kc, float* a,
-                                          const panel_element_t<F>* b, std::size_t panel_stride, float* c) noexcept {
+MIXPREC_TARGET_AVX2 inline void single_row(std::size_t panels, std::size_t k, std::size_t kc, float* a,
+                                           const panel_element_t<F>* b, std::size_t panel_stride, float* c) noexcept {
   std::size_t q = 0;
   for (; q + 4 <= panels; q += 4) {
     for (std::size_t p0 = 0; p0 < k; p0 += kc) {

@@ -8,9 +8,9 @@
 ///    broadcasts of a and 24 FMAs — the shape of BLIS's and oneDNN's AVX-512 SGEMM kernels, with
 ///    2 + 1 + 24 of the 32 registers in use. The AVX2 kernel's 6 × 16 tile feeds its FMAs with one
 ///    load per 2.4 FMAs; this one with one per 1.7, at twice the width.
-///  - `row_block`: the decode kernel (one row of a against packed b panels: the batch-1 product) for
-///    float32, float16 and float8_e4m3fn panels, 16 columns per FMA where the AVX2 row takes 8. For
-///    1-byte e4m3 panels decoding float8 is what bounds the AVX2 decode (about five vector instructions
+///  - `single_row`: the single-row kernel (one row of a against packed b panels: the batch-1 product)
+///    for float32, float16 and float8_e4m3fn panels, 16 columns per FMA where the AVX2 row takes 8. For
+///    1-byte e4m3 panels decoding float8 is what bounds the AVX2 row (about five vector instructions
 ///    per 8 weights: a core decodes them more slowly than memory delivers them; measured:
 ///    docs/kernels.md, "1-byte float8 panels"); with 512-bit vectors one panel row of 16 weights
 ///    takes a sign-extension, a shift, a mask, one VCVTPH2PS and one FMA. A
@@ -65,7 +65,7 @@ MIXPREC_TARGET_AVX512 inline __m512 load_b_row(const panel_element_t<F>* b) noex
   }
 }
 
-/// The end of a decode micro-row: c[0, P·16) = (accumulate ? c : 0) + acc.
+/// The end of a micro-row (single_row): c[0, P·16) = (accumulate ? c : 0) + acc.
 template <int P>
 MIXPREC_TARGET_AVX512_INLINE inline void store_row(__m512 (&acc)[P], float* c, bool accumulate) noexcept {
 #pragma GCC unroll 8
@@ -89,12 +89,12 @@ MIXPREC_TARGET_AVX512_INLINE inline void run_width(std::size_t width, const Rows
   rows.template run<P>(q, p0, depth);
 }
 
-/// The decode rows' walk (every row_block of this file and gemm_avx512bf16.hpp): the panels in groups
+/// The single rows' walk (every single_row of this file and gemm_avx512bf16.hpp): the panels in groups
 /// of at most Group (≤ 8), each group streamed from start to end in k-slices of kc, each slice one call
 /// `rows.template run<P>(q, p0, depth)` for the P panels from q and the rows [p0, p0 + depth); a
 /// slice after the first adds to c (the per-element order of the micro-tiles).
 template <std::size_t Group, class Rows>
-MIXPREC_TARGET_AVX512_INLINE inline void walk_row_groups(std::size_t panels, std::size_t k, std::size_t kc,
+MIXPREC_TARGET_AVX512_INLINE inline void walk_single_row(std::size_t panels, std::size_t k, std::size_t kc,
                                                          const Rows& rows) noexcept {
   static_assert(Group >= 1 && Group <= 8, "groups of one to eight panels");
   for (std::size_t q = 0; q < panels; q += Group) {
@@ -135,7 +135,7 @@ MIXPREC_TARGET_AVX512 inline void micro_row(std::size_t kc, const float* a, cons
   store_row<P>(acc, c, accumulate);
 }
 
-/// The micro-rows of row_block, for walk_row_groups: a packed as one row (element p at a[p · gemm_mr]).
+/// The micro-rows of single_row, for walk_single_row: a packed as one row (element p at a[p · gemm_mr]).
 template <panel_format F, bool Scaled>
 struct fma_rows {
   const float* a;
@@ -150,18 +150,18 @@ struct fma_rows {
   }
 };
 
-/// The decode kernel: one row against `panels` panels of format F (f32, f16 or, `Scaled`, e4m3) over
+/// The single-row kernel: one row against `panels` panels of format F (f32, f16 or, `Scaled`, e4m3) over
 /// all of k: c[0, panels·16) = a · b, in k-slices of `kc` (a fresh accumulator per slice, added to the
-/// running sum: gemm_avx2::row_block's per-element order, so its bits), each group of panels streamed
+/// running sum: gemm_avx2::single_row's per-element order, so its bits), each group of panels streamed
 /// from start to end: eight for 1-byte e4m3 panels (eight FMA chains hide the decoding), four for float32
 /// and float16 ones (four weight streams, as the AVX2 row reads: eight streams of 4-byte weights read
 /// more slowly from memory; measured: docs/kernels.md, "Engine measurements"). With `Scaled`, a holds
 /// its values times 2^8 (gemm_engine.hpp's scale_row_up).
 template <panel_format F, bool Scaled = false>
-MIXPREC_TARGET_AVX512 inline void row_block(std::size_t panels, std::size_t k, std::size_t kc, const float* a,
-                                            const panel_element_t<F>* b, std::size_t panel_stride, float* c) noexcept {
-  static_assert(F != panel_format::bf16, "bfloat16 panels hold rows in pairs: gemm_avx512bf16::row_block");
-  walk_row_groups<Scaled ? 8 : 4>(panels, k, kc, fma_rows<F, Scaled>{a, b, panel_stride, c});
+MIXPREC_TARGET_AVX512 inline void single_row(std::size_t panels, std::size_t k, std::size_t kc, const float* a,
+                                             const panel_element_t<F>* b, std::size_t panel_stride, float* c) noexcept {
+  static_assert(F != panel_format::bf16, "bfloat16 panels hold rows in pairs: gemm_avx512bf16::single_row");
+  walk_single_row<Scaled ? 8 : 4>(panels, k, kc, fma_rows<F, Scaled>{a, b, panel_stride, c});
 }
 
 /// The b panels (of the next pair, at most 2) whose k-slice the tile of rows from i in the pair of

@@ -22,12 +22,12 @@
 ///
 /// Shapes: `block`'s micro-tile is 12 rows × 32 columns (two 6-row a panels, two 16-column b panels)
 /// in 24 zmm accumulators, two pair rows of b loaded and 12 pairs of a broadcast per two k steps;
-/// `row_block` (decode: one row) takes four panels at once, one pair row each per two k steps.
+/// `single_row` (one row: m = 1) takes four panels at once, one pair row each per two k steps.
 ///
 /// 1-byte float8_e4m3fn panels (gemm_pack.hpp) are decoded to bfloat16 pair rows by byte lookups
 /// (`row_e4m3_pairs`: VPERMI2B and VPERMT2B, so these functions also need AVX512_VBMI and are called
-/// only where `mixprec::detail::cpu_has_avx512_vbmi()` is true): as they stream in the decode row
-/// (`row_block_e4m3`), and a column block at a time into pair panels for `block` (`e4m3_pair_panels`).
+/// only where `mixprec::detail::cpu_has_avx512_vbmi()` is true): as they stream in the single row
+/// (`single_row_e4m3`), and a column block at a time into pair panels for `block` (`e4m3_pair_panels`).
 #pragma once
 
 #include <array>
@@ -139,7 +139,7 @@ MIXPREC_TARGET_AVX512BF16 inline void micro_row(std::size_t pairs, const std::ui
   gemm_avx512::store_row<P>(acc, c, accumulate);
 }
 
-/// The micro-rows of row_block, for gemm_avx512::walk_row_groups: a as the row's pairs.
+/// The micro-rows of single_row, for gemm_avx512::walk_single_row: a as the row's pairs.
 struct pair_rows {
   const std::uint32_t* a;
   const std::uint16_t* b;
@@ -156,11 +156,11 @@ struct pair_rows {
 /// One row against `panels` pair panels over all of k: c[0, panels·16) = a · b in k-slices of `kc`
 /// (even), each group of four panels streamed from start to end (the per-element order of `block`,
 /// so a row's bits do not depend on the rows computed with it). `a` holds the row's ceil(k / 2) pairs.
-MIXPREC_TARGET_AVX512BF16 inline void row_block(std::size_t panels, std::size_t k, std::size_t kc,
-                                                const std::uint32_t* a, const std::uint16_t* b,
-                                                std::size_t panel_stride, float* c) noexcept {
+MIXPREC_TARGET_AVX512BF16 inline void single_row(std::size_t panels, std::size_t k, std::size_t kc,
+                                                 const std::uint32_t* a, const std::uint16_t* b,
+                                                 std::size_t panel_stride, float* c) noexcept {
   // Four weight streams: measured faster than eight (docs/kernels.md, "Engine measurements").
-  gemm_avx512::walk_row_groups<4>(panels, k, kc, pair_rows{a, b, panel_stride, c});
+  gemm_avx512::walk_single_row<4>(panels, k, kc, pair_rows{a, b, panel_stride, c});
 }
 
 /// The sign bit of a float8_e4m3fn pattern (also the sign bit of bfloat16's high byte), and the
@@ -277,7 +277,7 @@ MIXPREC_TARGET_AVX512BF16_VBMI inline void micro_row_e4m3(std::size_t kc, const 
   gemm_avx512::store_row<P>(acc, c, accumulate);
 }
 
-/// The micro-rows of row_block_e4m3, for gemm_avx512::walk_row_groups: a as the row's pairs.
+/// The micro-rows of single_row_e4m3, for gemm_avx512::walk_single_row: a as the row's pairs.
 struct e4m3_rows {
   const std::uint32_t* a;
   const std::uint8_t* b;
@@ -290,16 +290,16 @@ struct e4m3_rows {
   }
 };
 
-/// The decode kernel for 1-byte e4m3 panels (AVX512_VBMI beside the avx512bf16 level): one row
+/// The single-row kernel for 1-byte e4m3 panels (AVX512_VBMI beside the avx512bf16 level): one row
 /// against `panels` panels over all of k, c[0, panels·16) = a · b in k-slices of `kc` (even), each
-/// group of panels streamed from start to end (row_block's order, so the bits of the FMA levels' decode
-/// and micro-tiles, with VDPBF16PS's exceptions). `a` holds the row's ceil(k / 2) pairs, every value a
+/// group of panels streamed from start to end (single_row's order, so the bits of the FMA levels'
+/// single rows and micro-tiles, with VDPBF16PS's exceptions). `a` holds the row's ceil(k / 2) pairs, every value a
 /// bfloat16 value (compute types whose values bfloat16 holds). Each weight is read as its one byte and
 /// decoded exactly (row_e4m3_pairs), so the product streams k · n bytes.
-MIXPREC_TARGET_AVX512BF16_VBMI inline void row_block_e4m3(std::size_t panels, std::size_t k, std::size_t kc,
-                                                          const std::uint32_t* a, const std::uint8_t* b,
-                                                          std::size_t panel_stride, float* c) noexcept {
-  gemm_avx512::walk_row_groups<4>(panels, k, kc, e4m3_rows{a, b, panel_stride, c});
+MIXPREC_TARGET_AVX512BF16_VBMI inline void single_row_e4m3(std::size_t panels, std::size_t k, std::size_t kc,
+                                                           const std::uint32_t* a, const std::uint8_t* b,
+                                                           std::size_t panel_stride, float* c) noexcept {
+  gemm_avx512::walk_single_row<4>(panels, k, kc, e4m3_rows{a, b, panel_stride, c});
 }
 
 /// `panels` 1-byte e4m3 panels of depth k (`panel_stride` bytes apart) as bfloat16 pair panels at

@@ -145,7 +145,7 @@ enum class tile_home : std::uint8_t { in_y, scratch };
 /// A kept packing of 1-byte e4m3 panels read as bfloat16 pair panels: each column block decoded
 /// whole (all of k), exactly, when the engine comes to it (gemm_avx512bf16::e4m3_pair_panels), for
 /// the VDPBF16PS macro-kernel. How the batch products of kept e4m3 weights run at the avx512bf16 level
-/// with AVX512_VBMI: each weight is decoded once per product (the decode row reads the bytes instead).
+/// with AVX512_VBMI: each weight is decoded once per product (a single row reads the bytes instead).
 struct e4m3_pairs_view {
   packed_b_view kept;
 };
@@ -307,15 +307,15 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
   if (k == 0) {
     for (std::size_t ii = 0; ii < rows; ++ii) std::fill_n(tile + ii * ldc, panels * gemm_nr, 0.0f);
   }
-  bool decoded = false;
+  // A single row (m = 1, a token's step) is packed for all of k, then each group of b panels is
+  // streamed from start to end: the same k-slices and order as the tiles below, so the same bits.
+  const bool single_row = MIXPREC_X86_DISPATCH && rows == 1 && k != 0 && level >= isa::avx2;
+  if (single_row) {
 #if MIXPREC_X86_DISPATCH
-  if (rows == 1 && level >= isa::avx2 && k != 0) {
-    // Decode: the one row packed for all of k, then each group of b panels streamed start to end
-    // (the same k-slices and order as below, so the same bits).
     float* a_row = gemm_scratch::sized(scratch.a_row, k * gemm_mr);
     pack_a<C>(a, m, k, p.a_order, i0, 1, 0, k, a_row, row);
-    if constexpr (dpbf16_panels<C, F>) {
-      if (use_dpbf16<C, F>(level)) {
+    if (use_dpbf16<C, F>(level)) {
+      if constexpr (dpbf16_panels<C, F>) {
         // The row's pairs, consecutive: lane 0 of the one-row a panel (element p at a_row[p · gemm_mr]).
         const std::size_t row_pairs = (k + 1) / 2;
         std::uint32_t* pairs = gemm_scratch::sized(scratch.a_pairs, row_pairs);
@@ -323,71 +323,68 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
           pairs[t] = bf16_pair(a_row[2 * t * gemm_mr], 2 * t + 1 < k ? a_row[(2 * t + 1) * gemm_mr] : 0.0f);
         }
         if constexpr (F == panel_format::bf16) {
-          ::mixprec::detail::gemm_avx512bf16::row_block(panels, k, gemm_kc, pairs, b_panels, stride, tile);
+          ::mixprec::detail::gemm_avx512bf16::single_row(panels, k, gemm_kc, pairs, b_panels, stride, tile);
         } else {
-          ::mixprec::detail::gemm_avx512bf16::row_block_e4m3(panels, k, gemm_kc, pairs, b_panels, stride, tile);
+          ::mixprec::detail::gemm_avx512bf16::single_row_e4m3(panels, k, gemm_kc, pairs, b_panels, stride, tile);
         }
-        decoded = true;
       }
-    }
-    if constexpr (F == panel_format::e4m3) {
+    } else if (F == panel_format::e4m3 && scale_row_up(a_row, k)) {
       // float8 weights are decoded as weights / 2^8 and the row multiplied by 2^8 instead (one
       // multiplication per k step instead of one per 8 weights; gemm_avx2::micro_row4), when that
       // cannot overflow.
-      if (!decoded && scale_row_up(a_row, k)) {
+      if constexpr (F == panel_format::e4m3) {
         if (level >= isa::avx512) {
-          ::mixprec::detail::gemm_avx512::row_block<F, true>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
+          ::mixprec::detail::gemm_avx512::single_row<F, true>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
         } else {
-          ::mixprec::detail::gemm_avx2::row_block<F, true>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
+          ::mixprec::detail::gemm_avx2::single_row<F, true>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
         }
-        decoded = true;
       }
-    }
-    if constexpr (F != panel_format::bf16) {
-      if (!decoded && level >= isa::avx512) {  // 16 columns per FMA; the AVX2 row's bits (same per-element order)
-        ::mixprec::detail::gemm_avx512::row_block<F>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
-        decoded = true;
+    } else if (F != panel_format::bf16 && level >= isa::avx512) {
+      // 16 columns per FMA; the AVX2 row's bits (the same per-element order).
+      if constexpr (F != panel_format::bf16) {
+        ::mixprec::detail::gemm_avx512::single_row<F>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
       }
+    } else {
+      ::mixprec::detail::gemm_avx2::single_row<F>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
     }
-    if (!decoded) ::mixprec::detail::gemm_avx2::row_block<F>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
-    decoded = true;
-  }
 #endif
-  for (std::size_t p0 = 0; !decoded && p0 < k; p0 += gemm_kc) {
-    const std::size_t kc = std::min(gemm_kc, k - p0);
+  } else {
+    for (std::size_t p0 = 0; p0 < k; p0 += gemm_kc) {
+      const std::size_t kc = std::min(gemm_kc, k - p0);
 #if MIXPREC_X86_DISPATCH
-    // Batches against kept e4m3 panels at the VDPBF16PS level arrive as decoded bfloat16 panels
-    // (e4m3_pairs_view, blocked_gemm): only the decode row above reads e4m3 panels there.
-    if constexpr (F == panel_format::bf16 && dpbf16_panels<C, F>) {
-      if (use_dpbf16<C, F>(level)) {
-        const std::uint32_t* pairs = nullptr;
-        if (packed_pairs != nullptr) {
-          pairs = packed_pairs + pair_slice_offset(rows, p0);
-        } else {
-          std::uint32_t* own = gemm_scratch::sized(scratch.a_pairs, pair_slice_offset(rows, kc + 1));
-          pack_pair_slice<C>(a, p.a_order, m, k, i0, rows, p0, kc, own, scratch);
-          pairs = own;
+      // Batches against kept e4m3 panels at the VDPBF16PS level arrive as decoded bfloat16 panels
+      // (e4m3_pairs_view, blocked_gemm): only the single row above reads e4m3 panels there.
+      if constexpr (F == panel_format::bf16 && dpbf16_panels<C, F>) {
+        if (use_dpbf16<C, F>(level)) {
+          const std::uint32_t* pairs = nullptr;
+          if (packed_pairs != nullptr) {
+            pairs = packed_pairs + pair_slice_offset(rows, p0);
+          } else {
+            std::uint32_t* own = gemm_scratch::sized(scratch.a_pairs, pair_slice_offset(rows, kc + 1));
+            pack_pair_slice<C>(a, p.a_order, m, k, i0, rows, p0, kc, own, scratch);
+            pairs = own;
+          }
+          ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
+                                                    p0 != 0);
+          continue;
         }
-        ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
-                                                  p0 != 0);
+      }
+#endif
+      pack_a<C>(a, m, k, p.a_order, i0, rows, p0, kc, a_pack, row);
+#if MIXPREC_X86_DISPATCH
+      if (level >= isa::avx512) {
+        ::mixprec::detail::gemm_avx512::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc,
+                                                 p0 != 0);
         continue;
       }
-    }
-#endif
-    pack_a<C>(a, m, k, p.a_order, i0, rows, p0, kc, a_pack, row);
-#if MIXPREC_X86_DISPATCH
-    if (level >= isa::avx512) {
-      ::mixprec::detail::gemm_avx512::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc,
+      if (level >= isa::avx2) {
+        ::mixprec::detail::gemm_avx2::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc,
                                                p0 != 0);
-      continue;
-    }
-    if (level >= isa::avx2) {
-      ::mixprec::detail::gemm_avx2::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc,
-                                             p0 != 0);
-      continue;
-    }
+        continue;
+      }
 #endif
-    portable_block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc, p0 != 0);
+      portable_block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc, p0 != 0);
+    }
   }
   for (std::size_t ii = 0; ii < rows; ++ii) {
     float* src = tile + ii * ldc;
@@ -418,7 +415,7 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
                                                                : gemm_block_columns(k);
   const std::size_t col_blocks = (n + nc - 1) / nc;
   const std::size_t row_blocks = (m + gemm_mc - 1) / gemm_mc;
-  // Threads from 4 Mi flops each; a decode product (one row against kept panels) is bound by the
+  // Threads from 4 Mi flops each; a single-row product (one row against kept panels) is bound by the
   // stream of weights instead, and takes a second thread from 2 Mi weights (a thread start costs
   // about what streaming 1 Mi weights does).
   const std::size_t work =
@@ -445,7 +442,7 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
         for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
           const std::size_t rows = std::min(gemm_mc, m - i0);
           std::uint32_t* pairs = nullptr;
-          if (rows > 1 && k != 0) {  // one row takes the decode path, which pairs its row itself
+          if (rows > 1 && k != 0) {  // a single row pairs its row itself
             pairs = gemm_scratch::sized(scratch.a_pairs_all, pair_slice_offset(rows, k + 1));
             for (std::size_t p0 = 0; p0 < k; p0 += gemm_kc) {
               pack_pair_slice<C>(p.a, p.a_order, m, k, i0, rows, p0, std::min(gemm_kc, k - p0),

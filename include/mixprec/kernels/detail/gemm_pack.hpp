@@ -13,8 +13,8 @@
 /// exactly what a float32-accumulating C kernel multiplies. a panels hold floats (the VDPBF16PS
 /// kernel pairs them, pack_a_pairs). b panels hold floats, or — for b kept across calls (a layer's
 /// weights: `kernels::packed_b`), and for bfloat16 products at the avx512bf16 level — the compute
-/// type's own 16-bit patterns (`panel_format`), half the memory and half the bytes a decode step
-/// streams; the FMA micro-kernels widen them exactly as they load them (bfloat16: 16-bit shifts of
+/// type's own 16-bit patterns (`panel_format`), half the memory and half the bytes a single-row
+/// product streams; the FMA micro-kernels widen them exactly as they load them (bfloat16: 16-bit shifts of
 /// a pair row, below; float16: F16C's VCVTPH2PS). Weights stored as float8 (float8_e4m3fn, no
 /// NaN among them) keep their 1-byte patterns, a quarter of the float bytes (`panel_format::e4m3`):
 /// the micro-kernel decodes them exactly (integer shifts, VCVTPH2PS, a multiplication by 2^8).
