@@ -313,15 +313,15 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
               if constexpr (std::same_as<A, float>) {
                 ld = kd::gemm_panels(cols) * kd::gemm_nr;
                 if (pair_scores) {
-                  ::mixprec::detail::gemm_avx512bf16::block(rows, kd::gemm_panels(cols), hd, buffers.query_pairs.data(),
-                                                            buffers.key_pairs.data() + j0 * hd, kd::gemm_nr * hd, s, ld,
-                                                            false);
+                  ::mixprec::detail::gemm_avx512bf16::block<epilogue::store>(
+                      rows, kd::gemm_panels(cols), hd, buffers.query_pairs.data(), buffers.key_pairs.data() + j0 * hd,
+                      kd::gemm_nr * hd, s, ld);
                 } else if (wide) {
-                  ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32>(
-                      rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld, false);
+                  ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32, epilogue::store>(
+                      rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld);
                 } else {
-                  ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32>(
-                      rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld, false);
+                  ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32, epilogue::store>(
+                      rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld);
                 }
               }
 #endif
@@ -372,13 +372,13 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
                 // acc += P · V on the micro-kernel: the weights read in place, the values' k-slice
                 // [j0, j0 + cols) of the packed panels.
                 if (wide) {
-                  ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32>(rows, hd / kd::gemm_nr, cols, s, ld,
-                                                                                    packed_values + j0 * kd::gemm_nr,
-                                                                                    kd::gemm_nr * total, acc, hd, true);
+                  ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32, epilogue::accumulate>(
+                      rows, hd / kd::gemm_nr, cols, s, ld, packed_values + j0 * kd::gemm_nr, kd::gemm_nr * total, acc,
+                      hd);
                 } else {
-                  ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32>(rows, hd / kd::gemm_nr, cols, s, ld,
-                                                                                  packed_values + j0 * kd::gemm_nr,
-                                                                                  kd::gemm_nr * total, acc, hd, true);
+                  ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32, epilogue::accumulate>(
+                      rows, hd / kd::gemm_nr, cols, s, ld, packed_values + j0 * kd::gemm_nr, kd::gemm_nr * total, acc,
+                      hd);
                 }
               }
 #endif

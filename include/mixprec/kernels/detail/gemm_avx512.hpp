@@ -33,7 +33,10 @@
 MIXPREC_BEGIN_ISA_NAMESPACE
 namespace gemm_avx512 {
 
+using kernels::epilogue;
+using kernels::detail::a_read;
 using kernels::detail::e4m3_panel_scale;
+using kernels::detail::e4m3_read;
 using kernels::detail::gemm_mr;
 using kernels::detail::gemm_nr;
 using kernels::detail::panel_element_t;
@@ -65,13 +68,15 @@ MIXPREC_TARGET_AVX512 inline __m512 load_b_row(const panel_element_t<F>* b) noex
   }
 }
 
-/// The end of a micro-row (single_row): c[0, P·16) = (accumulate ? c : 0) + acc.
-template <int P>
-MIXPREC_TARGET_AVX512_INLINE inline void store_row(__m512 (&acc)[P], float* c, bool accumulate) noexcept {
+/// The end of a micro-row (single_row): c[0, P·16) = acc, stored or added to c per `Out`
+/// (gemm_pack.hpp's tile_write).
+template <int P, epilogue Out>
+MIXPREC_TARGET_AVX512_INLINE inline void store_row(__m512 (&acc)[P], float* c) noexcept {
+  static_assert(kernels::detail::tile_write<Out>, "a micro-kernel stores or accumulates its tile");
 #pragma GCC unroll 8
   for (int q = 0; q < P; ++q) {
     float* cq = c + static_cast<std::size_t>(q) * gemm_nr;
-    if (accumulate) acc[q] = _mm512_add_ps(_mm512_loadu_ps(cq), acc[q]);
+    if constexpr (Out == epilogue::accumulate) acc[q] = _mm512_add_ps(_mm512_loadu_ps(cq), acc[q]);
     _mm512_storeu_ps(cq, acc[q]);
   }
 }
@@ -107,14 +112,15 @@ MIXPREC_TARGET_AVX512_INLINE inline void walk_single_row(std::size_t panels, std
 }
 
 /// One row against P consecutive panels of format F (f32, f16 or e4m3; P · 16 columns) over kc steps:
-/// c[0, P·16) = (accumulate ? c : 0) + a · b, a packed (element p at a[p · gemm_mr]). `panel_stride`
-/// is the distance between panels (panel_stride<F>(k) elements). With `Scaled` (e4m3 panels only) the
-/// rows are read as `load_e4m3_panel_scaled` gives them (the weights / 2^8) and a holds its values
-/// times 2^8: the same products, one multiplication fewer per 16 weights.
-template <int P, panel_format F, bool Scaled>
+/// c[0, P·16) = a · b, stored or added to c per `Out`, a packed (element p at a[p · gemm_mr]).
+/// `panel_stride` is the distance between panels (panel_stride<F>(k) elements). With
+/// `e4m3_read::scaled` (e4m3 panels only) the rows are read as `load_e4m3_panel_scaled` gives them
+/// (the weights / 2^8) and a holds its values times 2^8: the same products, one multiplication fewer
+/// per 16 weights.
+template <int P, panel_format F, e4m3_read Read, epilogue Out>
 MIXPREC_TARGET_AVX512 inline void micro_row(std::size_t kc, const float* a, const panel_element_t<F>* b,
-                                            std::size_t panel_stride, float* c, bool accumulate) noexcept {
-  static_assert(!Scaled || F == panel_format::e4m3, "only e4m3 panels have a scaled load");
+                                            std::size_t panel_stride, float* c) noexcept {
+  static_assert(Read == e4m3_read::exact || F == panel_format::e4m3, "only e4m3 panels have a scaled load");
   __m512 acc[P];
 #pragma GCC unroll 8
   for (int q = 0; q < P; ++q) acc[q] = _mm512_setzero_ps();
@@ -123,7 +129,7 @@ MIXPREC_TARGET_AVX512 inline void micro_row(std::size_t kc, const float* a, cons
 #pragma GCC unroll 8
     for (int q = 0; q < P; ++q) {
       const panel_element_t<F>* bq = b + static_cast<std::size_t>(q) * panel_stride;
-      if constexpr (Scaled) {
+      if constexpr (Read == e4m3_read::scaled) {
         acc[q] = _mm512_fmadd_ps(ar, load_e4m3_panel_scaled(bq), acc[q]);
       } else {
         acc[q] = _mm512_fmadd_ps(ar, load_b_row<F>(bq), acc[q]);
@@ -132,11 +138,11 @@ MIXPREC_TARGET_AVX512 inline void micro_row(std::size_t kc, const float* a, cons
     a += gemm_mr;
     b += gemm_nr;
   }
-  store_row<P>(acc, c, accumulate);
+  store_row<P, Out>(acc, c);
 }
 
 /// The micro-rows of single_row, for walk_single_row: a packed as one row (element p at a[p · gemm_mr]).
-template <panel_format F, bool Scaled>
+template <panel_format F, e4m3_read Read>
 struct fma_rows {
   const float* a;
   const panel_element_t<F>* b;
@@ -145,23 +151,27 @@ struct fma_rows {
 
   template <int P>
   MIXPREC_TARGET_AVX512 void run(std::size_t q, std::size_t p0, std::size_t depth) const noexcept {
-    micro_row<P, F, Scaled>(depth, a + p0 * gemm_mr, b + q * panel_stride + p0 * gemm_nr, panel_stride, c + q * gemm_nr,
-                            p0 != 0);
+    if (p0 == 0) {
+      micro_row<P, F, Read, epilogue::store>(depth, a, b + q * panel_stride, panel_stride, c + q * gemm_nr);
+    } else {
+      micro_row<P, F, Read, epilogue::accumulate>(depth, a + p0 * gemm_mr, b + q * panel_stride + p0 * gemm_nr,
+                                                  panel_stride, c + q * gemm_nr);
+    }
   }
 };
 
-/// The single-row kernel: one row against `panels` panels of format F (f32, f16 or, `Scaled`, e4m3) over
+/// The single-row kernel: one row against `panels` panels of format F (f32, f16 or e4m3) over
 /// all of k: c[0, panels·16) = a · b, in k-slices of `kc` (a fresh accumulator per slice, added to the
 /// running sum: gemm_avx2::single_row's per-element order, so its bits), each group of panels streamed
 /// from start to end: eight for 1-byte e4m3 panels (eight FMA chains hide the decoding), four for float32
 /// and float16 ones (four weight streams, as the AVX2 row reads: eight streams of 4-byte weights read
-/// more slowly from memory; measured: docs/kernels.md, "Engine measurements"). With `Scaled`, a holds
-/// its values times 2^8 (gemm_engine.hpp's scale_row_up).
-template <panel_format F, bool Scaled = false>
+/// more slowly from memory; measured: docs/kernels.md, "Engine measurements"). With
+/// `e4m3_read::scaled`, a holds its values times 2^8 (gemm_engine.hpp's scale_row_up).
+template <panel_format F, e4m3_read Read = e4m3_read::exact>
 MIXPREC_TARGET_AVX512 inline void single_row(std::size_t panels, std::size_t k, std::size_t kc, const float* a,
                                              const panel_element_t<F>* b, std::size_t panel_stride, float* c) noexcept {
   static_assert(F != panel_format::bf16, "bfloat16 panels hold rows in pairs: gemm_avx512bf16::single_row");
-  walk_single_row<Scaled ? 8 : 4>(panels, k, kc, fma_rows<F, Scaled>{a, b, panel_stride, c});
+  walk_single_row<Read == e4m3_read::scaled ? 8 : 4>(panels, k, kc, fma_rows<F, Read>{a, b, panel_stride, c});
 }
 
 /// The b panels (of the next pair, at most 2) whose k-slice the tile of rows from i in the pair of
@@ -187,12 +197,13 @@ MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void prefetch_panel_
   }
 }
 
-/// c[height, W·16] (row stride ldc) = (accumulate ? c : 0) + acc for the first `height` of the R rows of
-/// accumulators: the end of every AVX-512 micro-tile.
-template <int R, int W>
+/// c[height, W·16] (row stride ldc) = acc for the first `height` of the R rows of accumulators, stored
+/// or added to c per `Out`: the end of every AVX-512 micro-tile.
+template <int R, int W, epilogue Out>
 MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void store_tile(__m512 (&acc)[R][W], float* c,
-                                                                            std::size_t ldc, std::size_t height,
-                                                                            bool accumulate) noexcept {
+                                                                            std::size_t ldc,
+                                                                            std::size_t height) noexcept {
+  static_assert(kernels::detail::tile_write<Out>, "a micro-kernel stores or accumulates its tile");
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     if (static_cast<std::size_t>(r) >= height) break;
@@ -200,43 +211,46 @@ MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void store_tile(__m5
 #pragma GCC unroll 2
     for (int w = 0; w < W; ++w) {
       float* cw = row + static_cast<std::size_t>(w) * gemm_nr;
-      if (accumulate) acc[r][w] = _mm512_add_ps(_mm512_loadu_ps(cw), acc[r][w]);
+      if constexpr (Out == epilogue::accumulate) acc[r][w] = _mm512_add_ps(_mm512_loadu_ps(cw), acc[r][w]);
       _mm512_storeu_ps(cw, acc[r][w]);
     }
   }
 }
 
 /// One k step of a micro-tile: acc[r][w] += a(r) · b[w] for the 6·A rows, a(r) at
-/// a[(r / 6) · a_stride + r % 6] (packed a panels) or, when `InPlace`, at a[row_offset[r]].
-template <int A, int W, bool InPlace>
+/// a[(r / 6) · a_stride + r % 6] (`a_read::packed`) or at a[row_offset[r]] (`a_read::in_place`).
+template <int A, int W, a_read AR>
 MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void fma_step(const float* a, std::size_t a_stride,
                                                                           const std::size_t* row_offset,
                                                                           const __m512 (&b)[W],
                                                                           __m512 (&acc)[A * gemm_mr][W]) noexcept {
 #pragma GCC unroll 12
   for (int r = 0; r < A * static_cast<int>(gemm_mr); ++r) {
-    const std::size_t at =
-        InPlace ? row_offset[r] : static_cast<std::size_t>(r / 6) * a_stride + static_cast<std::size_t>(r % 6);
+    const std::size_t at = AR == a_read::in_place
+                               ? row_offset[r]
+                               : static_cast<std::size_t>(r / 6) * a_stride + static_cast<std::size_t>(r % 6);
     const __m512 ar = _mm512_set1_ps(a[at]);
 #pragma GCC unroll 2
     for (int w = 0; w < W; ++w) acc[r][w] = _mm512_fmadd_ps(ar, b[w], acc[r][w]);
   }
 }
 
-/// c[height, W·16] (row stride ldc, height ≤ 6·A) = (accumulate ? c : 0) + a · b over kc steps, for
-/// A a panels (6 rows each, `a_stride` floats apart; rows past `height` are the packing's zeros and
-/// are computed but not stored) against W b panels (`panel_stride` elements apart). When `InPlace`, a
-/// is read in place instead (row r at a + r · a_stride, contiguous in k: gemm_avx2::micro_tile_impl's
-/// in-place reading), rows past `height` reading row height − 1 again (computed, not stored).
-template <int A, int W, panel_format F, bool InPlace = false, int Ahead = 0>
+/// c[height, W·16] (row stride ldc, height ≤ 6·A) = a · b over kc steps, stored or added to c per
+/// `Out`, for A a panels (6 rows each, `a_stride` floats apart; rows past `height` are the packing's
+/// zeros and are computed but not stored) against W b panels (`panel_stride` elements apart). With
+/// `a_read::in_place`, a is read in place instead (row r at a + r · a_stride, contiguous in k:
+/// gemm_avx2::micro_tile_impl's in-place reading), rows past `height` reading row height − 1 again
+/// (computed, not stored).
+template <int A, int W, panel_format F, a_read AR, epilogue Out, int Ahead = 0>
 MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std::size_t a_stride,
                                              const panel_element_t<F>* b, std::size_t panel_stride, float* c,
-                                             std::size_t ldc, std::size_t height, bool accumulate,
+                                             std::size_t ldc, std::size_t height,
                                              const panel_element_t<F>* ahead = nullptr) noexcept {
   constexpr int rows = A * static_cast<int>(gemm_mr);
-  constexpr std::size_t a_step = InPlace ? 1 : gemm_mr;  // from a(r, p) to a(r, p + 1)
-  std::size_t row_offset[InPlace ? rows : 1] = {};
-  if constexpr (InPlace) {
+  constexpr bool in_place = AR == a_read::in_place;
+  constexpr std::size_t a_step = in_place ? 1 : gemm_mr;  // from a(r, p) to a(r, p + 1)
+  std::size_t row_offset[in_place ? rows : 1] = {};
+  if constexpr (in_place) {
     for (int r = 0; r < rows; ++r) {
       row_offset[r] = (static_cast<std::size_t>(r) < height ? static_cast<std::size_t>(r) : height - 1) * a_stride;
     }
@@ -265,8 +279,8 @@ MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std
       }
       // Indexed from a and b rather than advanced past them: after an odd kc's last step a pointer
       // advanced by two steps would point beyond the operand.
-      fma_step<A, W, InPlace>(a + p * a_step, a_stride, row_offset, even, acc);
-      if (p + 1 < kc) fma_step<A, W, InPlace>(a + (p + 1) * a_step, a_stride, row_offset, odd, acc);
+      fma_step<A, W, AR>(a + p * a_step, a_stride, row_offset, even, acc);
+      if (p + 1 < kc) fma_step<A, W, AR>(a + (p + 1) * a_step, a_stride, row_offset, odd, acc);
     }
   } else {
     for (std::size_t p = 0; p < kc; ++p) {
@@ -278,20 +292,21 @@ MIXPREC_TARGET_AVX512 inline void micro_tile(std::size_t kc, const float* a, std
           prefetch_panel_rows<Ahead>(ahead + p * gemm_nr, panel_stride);
         }
       }
-      fma_step<A, W, InPlace>(a, a_stride, row_offset, bw, acc);
+      fma_step<A, W, AR>(a, a_stride, row_offset, bw, acc);
       a += a_step;
       b += gemm_nr;
     }
   }
-  store_tile<rows, W>(acc, c, ldc, height, accumulate);
+  store_tile<rows, W, Out>(acc, c, ldc, height);
 }
 
-/// One tile of walk_tiles: rows [i, i + height) (height ≤ 12) against panels [q, q + (pair ? 2 : 1)),
-/// prefetching `Ahead` panels of the next pair.
+/// One tile of walk_tiles: rows [i, i + height) (height ≤ 12) against panels [q, q + width) (width 1
+/// or 2), prefetching `Ahead` panels of the next pair.
 template <int Ahead, class Tile>
 MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void walk_tile(const Tile& tile, std::size_t i,
                                                                            std::size_t q, std::size_t height,
-                                                                           bool pair) noexcept {
+                                                                           std::size_t width) noexcept {
+  const bool pair = width == 2;
   if (height > gemm_mr) {
     if (pair) {
       tile.template run<2, 2, Ahead>(i, q, height);
@@ -314,21 +329,21 @@ template <class Tile>
 MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void walk_tiles(std::size_t rows, std::size_t panels,
                                                                             const Tile& tile) noexcept {
   for (std::size_t q = 0; q < panels; q += 2) {
-    const bool pair = panels - q >= 2;
+    const std::size_t width = panels - q >= 2 ? 2 : 1;
     for (std::size_t i = 0; i < rows; i += 2 * gemm_mr) {
       const std::size_t height = rows - i < 2 * gemm_mr ? rows - i : 2 * gemm_mr;
       switch (panels_ahead(i, q, panels)) {
-        case 2: walk_tile<2>(tile, i, q, height, pair); break;
-        case 1: walk_tile<1>(tile, i, q, height, pair); break;
-        default: walk_tile<0>(tile, i, q, height, pair); break;
+        case 2: walk_tile<2>(tile, i, q, height, width); break;
+        case 1: walk_tile<1>(tile, i, q, height, width); break;
+        default: walk_tile<0>(tile, i, q, height, width); break;
       }
     }
   }
 }
 
-/// The FMA tiles of one k-slice, for walk_tiles: a packed (ceil(rows / 6) a panels of kc × 6) or,
-/// when `InPlace`, read in place (row stride lda).
-template <panel_format F, bool InPlace>
+/// The FMA tiles of one k-slice, for walk_tiles, stored or added to c per `Out`: a packed
+/// (`a_read::packed`: ceil(rows / 6) a panels of kc × 6) or read in place (row stride lda).
+template <panel_format F, a_read AR, epilogue Out>
 struct fma_tiles {
   std::size_t kc;
   const float* a;
@@ -337,36 +352,36 @@ struct fma_tiles {
   std::size_t panel_stride;
   float* c;
   std::size_t ldc;
-  bool accumulate;
 
   template <int A, int W, int Ahead>
   MIXPREC_TARGET_AVX512 void run(std::size_t i, std::size_t q, std::size_t height) const noexcept {
-    const std::size_t a_stride = InPlace ? lda : gemm_mr * kc;  // from one a panel (or row) to the next
-    const float* ai = InPlace ? a + i * lda : a + (i / gemm_mr) * a_stride;
+    constexpr bool in_place = AR == a_read::in_place;
+    const std::size_t a_stride = in_place ? lda : gemm_mr * kc;  // from one a panel (or row) to the next
+    const float* ai = in_place ? a + i * lda : a + (i / gemm_mr) * a_stride;
     const panel_element_t<F>* bq = b + q * panel_stride;
-    micro_tile<A, W, F, InPlace, Ahead>(kc, ai, a_stride, bq, panel_stride, c + i * ldc + q * gemm_nr, ldc, height,
-                                        accumulate, Ahead > 0 ? bq + 2 * panel_stride : nullptr);
+    micro_tile<A, W, F, AR, Out, Ahead>(kc, ai, a_stride, bq, panel_stride, c + i * ldc + q * gemm_nr, ldc, height,
+                                        Ahead > 0 ? bq + 2 * panel_stride : nullptr);
   }
 };
 
-/// The macro-kernel: c[rows, panels·16] (row stride ldc) (+)= a_block · b over one k-slice of kc, with
-/// the contract and per-element order of gemm_avx2::block. `a` holds ceil(rows / 6) a panels of
-/// kc × 6; `b` points at the slice's first row in the first panel, panels `panel_stride` elements
-/// apart.
-template <panel_format F>
+/// The macro-kernel: c[rows, panels·16] (row stride ldc) = a_block · b over one k-slice of kc, stored
+/// or added to c per `Out`, with the contract and per-element order of gemm_avx2::block. `a` holds
+/// ceil(rows / 6) a panels of kc × 6; `b` points at the slice's first row in the first panel, panels
+/// `panel_stride` elements apart.
+template <panel_format F, epilogue Out>
 MIXPREC_TARGET_AVX512 inline void block(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
                                         const panel_element_t<F>* b, std::size_t panel_stride, float* c,
-                                        std::size_t ldc, bool accumulate) noexcept {
-  walk_tiles(rows, panels, fma_tiles<F, false>{kc, a, 0, b, panel_stride, c, ldc, accumulate});
+                                        std::size_t ldc) noexcept {
+  walk_tiles(rows, panels, fma_tiles<F, a_read::packed, Out>{kc, a, 0, b, panel_stride, c, ldc});
 }
 
 /// `block` for an a read in place: a[rows, kc] with row stride lda, no packing (gemm_avx2::block_rows's
 /// contract: attention's query blocks and weight tiles), the same bits.
-template <panel_format F>
+template <panel_format F, epilogue Out>
 MIXPREC_TARGET_AVX512 inline void block_rows(std::size_t rows, std::size_t panels, std::size_t kc, const float* a,
                                              std::size_t lda, const panel_element_t<F>* b, std::size_t panel_stride,
-                                             float* c, std::size_t ldc, bool accumulate) noexcept {
-  walk_tiles(rows, panels, fma_tiles<F, true>{kc, a, lda, b, panel_stride, c, ldc, accumulate});
+                                             float* c, std::size_t ldc) noexcept {
+  walk_tiles(rows, panels, fma_tiles<F, a_read::in_place, Out>{kc, a, lda, b, panel_stride, c, ldc});
 }
 
 }  // namespace gemm_avx512

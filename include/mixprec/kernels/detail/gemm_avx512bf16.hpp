@@ -49,6 +49,7 @@
 MIXPREC_BEGIN_ISA_NAMESPACE
 namespace gemm_avx512bf16 {
 
+using kernels::epilogue;
 using kernels::detail::gemm_mr;
 using kernels::detail::gemm_nr;
 
@@ -57,13 +58,14 @@ MIXPREC_TARGET_AVX512BF16 inline __m512bh load_pairs(const std::uint16_t* b) noe
   return reinterpret_cast<__m512bh>(_mm512_loadu_si512(b));
 }
 
-/// c[height, W·16] (row stride ldc, height ≤ 6·A) = (accumulate ? c : 0) + a · b over kc steps, for A
-/// a pair panels (pack_a_pairs: 6 rows each, `a_stride` 32-bit elements apart; rows past `height` are
-/// zeros, computed but not stored) against W bfloat16 pair panels (`panel_stride` patterns apart).
-template <int A, int W, int Ahead = 0>
+/// c[height, W·16] (row stride ldc, height ≤ 6·A) = a · b over kc steps, stored or added to c per
+/// `Out`, for A a pair panels (pack_a_pairs: 6 rows each, `a_stride` 32-bit elements apart; rows past
+/// `height` are zeros, computed but not stored) against W bfloat16 pair panels (`panel_stride`
+/// patterns apart).
+template <int A, int W, epilogue Out, int Ahead = 0>
 MIXPREC_TARGET_AVX512BF16 inline void micro_tile(std::size_t kc, const std::uint32_t* a, std::size_t a_stride,
                                                  const std::uint16_t* b, std::size_t panel_stride, float* c,
-                                                 std::size_t ldc, std::size_t height, bool accumulate,
+                                                 std::size_t ldc, std::size_t height,
                                                  const std::uint16_t* ahead = nullptr) noexcept {
   constexpr int rows = A * static_cast<int>(gemm_mr);
   __m512 acc[rows][W];
@@ -88,10 +90,12 @@ MIXPREC_TARGET_AVX512BF16 inline void micro_tile(std::size_t kc, const std::uint
     a += gemm_mr;
     b += 2 * gemm_nr;
   }
-  gemm_avx512::store_tile<rows, W>(acc, c, ldc, height, accumulate);
+  gemm_avx512::store_tile<rows, W, Out>(acc, c, ldc, height);
 }
 
-/// The VDPBF16PS tiles of one k-slice, for gemm_avx512::walk_tiles: a in pair panels (pack_a_pairs).
+/// The VDPBF16PS tiles of one k-slice, for gemm_avx512::walk_tiles: a in pair panels (pack_a_pairs),
+/// c stored or added to per `Out`.
+template <epilogue Out>
 struct dpbf16_tiles {
   std::size_t kc;
   const std::uint32_t* a;
@@ -99,32 +103,32 @@ struct dpbf16_tiles {
   std::size_t panel_stride;
   float* c;
   std::size_t ldc;
-  bool accumulate;
 
   template <int A, int W, int Ahead>
   MIXPREC_TARGET_AVX512BF16 void run(std::size_t i, std::size_t q, std::size_t height) const noexcept {
     const std::size_t a_stride = gemm_mr * ((kc + 1) / 2);  // from one pair panel to the next
     const std::uint16_t* bq = b + q * panel_stride;
-    micro_tile<A, W, Ahead>(kc, a + (i / gemm_mr) * a_stride, a_stride, bq, panel_stride, c + i * ldc + q * gemm_nr,
-                            ldc, height, accumulate, Ahead > 0 ? bq + 2 * panel_stride : nullptr);
+    micro_tile<A, W, Out, Ahead>(kc, a + (i / gemm_mr) * a_stride, a_stride, bq, panel_stride,
+                                 c + i * ldc + q * gemm_nr, ldc, height, Ahead > 0 ? bq + 2 * panel_stride : nullptr);
   }
 };
 
-/// The macro-kernel: c[rows, panels·16] (row stride ldc) (+)= a_block · b over one k-slice of kc
-/// (the contract of gemm_avx2::block). `a` holds ceil(rows / 6) pair panels (pack_a_pairs) of
-/// 6 × ceil(kc / 2); `b` points at the slice's first pair row in the first panel, panels
-/// `panel_stride` patterns apart.
+/// The macro-kernel: c[rows, panels·16] (row stride ldc) = a_block · b over one k-slice of kc, stored
+/// or added to c per `Out` (the contract of gemm_avx2::block). `a` holds ceil(rows / 6) pair panels
+/// (pack_a_pairs) of 6 × ceil(kc / 2); `b` points at the slice's first pair row in the first panel,
+/// panels `panel_stride` patterns apart.
+template <epilogue Out>
 MIXPREC_TARGET_AVX512BF16 inline void block(std::size_t rows, std::size_t panels, std::size_t kc,
                                             const std::uint32_t* a, const std::uint16_t* b, std::size_t panel_stride,
-                                            float* c, std::size_t ldc, bool accumulate) noexcept {
-  gemm_avx512::walk_tiles(rows, panels, dpbf16_tiles{kc, a, b, panel_stride, c, ldc, accumulate});
+                                            float* c, std::size_t ldc) noexcept {
+  gemm_avx512::walk_tiles(rows, panels, dpbf16_tiles<Out>{kc, a, b, panel_stride, c, ldc});
 }
 
-/// One row against P consecutive pair panels over `pairs` pair rows: c[0, P·16) = (accumulate ? c :
-/// 0) + a · b, with a's pairs consecutive (a[t]: a(2t) high, a(2t + 1) low).
-template <int P>
+/// One row against P consecutive pair panels over `pairs` pair rows: c[0, P·16) = a · b, stored or
+/// added to c per `Out`, with a's pairs consecutive (a[t]: a(2t) high, a(2t + 1) low).
+template <int P, epilogue Out>
 MIXPREC_TARGET_AVX512BF16 inline void micro_row(std::size_t pairs, const std::uint32_t* a, const std::uint16_t* b,
-                                                std::size_t panel_stride, float* c, bool accumulate) noexcept {
+                                                std::size_t panel_stride, float* c) noexcept {
   __m512 acc[P];
 #pragma GCC unroll 8
   for (int q = 0; q < P; ++q) acc[q] = _mm512_setzero_ps();
@@ -136,7 +140,7 @@ MIXPREC_TARGET_AVX512BF16 inline void micro_row(std::size_t pairs, const std::ui
     }
     b += 2 * gemm_nr;
   }
-  gemm_avx512::store_row<P>(acc, c, accumulate);
+  gemm_avx512::store_row<P, Out>(acc, c);
 }
 
 /// The micro-rows of single_row, for gemm_avx512::walk_single_row: a as the row's pairs.
@@ -148,8 +152,12 @@ struct pair_rows {
 
   template <int P>
   MIXPREC_TARGET_AVX512BF16 void run(std::size_t q, std::size_t p0, std::size_t depth) const noexcept {
-    micro_row<P>((depth + 1) / 2, a + p0 / 2, b + q * panel_stride + p0 * gemm_nr, panel_stride, c + q * gemm_nr,
-                 p0 != 0);
+    if (p0 == 0) {
+      micro_row<P, epilogue::store>((depth + 1) / 2, a, b + q * panel_stride, panel_stride, c + q * gemm_nr);
+    } else {
+      micro_row<P, epilogue::accumulate>((depth + 1) / 2, a + p0 / 2, b + q * panel_stride + p0 * gemm_nr, panel_stride,
+                                         c + q * gemm_nr);
+    }
   }
 };
 
@@ -249,15 +257,14 @@ MIXPREC_TARGET_AVX512BF16_VBMI_INLINE inline void load_e4m3_pairs(const std::uin
 }
 
 /// One row against P consecutive 1-byte e4m3 panels (P · 16 columns) over kc steps, on VDPBF16PS:
-/// c[0, P·16) = (accumulate ? c : 0) + a · b, with a's ceil(kc / 2) pairs consecutive (a[t]: a(2t)
+/// c[0, P·16) = a · b, stored or added to c per `Out`, with a's ceil(kc / 2) pairs consecutive (a[t]: a(2t)
 /// high, a(2t + 1) low; a zero low half past an odd kc) and every value of a a bfloat16 value. Four
 /// panel rows (one 64-byte load) at a time, the last one to three through a masked load; a pair row
 /// wholly past kc is not multiplied (an added 0 · 0 would turn an accumulated -0 into +0). The same
 /// products and additions as micro_row on bfloat16 pair panels.
-template <int P>
+template <int P, epilogue Out>
 MIXPREC_TARGET_AVX512BF16_VBMI inline void micro_row_e4m3(std::size_t kc, const std::uint32_t* a, const std::uint8_t* b,
-                                                          std::size_t panel_stride, float* c,
-                                                          bool accumulate) noexcept {
+                                                          std::size_t panel_stride, float* c) noexcept {
   const e4m3_tables tables;
   __m512 acc[P];
 #pragma GCC unroll 8
@@ -274,7 +281,7 @@ MIXPREC_TARGET_AVX512BF16_VBMI inline void micro_row_e4m3(std::size_t kc, const 
       if (second_pair) acc[q] = _mm512_dpbf16_ps(acc[q], a1, second);
     }
   }
-  gemm_avx512::store_row<P>(acc, c, accumulate);
+  gemm_avx512::store_row<P, Out>(acc, c);
 }
 
 /// The micro-rows of single_row_e4m3, for gemm_avx512::walk_single_row: a as the row's pairs.
@@ -286,7 +293,12 @@ struct e4m3_rows {
 
   template <int P>
   MIXPREC_TARGET_AVX512BF16_VBMI void run(std::size_t q, std::size_t p0, std::size_t depth) const noexcept {
-    micro_row_e4m3<P>(depth, a + p0 / 2, b + q * panel_stride + p0 * gemm_nr, panel_stride, c + q * gemm_nr, p0 != 0);
+    if (p0 == 0) {
+      micro_row_e4m3<P, epilogue::store>(depth, a, b + q * panel_stride, panel_stride, c + q * gemm_nr);
+    } else {
+      micro_row_e4m3<P, epilogue::accumulate>(depth, a + p0 / 2, b + q * panel_stride + p0 * gemm_nr, panel_stride,
+                                              c + q * gemm_nr);
+    }
   }
 };
 

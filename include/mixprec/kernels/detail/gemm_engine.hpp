@@ -59,11 +59,13 @@ template <class C>
 }
 
 /// The portable macro-kernel: the same contract and per-element order as gemm_avx2::block (one
-/// multiply-add per term into an accumulator that starts at 0 per k-slice), in plain C++ that the
-/// compiler vectorises for its baseline. Runs packed products when the level in use is portable.
-template <panel_format F>
+/// multiply-add per term into an accumulator that starts at 0 per k-slice, stored or added to c per
+/// `Out`), in plain C++ that the compiler vectorises for its baseline. Runs packed products when the
+/// level in use is portable.
+template <panel_format F, epilogue Out>
 void portable_block(std::size_t rows, std::size_t panels, std::size_t kc, const float* a, const panel_element_t<F>* b,
-                    std::size_t panel_stride, float* c, std::size_t ldc, bool accumulate) noexcept {
+                    std::size_t panel_stride, float* c, std::size_t ldc) noexcept {
+  static_assert(tile_write<Out>, "a micro-kernel stores or accumulates its tile");
   for (std::size_t q = 0; q < panels; ++q) {
     const panel_element_t<F>* bq = b + q * panel_stride;
     for (std::size_t i = 0; i < rows; i += gemm_mr) {
@@ -76,7 +78,13 @@ void portable_block(std::size_t rows, std::size_t panels, std::size_t kc, const 
           for (std::size_t j = 0; j < gemm_nr; ++j) acc[j] += ar * from_panel<F>(bq[panel_index<F>(p, j)]);
         }
         float* row = c + (i + r) * ldc + q * gemm_nr;
-        for (std::size_t j = 0; j < gemm_nr; ++j) row[j] = accumulate ? row[j] + acc[j] : acc[j];
+        for (std::size_t j = 0; j < gemm_nr; ++j) {
+          if constexpr (Out == epilogue::accumulate) {
+            row[j] += acc[j];
+          } else {
+            row[j] = acc[j];
+          }
+        }
       }
     }
   }
@@ -334,9 +342,11 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
       // cannot overflow.
       if constexpr (F == panel_format::e4m3) {
         if (level >= isa::avx512) {
-          ::mixprec::detail::gemm_avx512::single_row<F, true>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
+          ::mixprec::detail::gemm_avx512::single_row<F, e4m3_read::scaled>(panels, k, gemm_kc, a_row, b_panels, stride,
+                                                                           tile);
         } else {
-          ::mixprec::detail::gemm_avx2::single_row<F, true>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
+          ::mixprec::detail::gemm_avx2::single_row<F, e4m3_read::scaled>(panels, k, gemm_kc, a_row, b_panels, stride,
+                                                                         tile);
         }
       }
     } else if (F != panel_format::bf16 && level >= isa::avx512) {
@@ -349,8 +359,11 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
     }
 #endif
   } else {
+    // The first k-slice stores its sums in the tile, each later one adds to it (epilogue::store and
+    // epilogue::accumulate of the micro-kernels): one running sum per element, slice after slice.
     for (std::size_t p0 = 0; p0 < k; p0 += gemm_kc) {
       const std::size_t kc = std::min(gemm_kc, k - p0);
+      const bool first = p0 == 0;
 #if MIXPREC_X86_DISPATCH
       // Batches against kept e4m3 panels at the VDPBF16PS level arrive as decoded bfloat16 panels
       // (e4m3_pairs_view, blocked_gemm): only the single row above reads e4m3 panels there.
@@ -364,8 +377,9 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
             pack_pair_slice<C>(a, p.a_order, m, k, i0, rows, p0, kc, own, scratch);
             pairs = own;
           }
-          ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
-                                                    p0 != 0);
+          namespace bf16 = ::mixprec::detail::gemm_avx512bf16;
+          const auto block = first ? bf16::block<epilogue::store> : bf16::block<epilogue::accumulate>;
+          block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc);
           continue;
         }
       }
@@ -373,17 +387,20 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
       pack_a<C>(a, m, k, p.a_order, i0, rows, p0, kc, a_pack, row);
 #if MIXPREC_X86_DISPATCH
       if (level >= isa::avx512) {
-        ::mixprec::detail::gemm_avx512::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc,
-                                                 p0 != 0);
+        namespace avx512 = ::mixprec::detail::gemm_avx512;
+        const auto block = first ? avx512::block<F, epilogue::store> : avx512::block<F, epilogue::accumulate>;
+        block(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc);
         continue;
       }
       if (level >= isa::avx2) {
-        ::mixprec::detail::gemm_avx2::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc,
-                                               p0 != 0);
+        namespace avx2 = ::mixprec::detail::gemm_avx2;
+        const auto block = first ? avx2::block<F, epilogue::store> : avx2::block<F, epilogue::accumulate>;
+        block(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc);
         continue;
       }
 #endif
-      portable_block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc, p0 != 0);
+      const auto block = first ? portable_block<F, epilogue::store> : portable_block<F, epilogue::accumulate>;
+      block(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc);
     }
   }
   for (std::size_t ii = 0; ii < rows; ++ii) {
