@@ -179,7 +179,7 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
   // instruction) where the scaled queries are still bfloat16 values (a power-of-two scale, as
   // 1/sqrt(64)). Products of bfloat16 values are exact and VDPBF16PS adds them in the FMA kernels'
   // order, so the scores keep their bits, except that subnormal queries, keys and scores (below
-  // 2^-126) are read and written as zero (gemm_avx512bf16.hpp).
+  // 2^-126) are read and written as zero (gemm_avx512.hpp).
   bool pair_scores = false;
   if constexpr (std::same_as<C, bfloat16> && std::same_as<A, float>) {
     int exponent = 0;

@@ -17,6 +17,12 @@
 /// outside the jc loop instead, and each row block's a pairs are packed once for all of k and every
 /// column block (the same slices in the same order).
 ///
+/// `blocked_gemm` chooses the panel format and the level once per product; `blocked_gemm_panels` runs
+/// the jc and ic loops (and the threads); `gemm_block` one (jc, ic) block: the pc loop, calling the
+/// macro-kernel of the level (gemm_avx512::block on an fma_tile or a gemm_avx512bf16::pair_tile,
+/// gemm_avx2::block, portable_block; a single row takes the levels' single_row kernels), and the
+/// epilogue. docs/kernels.md, "From a layer to the instruction", follows one product through them.
+///
 /// Blocks are cut along the output; the block sizes (gemm_pack.hpp) fit the packed a block in L2 and
 /// a b panel slice in L1. Work is split over `mixprec::num_threads()` threads by (jc, ic) blocks,
 /// which changes no result: see gemm_avx2.hpp for the summation order. Scratch buffers are per thread
@@ -37,7 +43,6 @@
 #include "mixprec/kernels/detail/cache_aligned.hpp"
 #include "mixprec/kernels/detail/gemm_avx2.hpp"
 #include "mixprec/kernels/detail/gemm_avx512.hpp"
-#include "mixprec/kernels/detail/gemm_avx512bf16.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
 #include "mixprec/kernels/rounding.hpp"
 #include "mixprec/kernels/threads.hpp"
@@ -92,7 +97,7 @@ void portable_block(std::size_t rows, std::size_t panels, std::size_t kc, const 
 
 /// Multiplies the packed row a[p · gemm_mr] (p < k) by e4m3_panel_scale (2^8) and returns true, or
 /// changes nothing and returns false unless every element is zero, Inf, NaN or a normal float no
-/// larger than max / 2^8: then the scaling and its undoing (gemm_avx2::row_block's tail) are exact
+/// larger than max / 2^8: then the scaling and its undoing (gemm_avx2::single_row's tail) are exact
 /// and no result is subnormal, whatever MXCSR's FTZ and DAZ say.
 inline bool scale_row_up(float* a, std::size_t k) noexcept {
   constexpr float limit = std::numeric_limits<float>::max() / e4m3_panel_scale;
@@ -315,10 +320,15 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
   if (k == 0) {
     for (std::size_t ii = 0; ii < rows; ++ii) std::fill_n(tile + ii * ldc, panels * gemm_nr, 0.0f);
   }
+#if MIXPREC_X86_DISPATCH
+  namespace gemm_avx2 = ::mixprec::detail::gemm_avx2;
+  namespace gemm_avx512 = ::mixprec::detail::gemm_avx512;
+  namespace gemm_avx512bf16 = ::mixprec::detail::gemm_avx512bf16;
+#endif
   // A single row (m = 1, a token's step) is packed for all of k, then each group of b panels is
   // streamed from start to end: the same k-slices and order as the tiles below, so the same bits.
-  const bool single_row = MIXPREC_X86_DISPATCH && rows == 1 && k != 0 && level >= isa::avx2;
-  if (single_row) {
+  const bool one_row = MIXPREC_X86_DISPATCH && rows == 1 && k != 0 && level >= isa::avx2;
+  if (one_row) {
 #if MIXPREC_X86_DISPATCH
     float* a_row = gemm_scratch::sized(scratch.a_row, k * gemm_mr);
     pack_a<C>(a, m, k, p.a_order, i0, 1, 0, k, a_row, row);
@@ -331,9 +341,9 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
           pairs[t] = bf16_pair(a_row[2 * t * gemm_mr], 2 * t + 1 < k ? a_row[(2 * t + 1) * gemm_mr] : 0.0f);
         }
         if constexpr (F == panel_format::bf16) {
-          ::mixprec::detail::gemm_avx512bf16::single_row(panels, k, gemm_kc, pairs, b_panels, stride, tile);
+          gemm_avx512::single_row(panels, k, gemm_kc, gemm_avx512bf16::pair_row{pairs, b_panels, stride, tile});
         } else {
-          ::mixprec::detail::gemm_avx512bf16::single_row_e4m3(panels, k, gemm_kc, pairs, b_panels, stride, tile);
+          gemm_avx512::single_row(panels, k, gemm_kc, gemm_avx512bf16::e4m3_row{pairs, b_panels, stride, tile});
         }
       }
     } else if (F == panel_format::e4m3 && scale_row_up(a_row, k)) {
@@ -342,20 +352,19 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
       // cannot overflow.
       if constexpr (F == panel_format::e4m3) {
         if (level >= isa::avx512) {
-          ::mixprec::detail::gemm_avx512::single_row<F, e4m3_read::scaled>(panels, k, gemm_kc, a_row, b_panels, stride,
-                                                                           tile);
+          gemm_avx512::single_row(panels, k, gemm_kc,
+                                  gemm_avx512::fma_row<F, e4m3_read::scaled>{a_row, b_panels, stride, tile});
         } else {
-          ::mixprec::detail::gemm_avx2::single_row<F, e4m3_read::scaled>(panels, k, gemm_kc, a_row, b_panels, stride,
-                                                                         tile);
+          gemm_avx2::single_row<F, e4m3_read::scaled>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
         }
       }
     } else if (F != panel_format::bf16 && level >= isa::avx512) {
       // 16 columns per FMA; the AVX2 row's bits (the same per-element order).
       if constexpr (F != panel_format::bf16) {
-        ::mixprec::detail::gemm_avx512::single_row<F>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
+        gemm_avx512::single_row(panels, k, gemm_kc, gemm_avx512::fma_row<F>{a_row, b_panels, stride, tile});
       }
     } else {
-      ::mixprec::detail::gemm_avx2::single_row<F>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
+      gemm_avx2::single_row<F>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
     }
 #endif
   } else {
@@ -377,9 +386,10 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
             pack_pair_slice<C>(a, p.a_order, m, k, i0, rows, p0, kc, own, scratch);
             pairs = own;
           }
-          namespace bf16 = ::mixprec::detail::gemm_avx512bf16;
-          const auto block = first ? bf16::block<epilogue::store> : bf16::block<epilogue::accumulate>;
-          block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc);
+          using tiles = gemm_avx512bf16::pair_tile;
+          const auto block =
+              first ? gemm_avx512::block<epilogue::store, tiles> : gemm_avx512::block<epilogue::accumulate, tiles>;
+          block(rows, panels, tiles{kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc});
           continue;
         }
       }
@@ -387,14 +397,14 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
       pack_a<C>(a, m, k, p.a_order, i0, rows, p0, kc, a_pack, row);
 #if MIXPREC_X86_DISPATCH
       if (level >= isa::avx512) {
-        namespace avx512 = ::mixprec::detail::gemm_avx512;
-        const auto block = first ? avx512::block<F, epilogue::store> : avx512::block<F, epilogue::accumulate>;
-        block(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc);
+        using tiles = gemm_avx512::fma_tile<F, a_read::packed>;
+        const auto block =
+            first ? gemm_avx512::block<epilogue::store, tiles> : gemm_avx512::block<epilogue::accumulate, tiles>;
+        block(rows, panels, tiles{kc, a_pack, 0, b_panels + p0 * gemm_nr, stride, tile, ldc});
         continue;
       }
       if (level >= isa::avx2) {
-        namespace avx2 = ::mixprec::detail::gemm_avx2;
-        const auto block = first ? avx2::block<F, epilogue::store> : avx2::block<F, epilogue::accumulate>;
+        const auto block = first ? gemm_avx2::block<F, epilogue::store> : gemm_avx2::block<F, epilogue::accumulate>;
         block(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc);
         continue;
       }
@@ -438,15 +448,6 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
   const std::size_t work =
       m == 1 && std::same_as<BSrc, packed_b_view> ? (n * k) >> 20 : (2 * m * n * std::max<std::size_t>(k, 1)) >> 23;
   const std::size_t threads = std::min(num_threads(), work);
-  // One column block [j0, j0 + nc) and all its row blocks, on the calling thread's scratch.
-  auto column_block = [&](std::size_t j0) {
-    gemm_scratch& scratch = gemm_scratch::local();
-    const std::size_t cols = std::min(nc, n - j0);
-    const panel_element_t<F>* panels = b_block<C, F>(b, k, n, j0, cols, scratch);
-    for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
-      gemm_block<C, F>(p, panels, {i0, std::min(gemm_mc, m - i0), j0, cols}, level, scratch);
-    }
-  };
   if (threads <= 1 || col_blocks * row_blocks < 2) {
     if constexpr (std::same_as<BSrc, packed_b_view> && dpbf16_panels<C, F>) {
       if (col_blocks > 1 && use_dpbf16<C, F>(level)) {
@@ -475,13 +476,30 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
         return;
       }
     }
-    for (std::size_t j0 = 0; j0 < n; j0 += nc) column_block(j0);
+    // One column block [j0, j0 + nc) after another: its b panels (packed now, or found in a kept
+    // packing), then its row blocks.
+    gemm_scratch& scratch = gemm_scratch::local();
+    for (std::size_t j0 = 0; j0 < n; j0 += nc) {
+      const std::size_t cols = std::min(nc, n - j0);
+      const panel_element_t<F>* panels = b_block<C, F>(b, k, n, j0, cols, scratch);
+      for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
+        gemm_block<C, F>(p, panels, {i0, std::min(gemm_mc, m - i0), j0, cols}, level, scratch);
+      }
+    }
     return;
   }
-  // Parallel: each task is one column block (its b block packed by the thread that runs it) and all
-  // row blocks of it; with one column block, tasks are row blocks sharing the b block.
+  // Parallel: each task is one column block, as above, on the scratch of the thread that runs it;
+  // with one column block, tasks are row blocks sharing the b block.
   if (col_blocks >= threads || row_blocks == 1) {
-    internal::parallel_for(col_blocks, threads, [&](std::size_t task) { column_block(task * nc); });
+    internal::parallel_for(col_blocks, threads, [&](std::size_t task) {
+      gemm_scratch& scratch = gemm_scratch::local();
+      const std::size_t j0 = task * nc;
+      const std::size_t cols = std::min(nc, n - j0);
+      const panel_element_t<F>* panels = b_block<C, F>(b, k, n, j0, cols, scratch);
+      for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
+        gemm_block<C, F>(p, panels, {i0, std::min(gemm_mc, m - i0), j0, cols}, level, scratch);
+      }
+    });
     return;
   }
   for (std::size_t j0 = 0; j0 < n; j0 += nc) {
