@@ -294,7 +294,8 @@ void pack_pair_slice(const A* a, a_layout a_order, std::size_t m, std::size_t k,
 /// `packed_pairs`, when not null, holds the block's a rows already packed as VDPBF16PS pairs for all of k.
 template <class C, panel_format F, class A, class Y>
 void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels, gemm_tile_range range, isa level,
-                gemm_scratch& scratch, tile_home home = tile_home::in_y, const std::uint32_t* packed_pairs = nullptr) {
+                gemm_scratch& scratch, tile_home home = tile_home::in_y,
+                [[maybe_unused]] const std::uint32_t* packed_pairs = nullptr) {
   const A* const a = p.a;
   Y* const y = p.y;
   const std::size_t m = p.m, k = p.k, n = p.n;
