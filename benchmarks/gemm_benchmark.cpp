@@ -1,7 +1,7 @@
 // Google Benchmark: kernels::matmul against the alternatives, in the same run.
 //
 // Shapes: y[m, n] = x[m, k] · W^T with W [n, k] (the [out, in] layout of llama2.c and PyTorch), for
-// the decode path (m = 1: a matrix-vector product per token) and a prefill batch (m = 64).
+// a single row (m = 1: a matrix-vector product per token) and a prefill batch (m = 64).
 //
 //  - eigen_f32:            Eigen's float GEMM/GEMV on float data, no conversion (the speed reference)
 //  - naive_f32:            llama2.c's matmul loop (one dot product per output, float accumulator)
@@ -130,7 +130,7 @@ void eigen_bf16(benchmark::State& state) {
   set_counters(state, p, p.w.size() * sizeof(Eigen::bfloat16));
 }
 
-// {m, k, n}: decode (m = 1) and prefill (m = 64) of a 1024 -> 1024 and a 1024 -> 4096 projection.
+// {m, k, n}: a single row (m = 1) and prefill (m = 64) of a 1024 -> 1024 and a 1024 -> 4096 projection.
 void shapes(benchmark::internal::Benchmark* b) {
   for (long m : {1L, 64L}) {
     b->Args({m, 1024, 1024});

@@ -4,7 +4,7 @@
 //
 // Y[m, n] = X[m, k] · W with W stored [n, k] (PyTorch / llama2.c "out, in"), float32 accumulation.
 // Arguments {m, k, n, threads}: the shapes M2048·K1024·N4096, M2048·K4096·N1024, M1024·K1024·N1024
-// and the decode product M1·K4096·N4096, each with 1 and 2 threads.
+// and the single-row product M1·K4096·N4096, each with 1 and 2 threads.
 //
 //  - dense/<policy>:      nn::dense<P> with its weights cached (packed once, before timing), through
 //                         dense::project into a caller's buffer: p=f32 | p=f32,c=bf16 | p=f16 (float16

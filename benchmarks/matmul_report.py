@@ -105,7 +105,7 @@ def tables(context, r):
             f"{fmt(dbf)} | {ratio(bf16, best_bf16_peer)} | {ratio(f16, f32)} | {ratio(f8, bf16)} | "
             f"{fmt(g('eigen_f32', s))} | {fmt(g('matmul/p=f32', s))} |")
     lines.append("")
-    lines.append("Decode product (m = 1): weights streamed per second (GB/s) and the ratio of token rates to "
+    lines.append("Single-row product (m = 1): weights streamed per second (GB/s) and the ratio of token rates to "
                  "float32 weights.")
     lines.append("")
     lines.append("| shape | threads | dense p=f32 GB/s | dense c=bf16 GB/s | bf16 / f32 | e4m3 weights GB/s "

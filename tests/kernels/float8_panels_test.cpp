@@ -1,6 +1,6 @@
 // Tests of the 1-byte float8_e4m3fn b panels of the blocked GEMM (kernels/detail/gemm_pack.hpp,
 // gemm_avx2.hpp, gemm_avx512.hpp): kernels::pack_b keeps weights stored as float8_e4m3fn as their own
-// bytes, and every level decodes them exactly — the decode product (one row: on the FMA levels with
+// bytes, and every level decodes them exactly — the single-row product (m = 1: on the FMA levels with
 // the row scaled by 2^8 instead of the weights; at avx512bf16 with AVX512_VBMI by byte lookups to
 // bfloat16 pairs for VDPBF16PS), the GEMM micro-kernels (there, each column block decoded to pairs), and
 // the portable loops.
@@ -145,7 +145,7 @@ TEST_CASE("float8_e4m3fn weights keep 1-byte panels, but a NaN among them keeps 
 
 TEST_CASE("every float8_e4m3fn pattern is read back exactly from 1-byte panels on every level", "[kernels][float8]") {
   // b(k = 1, n = 254): every finite pattern once (plus shifted copies, so that patterns land in every
-  // column position of a panel and in the decode path's groups of 4 and 8 panels and its tail);
+  // column position of a panel and in the single row's groups of 4 and 8 panels and its tail);
   // a = 1 reads each weight back (+0 for -0: the accumulator starts at +0).
   const auto values = all_finite_e4m3();
   for (const std::size_t shift : {std::size_t{0}, std::size_t{7}, std::size_t{100}}) {
@@ -156,7 +156,7 @@ TEST_CASE("every float8_e4m3fn pattern is read back exactly from 1-byte panels o
       REQUIRE(packed.element_bytes() == 1);
       for (const isa level : levels()) {
         const mixprec::isa_limit_scope limit(level);
-        for (const std::size_t m : {std::size_t{1}, std::size_t{3}}) {  // decode, and the GEMM micro-kernel
+        for (const std::size_t m : {std::size_t{1}, std::size_t{3}}) {  // a single row, and the GEMM micro-kernel
           const std::vector<float> one(m, 1.0f);
           std::vector<float> y(m * n);
           mixprec::kernels::matmul<bfloat16>(one, packed, y, m);
@@ -200,7 +200,7 @@ TEST_CASE("1-byte panels decode the subnormal e4m3fn weights under FTZ and DAZ",
 }
 #endif
 
-TEST_CASE("1-byte panels on VDPBF16PS read subnormal activations as zero, in the decode row and in a batch alike",
+TEST_CASE("1-byte panels on VDPBF16PS read subnormal activations as zero, in a single row and in a batch alike",
           "[kernels][float8]") {
   // At the avx512bf16 level with AVX512_VBMI, e4m3 weights are decoded to bfloat16 pairs and multiplied
   // by VDPBF16PS, which reads a subnormal bfloat16 input as zero and flushes a subnormal result
@@ -214,7 +214,7 @@ TEST_CASE("1-byte panels on VDPBF16PS read subnormal activations as zero, in the
   for (const isa level : levels()) {
     const mixprec::isa_limit_scope limit(level);
     const bool flushes = level == isa::avx512bf16 && mixprec::detail::cpu_has_avx512_vbmi();
-    for (const std::size_t m : {std::size_t{1}, std::size_t{2}}) {  // the decode row, and the batch's tile
+    for (const std::size_t m : {std::size_t{1}, std::size_t{2}}) {  // a single row, and the batch's tile
       CAPTURE(mixprec::name(level), m);
       std::vector<float> y(m * 2);
       mixprec::kernels::matmul<bfloat16>(std::vector<float>(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(m)),
@@ -234,10 +234,11 @@ TEST_CASE("products with 1-byte panels meet the float32-accumulation bound, the 
   struct shape {
     std::size_t m, k, n;
   };
-  // One row (decode: groups of 4 and 8 panels and a tail), several k-slices (kc = 256), GEMM tiles
-  // (whose rows are also computed one by one: the decode path against the micro-kernel). The VDPBF16PS
-  // decode reads four panel rows at a time: slices ending 1, 2 and 3 rows past a multiple of four
-  // (k = 17 and 257, 6, 7 and 259) take its masked tail, in the decode row and in the slices decoded for a batch.
+  // One row (the single-row kernels: groups of 4 and 8 panels and a tail), several k-slices (kc = 256),
+  // GEMM tiles (whose rows are also computed one by one: the single row against the micro-kernel). The
+  // VDPBF16PS decoding reads four panel rows at a time: slices ending 1, 2 and 3 rows past a multiple of
+  // four (k = 17 and 257, 6, 7 and 259) take its masked tail, in a single row and in the slices decoded
+  // for a batch.
   for (const shape s : {shape{1, 300, 70}, shape{1, 1000, 200}, shape{1, 17, 16}, shape{1, 259, 40}, shape{5, 257, 33},
                         shape{3, 6, 33}, shape{4, 7, 20}, shape{8, 64, 130}}) {
     CAPTURE(s.m, s.k, s.n);
@@ -261,7 +262,7 @@ TEST_CASE("products with 1-byte panels meet the float32-accumulation bound, the 
           if (simd_result.empty()) simd_result = y;
           CHECK(std::memcmp(simd_result.data(), y.data(), y.size() * sizeof(float)) == 0);
         }
-        // Each row alone (the decode path: the row scaled by 2^8 and the weights read / 2^8, or the
+        // Each row alone (the single-row kernels: the row scaled by 2^8 and the weights read / 2^8, or the
         // VDPBF16PS row) gives the bits of the same row of the batch (the GEMM micro-kernels).
         for (std::size_t i = 0; s.m > 1 && i < s.m; ++i) {
           const std::vector<float> row(a.begin() + static_cast<std::ptrdiff_t>(i * s.k),
@@ -308,9 +309,9 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("the decode product with 1-byte panels stays finite for activations near the float range",
+TEST_CASE("the single-row product with 1-byte panels stays finite for activations near the float range",
           "[kernels][float8]") {
-  // The decode path multiplies the row by 2^8 instead of every weight; a row holding |a| >= 2^120 would
+  // A single row is multiplied by 2^8 instead of every weight; a row holding |a| >= 2^120 would
   // overflow, so it takes the unscaled decoding: the product is finite where the reference is.
   const std::size_t k = 64, n = 80;
   auto a = normals(k, 5);
@@ -329,9 +330,9 @@ TEST_CASE("the decode product with 1-byte panels stays finite for activations ne
   }
 }
 
-TEST_CASE("the decode product with 1-byte panels gives the same bits on 1 and 2 threads",
+TEST_CASE("the single-row product with 1-byte panels gives the same bits on 1 and 2 threads",
           "[kernels][float8][threads]") {
-  // n · k above 2 Mi weights: the decode product takes a second thread.
+  // n · k above 2 Mi weights: the single-row product takes a second thread.
   const std::size_t k = 1024, n = 2100;
   const auto a = normals(k, 6);
   const auto packed = mixprec::kernels::pack_b<bfloat16>(e4m3_weights(k * n, 7), k, n, b_layout::n_k);

@@ -1,4 +1,4 @@
-// Tests the 16-lane packing of a into VDPBF16PS pairs (kernels/detail/gemm_avx512bf16.hpp,
+// Tests the 16-lane packing of a into VDPBF16PS pairs (kernels/detail/gemm_avx512.hpp,
 // pack_a_pairs) against the portable packing it replaces for row-major float and bfloat16 a
 // (kernels/detail/gemm_pack.hpp, pack_a_pairs_from), word for word: every panel height, row lengths
 // around the 32-element steps, offsets into a larger a, and the values where rounding to bfloat16
@@ -16,7 +16,7 @@
 
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/formats/bfloat16.hpp"
-#include "mixprec/kernels/detail/gemm_avx512bf16.hpp"
+#include "mixprec/kernels/detail/gemm_avx512.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
 
 namespace gemm_avx512bf16_test {

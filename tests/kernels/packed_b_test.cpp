@@ -254,7 +254,7 @@ TEST_CASE("bfloat16 products at the avx512bf16 level read subnormals as zero, as
   for (const isa level : kernel_levels()) {
     const mixprec::isa_limit_scope limit(level);
     CAPTURE(mixprec::name(level));
-    for (const std::size_t m : {std::size_t{1}, std::size_t{4}}) {  // the decode row and the batch tile
+    for (const std::size_t m : {std::size_t{1}, std::size_t{4}}) {  // a single row and the batch tile
       std::vector<float> kept(m * 2), per_call(m * 2);
       const std::vector<float> am(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(m));
       mixprec::kernels::matmul<bfloat16>(am, packed, kept, m);
@@ -334,9 +334,9 @@ TEST_CASE("a packed b is a snapshot: writing the original afterwards changes not
 
 TEMPLATE_TEST_CASE("a row of the product does not depend on the rows computed with it", "[kernels][packed_b]", float,
                    bfloat16, float16) {
-  // Batch invariance: decode (m = 1, its own row kernels: gemm_avx2/gemm_avx512 row_block, VDPBF16PS
-  // rows) and prefill (m = 40, the micro-tiles) give the same bits for the same row. n = 200: 13
-  // panels, one group of eight and a ragged one of five in the 16-lane decode row.
+  // Batch invariance: a single row (m = 1, its own row kernels: gemm_avx2/gemm_avx512 single_row,
+  // VDPBF16PS rows) and prefill (m = 40, the micro-tiles) give the same bits for the same row. n = 200:
+  // 13 panels, three groups of four and a ragged one of one in the single-row kernels.
   using C = TestType;
   for (const isa level : kernel_levels()) {
     const mixprec::isa_limit_scope limit(level);

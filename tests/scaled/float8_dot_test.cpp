@@ -348,7 +348,7 @@ TEST_CASE("float8_weight_dot: the kept 1-byte kernel never changes a bit, and fo
     REQUIRE(ya == yb);
     // 1 byte per weight (two panels of 16 columns) and one double per column; nothing else kept yet.
     CHECK(a.kept_bytes() == kept.in * 32 + kept.out * sizeof(double));
-    // The decode path (one row) gives the row's bits of the product of all rows.
+    // A single row (m = 1) gives the row's bits of the product of all rows.
     std::vector<float> y1(kept.out);
     a.forward(std::span<const float>(x).first(kept.in), w, y1,
               {.rows = 1, .in = kept.in, .out = kept.out, .owner = &owner});

@@ -244,7 +244,7 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
   // instruction) where the scaled queries are still bfloat16 values (a power-of-two scale, as
   // 1/sqrt(64)). Products of bfloat16 values are exact and VDPBF16PS adds them in the FMA kernels'
   // order, so the scores keep their bits, except that subnormal queries, keys and scores (below
-  // 2^-126) are read and written as zero (gemm_avx512bf16.hpp).
+  // 2^-126) are read and written as zero (gemm_avx512.hpp).
   bool pair_scores = false;
   if constexpr (std::same_as<C, bfloat16> && std::same_as<A, float>) {
     int exponent = 0;
@@ -378,15 +378,15 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
               if constexpr (std::same_as<A, float>) {
                 ld = kd::gemm_panels(cols) * kd::gemm_nr;
                 if (pair_scores) {
-                  ::mixprec::detail::gemm_avx512bf16::block(rows, kd::gemm_panels(cols), hd, buffers.query_pairs.data(),
-                                                            buffers.key_pairs.data() + j0 * hd, kd::gemm_nr * hd, s, ld,
-                                                            false);
+                  ::mixprec::detail::gemm_avx512bf16::block<epilogue::store>(
+                      rows, kd::gemm_panels(cols), hd, buffers.query_pairs.data(), buffers.key_pairs.data() + j0 * hd,
+                      kd::gemm_nr * hd, s, ld);
                 } else if (wide) {
-                  ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32>(
-                      rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld, false);
+                  ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32, epilogue::store>(
+                      rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld);
                 } else {
-                  ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32>(
-                      rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld, false);
+                  ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32, epilogue::store>(
+                      rows, kd::gemm_panels(cols), hd, q, hd, packed_keys + j0 * hd, kd::gemm_nr * hd, s, ld);
                 }
               }
 #endif
@@ -437,13 +437,13 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
                 // acc += P · V on the micro-kernel: the weights read in place, the values' k-slice
                 // [j0, j0 + cols) of the packed panels.
                 if (wide) {
-                  ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32>(rows, hd / kd::gemm_nr, cols, s, ld,
-                                                                                    packed_values + j0 * kd::gemm_nr,
-                                                                                    kd::gemm_nr * total, acc, hd, true);
+                  ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32, epilogue::accumulate>(
+                      rows, hd / kd::gemm_nr, cols, s, ld, packed_values + j0 * kd::gemm_nr, kd::gemm_nr * total, acc,
+                      hd);
                 } else {
-                  ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32>(rows, hd / kd::gemm_nr, cols, s, ld,
-                                                                                  packed_values + j0 * kd::gemm_nr,
-                                                                                  kd::gemm_nr * total, acc, hd, true);
+                  ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32, epilogue::accumulate>(
+                      rows, hd / kd::gemm_nr, cols, s, ld, packed_values + j0 * kd::gemm_nr, kd::gemm_nr * total, acc,
+                      hd);
                 }
               }
 #endif

@@ -63,7 +63,7 @@ struct matmul_shape {
 
 /// Default upper bound on the elements of each scratch block (converted a rows, converted b panel,
 /// y block): 2^18 accumulator values, 1 MiB of float, so that a converted panel is still in the L2
-/// cache when Eigen reads it (2^20 was slower on the decode path; measured: docs/kernels.md, "Performance").
+/// cache when Eigen reads it (2^20 was slower on single-row products; measured: docs/kernels.md, "Performance").
 /// Blocks are cut along m and n, never along k.
 inline constexpr std::size_t matmul_block_elements = std::size_t{1} << 18;
 

@@ -30,10 +30,10 @@ namespace mixprec::kernels {
 /// b(k, n) rounded once to a compute type C and packed in panels of 16 columns
 /// (kernels/detail/gemm_pack.hpp), k · ceil(n / 16) · 16 elements: bfloat16 patterns for bfloat16 and
 /// the float8/6/4 compute types (all exact in bfloat16), float16 patterns for float16, floats for
-/// float — so the packed copy of 16-bit weights is half the size of float ones, and a decode step
-/// streams half the bytes. Weights stored as `float8_e4m3fn` (for compute types that hold its values
-/// exactly: float, bfloat16, float16, float8_e4m3fn) keep their own 1-byte patterns unless one of
-/// them is NaN: a quarter of the float bytes, decoded exactly in the micro-kernel. Made by `pack_b<C>`.
+/// float — so the packed copy of 16-bit weights is half the size of float ones, and a single-row
+/// product (m = 1: a token's step) streams half the bytes. Weights stored as `float8_e4m3fn` (for compute types that
+/// hold its values exactly: float, bfloat16, float16, float8_e4m3fn) keep their own 1-byte patterns unless one of them
+/// is NaN: a quarter of the float bytes, decoded exactly in the micro-kernel. Made by `pack_b<C>`.
 class packed_b {
  public:
   /// An empty operand (k = n = 0).

@@ -5,7 +5,7 @@
 /// `mixprec::single_threaded_scope`, which keeps the kernels called on one thread on that thread (for
 /// programs that already run their own worker threads, such as examples/train's data-parallel
 /// trainer). A small fork-join on a pool of workers started on first use and kept for the process
-/// (a thread start costs tens of microseconds, as much as a decode product's work), no OpenMP
+/// (a thread start costs tens of microseconds, as much as a single-row product's work), no OpenMP
 /// runtime: a header-only library cannot choose the program's OpenMP flags.
 ///
 /// Threads never change a result: the engine splits work by output blocks and every output element
@@ -101,8 +101,8 @@ class single_threaded_scope {
 namespace kernels::detail {
 
 /// The kernels' workers: started on first use (as many as the largest fork asked for) and kept for
-/// the life of the process. Between forks a worker spins for a while (a decode step forks once per
-/// product, tens of microseconds apart; waking a sleeping thread costs about as much), then sleeps on
+/// the life of the process. Between forks a worker spins for a while (a token's step forks once per
+/// single-row product, tens of microseconds apart; waking a sleeping thread costs about as much), then sleeps on
 /// a condition variable. One fork at a time: `run` returns false when another thread's fork holds the
 /// pool (the caller then starts threads of its own).
 class thread_pool {

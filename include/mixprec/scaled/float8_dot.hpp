@@ -289,7 +289,7 @@ class float8_dot final : public nn::dot_product {
 /// Weight-only float8 (file comment): the kernel quantised to e4m3fn per output column, x rounded to
 /// bfloat16, float32 accumulation; straight-through backward. The quantised kernel is kept per layer
 /// (`dot_shape::owner`) as 1-byte panels (kernels::packed_b keeps float8_e4m3fn weights as their own
-/// bytes: a decode step streams one byte per weight) until `parameters_changed`; memory: one byte per
+/// bytes: a single-row product streams one byte per weight) until `parameters_changed`; memory: one byte per
 /// weight plus one double per output column (the backward pass adds a transposed packing, bfloat16
 /// where a column holds NaN, on first use). Use one product per layer: a product shared by several
 /// layers prepares the kernel again whenever the layer changes. Thread-safe.

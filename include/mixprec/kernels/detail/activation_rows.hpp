@@ -15,10 +15,11 @@
 namespace mixprec::kernels::detail {
 
 #if MIXPREC_X86_DISPATCH
-/// activation_rows for one kind: the 16-lane kernel when `wide`, else the 8-lane one.
+/// activation_rows for one kind at `level`: the 16-lane kernel from the avx512 level up, else the
+/// 8-lane one.
 template <activation_kind K>
-void activation_row_at(bool wide, const float* x, const float* gate, float* y, std::size_t n) noexcept {
-  if (wide) {
+void activation_row_at(isa level, const float* x, const float* gate, float* y, std::size_t n) noexcept {
+  if (level >= isa::avx512) {
     mixprec::detail::simd_avx512::activation::row<K>(x, gate, y, n);
   } else {
     mixprec::detail::simd_avx2::activation::row<K>(x, gate, y, n);
@@ -42,23 +43,22 @@ void activation_row_at(bool wide, const float* x, const float* gate, float* y, s
 inline void activation_rows(isa level, activation_kind kind, const float* x, const float* gate, float* y,
                             std::size_t n) noexcept {
 #if MIXPREC_X86_DISPATCH
-  const bool wide = level >= isa::avx512;
   switch (kind) {
-    case activation_kind::sigmoid: activation_row_at<activation_kind::sigmoid>(wide, x, gate, y, n); break;
-    case activation_kind::silu: activation_row_at<activation_kind::silu>(wide, x, gate, y, n); break;
-    case activation_kind::gelu_tanh: activation_row_at<activation_kind::gelu_tanh>(wide, x, gate, y, n); break;
-    case activation_kind::gelu_erf: activation_row_at<activation_kind::gelu_erf>(wide, x, gate, y, n); break;
+    case activation_kind::sigmoid: activation_row_at<activation_kind::sigmoid>(level, x, gate, y, n); break;
+    case activation_kind::silu: activation_row_at<activation_kind::silu>(level, x, gate, y, n); break;
+    case activation_kind::gelu_tanh: activation_row_at<activation_kind::gelu_tanh>(level, x, gate, y, n); break;
+    case activation_kind::gelu_erf: activation_row_at<activation_kind::gelu_erf>(level, x, gate, y, n); break;
     case activation_kind::sigmoid_derivative:
-      activation_row_at<activation_kind::sigmoid_derivative>(wide, x, gate, y, n);
+      activation_row_at<activation_kind::sigmoid_derivative>(level, x, gate, y, n);
       break;
     case activation_kind::silu_derivative:
-      activation_row_at<activation_kind::silu_derivative>(wide, x, gate, y, n);
+      activation_row_at<activation_kind::silu_derivative>(level, x, gate, y, n);
       break;
     case activation_kind::gelu_tanh_derivative:
-      activation_row_at<activation_kind::gelu_tanh_derivative>(wide, x, gate, y, n);
+      activation_row_at<activation_kind::gelu_tanh_derivative>(level, x, gate, y, n);
       break;
     case activation_kind::gelu_erf_derivative:
-      activation_row_at<activation_kind::gelu_erf_derivative>(wide, x, gate, y, n);
+      activation_row_at<activation_kind::gelu_erf_derivative>(level, x, gate, y, n);
       break;
   }
 #else

@@ -17,6 +17,12 @@
 /// outside the jc loop instead, and each row block's a pairs are packed once for all of k and every
 /// column block (the same slices in the same order).
 ///
+/// `blocked_gemm` chooses the panel format and the level once per product; `blocked_gemm_panels` runs
+/// the jc and ic loops (and the threads); `gemm_block` one (jc, ic) block: the pc loop, calling the
+/// macro-kernel of the level (gemm_avx512::block on an fma_tile or a gemm_avx512bf16::pair_tile,
+/// gemm_avx2::block, portable_block; a single row takes the levels' single_row kernels), and the
+/// epilogue. docs/kernels.md, "From a layer to the instruction", follows one product through them.
+///
 /// Blocks are cut along the output; the block sizes (gemm_pack.hpp) fit the packed a block in L2 and
 /// a b panel slice in L1. Work is split over `mixprec::num_threads()` threads by (jc, ic) blocks,
 /// which changes no result: see gemm_avx2.hpp for the summation order. Scratch buffers are per thread
@@ -37,7 +43,6 @@
 #include "mixprec/kernels/detail/cache_aligned.hpp"
 #include "mixprec/kernels/detail/gemm_avx2.hpp"
 #include "mixprec/kernels/detail/gemm_avx512.hpp"
-#include "mixprec/kernels/detail/gemm_avx512bf16.hpp"
 #include "mixprec/kernels/detail/gemm_pack.hpp"
 #include "mixprec/kernels/rounding.hpp"
 #include "mixprec/kernels/threads.hpp"
@@ -59,11 +64,13 @@ template <class C>
 }
 
 /// The portable macro-kernel: the same contract and per-element order as gemm_avx2::block (one
-/// multiply-add per term into an accumulator that starts at 0 per k-slice), in plain C++ that the
-/// compiler vectorises for its baseline. Runs packed products when the level in use is portable.
-template <panel_format F>
+/// multiply-add per term into an accumulator that starts at 0 per k-slice, stored or added to c per
+/// `Out`), in plain C++ that the compiler vectorises for its baseline. Runs packed products when the
+/// level in use is portable.
+template <panel_format F, epilogue Out>
 void portable_block(std::size_t rows, std::size_t panels, std::size_t kc, const float* a, const panel_element_t<F>* b,
-                    std::size_t panel_stride, float* c, std::size_t ldc, bool accumulate) noexcept {
+                    std::size_t panel_stride, float* c, std::size_t ldc) noexcept {
+  static_assert(tile_write<Out>, "a micro-kernel stores or accumulates its tile");
   for (std::size_t q = 0; q < panels; ++q) {
     const panel_element_t<F>* bq = b + q * panel_stride;
     for (std::size_t i = 0; i < rows; i += gemm_mr) {
@@ -76,7 +83,13 @@ void portable_block(std::size_t rows, std::size_t panels, std::size_t kc, const 
           for (std::size_t j = 0; j < gemm_nr; ++j) acc[j] += ar * from_panel<F>(bq[panel_index<F>(p, j)]);
         }
         float* row = c + (i + r) * ldc + q * gemm_nr;
-        for (std::size_t j = 0; j < gemm_nr; ++j) row[j] = accumulate ? row[j] + acc[j] : acc[j];
+        for (std::size_t j = 0; j < gemm_nr; ++j) {
+          if constexpr (Out == epilogue::accumulate) {
+            row[j] += acc[j];
+          } else {
+            row[j] = acc[j];
+          }
+        }
       }
     }
   }
@@ -84,7 +97,7 @@ void portable_block(std::size_t rows, std::size_t panels, std::size_t kc, const 
 
 /// Multiplies the packed row a[p · gemm_mr] (p < k) by e4m3_panel_scale (2^8) and returns true, or
 /// changes nothing and returns false unless every element is zero, Inf, NaN or a normal float no
-/// larger than max / 2^8: then the scaling and its undoing (gemm_avx2::row_block's tail) are exact
+/// larger than max / 2^8: then the scaling and its undoing (gemm_avx2::single_row's tail) are exact
 /// and no result is subnormal, whatever MXCSR's FTZ and DAZ say.
 inline bool scale_row_up(float* a, std::size_t k) noexcept {
   constexpr float limit = std::numeric_limits<float>::max() / e4m3_panel_scale;
@@ -145,7 +158,7 @@ enum class tile_home : std::uint8_t { in_y, scratch };
 /// A kept packing of 1-byte e4m3 panels read as bfloat16 pair panels: each column block decoded
 /// whole (all of k), exactly, when the engine comes to it (gemm_avx512bf16::e4m3_pair_panels), for
 /// the VDPBF16PS macro-kernel. How the batch products of kept e4m3 weights run at the avx512bf16 level
-/// with AVX512_VBMI: each weight is decoded once per product (the decode row reads the bytes instead).
+/// with AVX512_VBMI: each weight is decoded once per product (a single row reads the bytes instead).
 struct e4m3_pairs_view {
   packed_b_view kept;
 };
@@ -281,7 +294,8 @@ void pack_pair_slice(const A* a, a_layout a_order, std::size_t m, std::size_t k,
 /// `packed_pairs`, when not null, holds the block's a rows already packed as VDPBF16PS pairs for all of k.
 template <class C, panel_format F, class A, class Y>
 void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels, gemm_tile_range range, isa level,
-                gemm_scratch& scratch, tile_home home = tile_home::in_y, const std::uint32_t* packed_pairs = nullptr) {
+                gemm_scratch& scratch, tile_home home = tile_home::in_y,
+                [[maybe_unused]] const std::uint32_t* packed_pairs = nullptr) {
   const A* const a = p.a;
   Y* const y = p.y;
   const std::size_t m = p.m, k = p.k, n = p.n;
@@ -307,15 +321,20 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
   if (k == 0) {
     for (std::size_t ii = 0; ii < rows; ++ii) std::fill_n(tile + ii * ldc, panels * gemm_nr, 0.0f);
   }
-  bool decoded = false;
 #if MIXPREC_X86_DISPATCH
-  if (rows == 1 && level >= isa::avx2 && k != 0) {
-    // Decode: the one row packed for all of k, then each group of b panels streamed start to end
-    // (the same k-slices and order as below, so the same bits).
+  namespace gemm_avx2 = ::mixprec::detail::gemm_avx2;
+  namespace gemm_avx512 = ::mixprec::detail::gemm_avx512;
+  namespace gemm_avx512bf16 = ::mixprec::detail::gemm_avx512bf16;
+#endif
+  // A single row (m = 1, a token's step) is packed for all of k, then each group of b panels is
+  // streamed from start to end: the same k-slices and order as the tiles below, so the same bits.
+  const bool one_row = MIXPREC_X86_DISPATCH && rows == 1 && k != 0 && level >= isa::avx2;
+  if (one_row) {
+#if MIXPREC_X86_DISPATCH
     float* a_row = gemm_scratch::sized(scratch.a_row, k * gemm_mr);
     pack_a<C>(a, m, k, p.a_order, i0, 1, 0, k, a_row, row);
-    if constexpr (dpbf16_panels<C, F>) {
-      if (use_dpbf16<C, F>(level)) {
+    if (use_dpbf16<C, F>(level)) {
+      if constexpr (dpbf16_panels<C, F>) {
         // The row's pairs, consecutive: lane 0 of the one-row a panel (element p at a_row[p · gemm_mr]).
         const std::size_t row_pairs = (k + 1) / 2;
         std::uint32_t* pairs = gemm_scratch::sized(scratch.a_pairs, row_pairs);
@@ -323,71 +342,77 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
           pairs[t] = bf16_pair(a_row[2 * t * gemm_mr], 2 * t + 1 < k ? a_row[(2 * t + 1) * gemm_mr] : 0.0f);
         }
         if constexpr (F == panel_format::bf16) {
-          ::mixprec::detail::gemm_avx512bf16::row_block(panels, k, gemm_kc, pairs, b_panels, stride, tile);
+          gemm_avx512::single_row(panels, k, gemm_kc, gemm_avx512bf16::pair_row{pairs, b_panels, stride, tile});
         } else {
-          ::mixprec::detail::gemm_avx512bf16::row_block_e4m3(panels, k, gemm_kc, pairs, b_panels, stride, tile);
+          gemm_avx512::single_row(panels, k, gemm_kc, gemm_avx512bf16::e4m3_row{pairs, b_panels, stride, tile});
         }
-        decoded = true;
       }
-    }
-    if constexpr (F == panel_format::e4m3) {
+    } else if (F == panel_format::e4m3 && scale_row_up(a_row, k)) {
       // float8 weights are decoded as weights / 2^8 and the row multiplied by 2^8 instead (one
       // multiplication per k step instead of one per 8 weights; gemm_avx2::micro_row4), when that
       // cannot overflow.
-      if (!decoded && scale_row_up(a_row, k)) {
+      if constexpr (F == panel_format::e4m3) {
         if (level >= isa::avx512) {
-          ::mixprec::detail::gemm_avx512::row_block<F, true>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
+          gemm_avx512::single_row(panels, k, gemm_kc,
+                                  gemm_avx512::fma_row<F, e4m3_read::scaled>{a_row, b_panels, stride, tile});
         } else {
-          ::mixprec::detail::gemm_avx2::row_block<F, true>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
+          gemm_avx2::single_row<F, e4m3_read::scaled>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
         }
-        decoded = true;
       }
-    }
-    if constexpr (F != panel_format::bf16) {
-      if (!decoded && level >= isa::avx512) {  // 16 columns per FMA; the AVX2 row's bits (same per-element order)
-        ::mixprec::detail::gemm_avx512::row_block<F>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
-        decoded = true;
+    } else if (F != panel_format::bf16 && level >= isa::avx512) {
+      // 16 columns per FMA; the AVX2 row's bits (the same per-element order).
+      if constexpr (F != panel_format::bf16) {
+        gemm_avx512::single_row(panels, k, gemm_kc, gemm_avx512::fma_row<F>{a_row, b_panels, stride, tile});
       }
+    } else {
+      gemm_avx2::single_row<F>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
     }
-    if (!decoded) ::mixprec::detail::gemm_avx2::row_block<F>(panels, k, gemm_kc, a_row, b_panels, stride, tile);
-    decoded = true;
-  }
 #endif
-  for (std::size_t p0 = 0; !decoded && p0 < k; p0 += gemm_kc) {
-    const std::size_t kc = std::min(gemm_kc, k - p0);
+  } else {
+    // The first k-slice stores its sums in the tile, each later one adds to it (epilogue::store and
+    // epilogue::accumulate of the micro-kernels): one running sum per element, slice after slice.
+    for (std::size_t p0 = 0; p0 < k; p0 += gemm_kc) {
+      const std::size_t kc = std::min(gemm_kc, k - p0);
+      const bool first = p0 == 0;
 #if MIXPREC_X86_DISPATCH
-    // Batches against kept e4m3 panels at the VDPBF16PS level arrive as decoded bfloat16 panels
-    // (e4m3_pairs_view, blocked_gemm): only the decode row above reads e4m3 panels there.
-    if constexpr (F == panel_format::bf16 && dpbf16_panels<C, F>) {
-      if (use_dpbf16<C, F>(level)) {
-        const std::uint32_t* pairs = nullptr;
-        if (packed_pairs != nullptr) {
-          pairs = packed_pairs + pair_slice_offset(rows, p0);
-        } else {
-          std::uint32_t* own = gemm_scratch::sized(scratch.a_pairs, pair_slice_offset(rows, kc + 1));
-          pack_pair_slice<C>(a, p.a_order, m, k, i0, rows, p0, kc, own, scratch);
-          pairs = own;
+      // Batches against kept e4m3 panels at the VDPBF16PS level arrive as decoded bfloat16 panels
+      // (e4m3_pairs_view, blocked_gemm): only the single row above reads e4m3 panels there.
+      if constexpr (F == panel_format::bf16 && dpbf16_panels<C, F>) {
+        if (use_dpbf16<C, F>(level)) {
+          const std::uint32_t* pairs = nullptr;
+          if (packed_pairs != nullptr) {
+            pairs = packed_pairs + pair_slice_offset(rows, p0);
+          } else {
+            std::uint32_t* own = gemm_scratch::sized(scratch.a_pairs, pair_slice_offset(rows, kc + 1));
+            pack_pair_slice<C>(a, p.a_order, m, k, i0, rows, p0, kc, own, scratch);
+            pairs = own;
+          }
+          using tiles = gemm_avx512bf16::pair_tile;
+          const auto block =
+              first ? gemm_avx512::block<epilogue::store, tiles> : gemm_avx512::block<epilogue::accumulate, tiles>;
+          block(rows, panels, tiles{kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc});
+          continue;
         }
-        ::mixprec::detail::gemm_avx512bf16::block(rows, panels, kc, pairs, b_panels + p0 * gemm_nr, stride, tile, ldc,
-                                                  p0 != 0);
+      }
+#endif
+      pack_a<C>(a, m, k, p.a_order, i0, rows, p0, kc, a_pack, row);
+#if MIXPREC_X86_DISPATCH
+      if (level >= isa::avx512) {
+        using tiles = gemm_avx512::fma_tile<F, a_read::packed>;
+        const auto block =
+            first ? gemm_avx512::block<epilogue::store, tiles> : gemm_avx512::block<epilogue::accumulate, tiles>;
+        block(rows, panels, tiles{kc, a_pack, 0, b_panels + p0 * gemm_nr, stride, tile, ldc});
         continue;
       }
-    }
+      if (level >= isa::avx2) {
+        const auto block = first ? gemm_avx2::block<F, epilogue::store> : gemm_avx2::block<F, epilogue::accumulate>;
+        block(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc);
+        continue;
+      }
 #endif
-    pack_a<C>(a, m, k, p.a_order, i0, rows, p0, kc, a_pack, row);
-#if MIXPREC_X86_DISPATCH
-    if (level >= isa::avx512) {
-      ::mixprec::detail::gemm_avx512::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc,
-                                               p0 != 0);
-      continue;
+      const auto block = first ? portable_block<F, epilogue::store> : portable_block<F, epilogue::accumulate>;
+      block(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc);
     }
-    if (level >= isa::avx2) {
-      ::mixprec::detail::gemm_avx2::block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc,
-                                             p0 != 0);
-      continue;
-    }
-#endif
-    portable_block<F>(rows, panels, kc, a_pack, b_panels + p0 * gemm_nr, stride, tile, ldc, p0 != 0);
   }
   for (std::size_t ii = 0; ii < rows; ++ii) {
     float* src = tile + ii * ldc;
@@ -418,21 +443,12 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
                                                                : gemm_block_columns(k);
   const std::size_t col_blocks = (n + nc - 1) / nc;
   const std::size_t row_blocks = (m + gemm_mc - 1) / gemm_mc;
-  // Threads from 4 Mi flops each; a decode product (one row against kept panels) is bound by the
+  // Threads from 4 Mi flops each; a single-row product (one row against kept panels) is bound by the
   // stream of weights instead, and takes a second thread from 2 Mi weights (a thread start costs
   // about what streaming 1 Mi weights does).
   const std::size_t work =
       m == 1 && std::same_as<BSrc, packed_b_view> ? (n * k) >> 20 : (2 * m * n * std::max<std::size_t>(k, 1)) >> 23;
   const std::size_t threads = std::min(num_threads(), work);
-  // One column block [j0, j0 + nc) and all its row blocks, on the calling thread's scratch.
-  auto column_block = [&](std::size_t j0) {
-    gemm_scratch& scratch = gemm_scratch::local();
-    const std::size_t cols = std::min(nc, n - j0);
-    const panel_element_t<F>* panels = b_block<C, F>(b, k, n, j0, cols, scratch);
-    for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
-      gemm_block<C, F>(p, panels, {i0, std::min(gemm_mc, m - i0), j0, cols}, level, scratch);
-    }
-  };
   if (threads <= 1 || col_blocks * row_blocks < 2) {
     if constexpr (std::same_as<BSrc, packed_b_view> && dpbf16_panels<C, F>) {
       if (col_blocks > 1 && use_dpbf16<C, F>(level)) {
@@ -445,7 +461,7 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
         for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
           const std::size_t rows = std::min(gemm_mc, m - i0);
           std::uint32_t* pairs = nullptr;
-          if (rows > 1 && k != 0) {  // one row takes the decode path, which pairs its row itself
+          if (rows > 1 && k != 0) {  // a single row pairs its row itself
             pairs = gemm_scratch::sized(scratch.a_pairs_all, pair_slice_offset(rows, k + 1));
             for (std::size_t p0 = 0; p0 < k; p0 += gemm_kc) {
               pack_pair_slice<C>(p.a, p.a_order, m, k, i0, rows, p0, std::min(gemm_kc, k - p0),
@@ -461,13 +477,30 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
         return;
       }
     }
-    for (std::size_t j0 = 0; j0 < n; j0 += nc) column_block(j0);
+    // One column block [j0, j0 + nc) after another: its b panels (packed now, or found in a kept
+    // packing), then its row blocks.
+    gemm_scratch& scratch = gemm_scratch::local();
+    for (std::size_t j0 = 0; j0 < n; j0 += nc) {
+      const std::size_t cols = std::min(nc, n - j0);
+      const panel_element_t<F>* panels = b_block<C, F>(b, k, n, j0, cols, scratch);
+      for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
+        gemm_block<C, F>(p, panels, {i0, std::min(gemm_mc, m - i0), j0, cols}, level, scratch);
+      }
+    }
     return;
   }
-  // Parallel: each task is one column block (its b block packed by the thread that runs it) and all
-  // row blocks of it; with one column block, tasks are row blocks sharing the b block.
+  // Parallel: each task is one column block, as above, on the scratch of the thread that runs it;
+  // with one column block, tasks are row blocks sharing the b block.
   if (col_blocks >= threads || row_blocks == 1) {
-    internal::parallel_for(col_blocks, threads, [&](std::size_t task) { column_block(task * nc); });
+    internal::parallel_for(col_blocks, threads, [&](std::size_t task) {
+      gemm_scratch& scratch = gemm_scratch::local();
+      const std::size_t j0 = task * nc;
+      const std::size_t cols = std::min(nc, n - j0);
+      const panel_element_t<F>* panels = b_block<C, F>(b, k, n, j0, cols, scratch);
+      for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
+        gemm_block<C, F>(p, panels, {i0, std::min(gemm_mc, m - i0), j0, cols}, level, scratch);
+      }
+    });
     return;
   }
   for (std::size_t j0 = 0; j0 < n; j0 += nc) {

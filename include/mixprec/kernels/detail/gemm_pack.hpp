@@ -13,8 +13,8 @@
 /// exactly what a float32-accumulating C kernel multiplies. a panels hold floats (the VDPBF16PS
 /// kernel pairs them, pack_a_pairs). b panels hold floats, or — for b kept across calls (a layer's
 /// weights: `kernels::packed_b`), and for bfloat16 products at the avx512bf16 level — the compute
-/// type's own 16-bit patterns (`panel_format`), half the memory and half the bytes a decode step
-/// streams; the FMA micro-kernels widen them exactly as they load them (bfloat16: 16-bit shifts of
+/// type's own 16-bit patterns (`panel_format`), half the memory and half the bytes a single-row
+/// product streams; the FMA micro-kernels widen them exactly as they load them (bfloat16: 16-bit shifts of
 /// a pair row, below; float16: F16C's VCVTPH2PS). Weights stored as float8 (float8_e4m3fn, no
 /// NaN among them) keep their 1-byte patterns, a quarter of the float bytes (`panel_format::e4m3`):
 /// the micro-kernel decodes them exactly (integer shifts, VCVTPH2PS, a multiplication by 2^8).
@@ -67,6 +67,22 @@ enum class panel_format : std::uint8_t {
   f16,   ///< IEEE binary16 bit patterns (std::uint16_t)
   e4m3,  ///< float8_e4m3fn bit patterns (std::uint8_t), never NaN (OCP FP8 spec: 0x7F and 0xFF)
 };
+
+/// How a micro-kernel reads a: `packed` in panels of gemm_mr rows (pack_a below), or `in_place`, rows
+/// contiguous in k one row stride apart (for small products whose rows are already in L1, such as
+/// attention's query blocks and weight tiles). The same per-element order either way.
+enum class a_read : std::uint8_t { packed, in_place };
+
+/// How a single-row kernel reads 1-byte e4m3 panels: `exact`, each weight widened to its value, or
+/// `scaled`, to its value / 2^8 (e4m3_panel_scale) for a row of a held times 2^8: the same products,
+/// one multiplication fewer per weight.
+enum class e4m3_read : std::uint8_t { exact, scaled };
+
+/// Whether `Out` is a way a micro-kernel writes its float32 tile c: `epilogue::store` (c = a · b, a
+/// tile's first k-slice) or `epilogue::accumulate` (c += a · b: the later slices, and sums into a
+/// float32 y). The bias is added once, by the engine, after all of k.
+template <epilogue Out>
+inline constexpr bool tile_write = Out == epilogue::store || Out == epilogue::accumulate;
 
 /// The 16-bit panel format that holds every value of compute type C exactly, or f32.
 template <class C>
