@@ -161,7 +161,8 @@ MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void store_tile(__m5
 /// and Ahead the panels from q + 2 whose k-slice it prefetches (panels_ahead). `tile` holds the
 /// operands, pointers and sizes: an `fma_tile` or a `gemm_avx512bf16::pair_tile`.
 template <epilogue Out, class Tile>
-MIXPREC_TARGET_AVX512 inline void block(std::size_t rows, std::size_t panels, const Tile& tile) noexcept {
+MIXPREC_TARGET_AVX512 inline __attribute__((always_inline)) void block(std::size_t rows, std::size_t panels,
+                                                                       const Tile& tile) noexcept {
   static_assert(kernels::detail::tile_write<Out>, "a micro-kernel stores or accumulates its tile");
   for (std::size_t q = 0; q < panels; q += 2) {
     const bool pair = panels - q >= 2;  // else the last panel, alone: no panel after it to prefetch
