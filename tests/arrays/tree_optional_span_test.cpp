@@ -58,7 +58,7 @@ TEST_CASE("an empty and an engaged optional differ in structure", "[arrays][tree
                     "first tree has 1. Every tree must have the structure of the first.");
 }
 
-TEST_CASE("std::span walks write through; a vector of spans is a tree", "[arrays][tree]") {
+TEST_CASE("std::span walks write through, and a vector of spans is a tree", "[arrays][tree]") {
   std::vector<float> a{1.0f, 2.0f}, b{3.0f};
   std::vector<std::span<float>> spans{std::span<float>(a), std::span<float>(b)};
   tree_for_each([](float& x) { x *= 2; }, spans);
