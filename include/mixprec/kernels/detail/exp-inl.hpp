@@ -55,7 +55,9 @@ MIXPREC_SIMD_INLINE inline V exp_nonpositive(V x) noexcept {
   // t's low mantissa bits hold k (two's complement, offset by the magic's 2^22, which the shift drops):
   // (k << 23) + (127 << 23) is the pattern of 2^k, normal for k in [-126, 0].
   const V scale = from_bits(add(shift_left<23>(bits(t)), set_int<V>(127 << 23)));
-  return zero_where(lt(x, bound), mul(p, scale));
+  // A NaN x gives x's NaN, quieted (x + x), at every width and whatever order a compiler gives the
+  // NaN operands of the product (p and, from t's bits, possibly scale).
+  return select(is_nan(x), add(x, x), zero_where(lt(x, bound), mul(p, scale)));
 }
 
 }  // namespace MIXPREC_SIMD_NS
