@@ -52,7 +52,7 @@ function(mixprec_add_compile_fail_test name source expected_regex)
   foreach(kind ok ko)
     set(target mixprec_compile_fail_${name}_${kind})
     add_library(${target} OBJECT EXCLUDE_FROM_ALL ${source})
-    target_link_libraries(${target} PRIVATE mixprec::mixprec mixprec_warnings)
+    target_link_libraries(${target} PRIVATE ${MIXPREC_OWN_TARGET} mixprec_warnings)
     set(others "$<FILTER:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>,EXCLUDE,^(${excluded})$>")
     set(definitions "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
     add_test(NAME compile_fail/${name}/${kind}

@@ -5,6 +5,14 @@
 #include <mixprec/mixprec.hpp>
 
 #include <cstdio>
+#include <vector>
+
+// Linking mixprec::compiled must bring MIXPREC_COMPILED with it (the exported target's definition).
+#ifdef MIXPREC_CONSUMER_EXPECTS_COMPILED
+static_assert(MIXPREC_EXTERN_KERNELS == 1, "mixprec::compiled did not make the kernels' instantiations extern");
+#else
+static_assert(MIXPREC_EXTERN_KERNELS == 0, "mixprec::mixprec must stay header-only");
+#endif
 
 int main() {
   // float(1/3) = 0x3EAAAAAB; rounding to the top 16 bits: the dropped half 0xAAAB is above 0x8000,
@@ -19,6 +27,13 @@ int main() {
   const xt::xtensor<float, 1> x = {1.0f, 1.0f};
   const xt::xtensor<mixprec::bfloat16, 1> h = mixprec::cast_floating<mixprec::bfloat16>(x);
   ok = ok && e(1, 1).bits() == 0x3F80 && h(1).bits() == 0x3F80;
+
+  // A product through the kernels (in the compiled mode, the library's matmul driver): operands
+  // 1, 2 and 3, 4 are exact in bfloat16, so y = 1·3 + 2·4 = 11 exactly.
+  const std::vector<float> a{1.0f, 2.0f}, b{3.0f, 4.0f};
+  std::vector<float> y(1);
+  mixprec::kernels::matmul<mixprec::bfloat16>(a, b, y, {.m = 1, .k = 2, .n = 1}, mixprec::kernels::b_layout::k_n);
+  ok = ok && y[0] == 11.0f;
 
   std::printf("mixprec consumer %s: bfloat16(1/3) = 0x%04x\n", ok ? "OK" : "FAILED",
               static_cast<unsigned>(third.bits()));

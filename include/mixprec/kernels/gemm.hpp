@@ -47,6 +47,7 @@
 #include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/eigen.hpp"
+#include "mixprec/kernels/compiled.hpp"
 #include "mixprec/kernels/detail/gemm_engine.hpp"
 #include "mixprec/kernels/layouts.hpp"
 #include "mixprec/kernels/rounding.hpp"
@@ -325,4 +326,19 @@ void matmul(const RA& a, const RB& b, const RBias& bias, RY&& y, matmul_shape sh
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
+
+/// The compiled library's `matmul` drivers (kernels/compiled.hpp): float, float64, and bfloat16 and
+/// float16 compute with each of a, b, the bias and y in float32 or the compute type.
+#define MIXPREC_MATMUL_INSTANTIATION(E, C, A, B, Bias, Y)                                                            \
+  E template void mixprec::kernels::detail::matmul_impl<C, A, B, Bias, Y>(                                         \
+      const A*, const B*, const Bias*, Y*, mixprec::kernels::matmul_shape, mixprec::kernels::b_layout, std::size_t);
+#define MIXPREC_MATMUL_INSTANTIATIONS(E, C) MIXPREC_FOR_OPERANDS_4(MIXPREC_MATMUL_INSTANTIATION, E, C)
+#define MIXPREC_MATMUL_INSTANTIATIONS_FLOAT(E)                  \
+  MIXPREC_MATMUL_INSTANTIATION(E, float, float, float, float, float) \
+  MIXPREC_MATMUL_INSTANTIATION(E, double, double, double, double, double)
+#if MIXPREC_EXTERN_KERNELS
+MIXPREC_MATMUL_INSTANTIATIONS_FLOAT(extern)
+MIXPREC_MATMUL_INSTANTIATIONS(extern, ::mixprec::bfloat16)
+MIXPREC_MATMUL_INSTANTIATIONS(extern, ::mixprec::float16)
 #endif

@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "mixprec/kernels/compiled.hpp"
 #include "mixprec/kernels/gemm.hpp"
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -44,6 +45,43 @@ const Acc* as_accumulator(const S* src, std::size_t count, std::vector<Acc>& buf
     buf.resize(count);
     internal::round_widen_n<C>(src, count, buf.data());
     return buf.data();
+  }
+}
+
+
+/// The `matmul_accumulate` driver: y[m, n] += op(a) · op(b) in accumulator_t<C>, sizes checked.
+template <class C, class A, class B>
+void matmul_accumulate_impl(const A* a, a_layout la, const B* b, b_layout lb, accumulator_t<C>* y, matmul_shape s) {
+  using Acc = accumulator_t<C>;
+  if (s.m == 0 || s.n == 0 || s.k == 0) return;
+  if constexpr (std::same_as<Acc, float> && !internal::is_complex_v<C>) {
+    if (use_blocked_gemm<C>()) {
+      const gemm_problem<A, float> p{.a = a, .a_order = la, .y = y, .m = s.m, .k = s.k, .n = s.n,
+                                     .out = epilogue::accumulate};
+      blocked_gemm<C>(p, b_source<C, B>{b, lb});
+      return;
+    }
+  }
+  using Mat = row_matrix<Acc>;
+  using ConstMap = Eigen::Map<const Mat>;
+  const auto m = static_cast<Eigen::Index>(s.m);
+  const auto k = static_cast<Eigen::Index>(s.k);
+  const auto n = static_cast<Eigen::Index>(s.n);
+  std::vector<Acc> a_buf;
+  std::vector<Acc> b_buf;
+  const Acc* a_acc = as_accumulator<C>(a, s.m * s.k, a_buf);
+  const Acc* b_acc = as_accumulator<C>(b, s.k * s.n, b_buf);
+  Eigen::Map<Mat> y_map(y, m, n);
+  const bool at = la == a_layout::k_m;
+  const bool bt = lb == b_layout::n_k;
+  if (!at && !bt) {
+    y_map.noalias() += ConstMap(a_acc, m, k) * ConstMap(b_acc, k, n);
+  } else if (!at && bt) {
+    y_map.noalias() += ConstMap(a_acc, m, k) * ConstMap(b_acc, n, k).transpose();
+  } else if (at && !bt) {
+    y_map.noalias() += ConstMap(a_acc, k, m).transpose() * ConstMap(b_acc, k, n);
+  } else {
+    y_map.noalias() += ConstMap(a_acc, k, m).transpose() * ConstMap(b_acc, n, k).transpose();
   }
 }
 
@@ -71,45 +109,28 @@ void matmul_accumulate(const RA& a, a_layout la, const RB& b, b_layout lb, RY&& 
                 "kernels::matmul_accumulate: y must hold accumulator_t<Compute> values (float for float, "
                 "bfloat16, float16 and float8 compute; double for double): it adds to y without rounding.");
   detail::check_matmul_sizes(std::ranges::size(a), std::ranges::size(b), std::ranges::size(y), nullptr, s, lb);
-  if (s.m == 0 || s.n == 0 || s.k == 0) return;
-  if constexpr (std::same_as<Acc, float> && !internal::is_complex_v<Compute>) {
-    if (detail::use_blocked_gemm<Compute>()) {
-      const detail::gemm_problem<A, float> p{.a = std::ranges::data(a),
-                                             .a_order = la,
-                                             .y = std::ranges::data(y),
-                                             .m = s.m,
-                                             .k = s.k,
-                                             .n = s.n,
-                                             .out = epilogue::accumulate};
-      detail::blocked_gemm<Compute>(p, detail::b_source<Compute, B>{std::ranges::data(b), lb});
-      return;
-    }
-  }
-  using Mat = detail::row_matrix<Acc>;
-  using ConstMap = Eigen::Map<const Mat>;
-  const auto m = static_cast<Eigen::Index>(s.m);
-  const auto k = static_cast<Eigen::Index>(s.k);
-  const auto n = static_cast<Eigen::Index>(s.n);
-  std::vector<Acc> a_buf;
-  std::vector<Acc> b_buf;
-  const Acc* a_acc = detail::as_accumulator<Compute>(std::ranges::data(a), s.m * s.k, a_buf);
-  const Acc* b_acc = detail::as_accumulator<Compute>(std::ranges::data(b), s.k * s.n, b_buf);
-  Eigen::Map<Mat> y_map(std::ranges::data(y), m, n);
-  const bool at = la == a_layout::k_m;
-  const bool bt = lb == b_layout::n_k;
-  if (!at && !bt) {
-    y_map.noalias() += ConstMap(a_acc, m, k) * ConstMap(b_acc, k, n);
-  } else if (!at && bt) {
-    y_map.noalias() += ConstMap(a_acc, m, k) * ConstMap(b_acc, n, k).transpose();
-  } else if (at && !bt) {
-    y_map.noalias() += ConstMap(a_acc, k, m).transpose() * ConstMap(b_acc, k, n);
-  } else {
-    y_map.noalias() += ConstMap(a_acc, k, m).transpose() * ConstMap(b_acc, n, k).transpose();
-  }
+  detail::matmul_accumulate_impl<Compute>(std::ranges::data(a), la, std::ranges::data(b), lb, std::ranges::data(y), s);
 }
 
 }  // namespace mixprec::kernels
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
+
+/// The compiled library's `matmul_accumulate` drivers (kernels/compiled.hpp): float, float64, and
+/// bfloat16 and float16 compute with each of a and b in float32 or the compute type.
+#define MIXPREC_MATMUL_ACCUMULATE_INSTANTIATION(E, C, A, B)                                               \
+  E template void mixprec::kernels::detail::matmul_accumulate_impl<C, A, B>(                              \
+      const A*, mixprec::kernels::a_layout, const B*, mixprec::kernels::b_layout, mixprec::accumulator_t<C>*, \
+      mixprec::kernels::matmul_shape);
+#define MIXPREC_MATMUL_ACCUMULATE_INSTANTIATIONS(E, C) \
+  MIXPREC_FOR_OPERANDS_2(MIXPREC_MATMUL_ACCUMULATE_INSTANTIATION, E, C)
+#define MIXPREC_MATMUL_ACCUMULATE_INSTANTIATIONS_FLOAT(E)                \
+  MIXPREC_MATMUL_ACCUMULATE_INSTANTIATION(E, float, float, float) \
+  MIXPREC_MATMUL_ACCUMULATE_INSTANTIATION(E, double, double, double)
+#if MIXPREC_EXTERN_KERNELS
+MIXPREC_MATMUL_ACCUMULATE_INSTANTIATIONS_FLOAT(extern)
+MIXPREC_MATMUL_ACCUMULATE_INSTANTIATIONS(extern, ::mixprec::bfloat16)
+MIXPREC_MATMUL_ACCUMULATE_INSTANTIATIONS(extern, ::mixprec::float16)
 #endif

@@ -19,6 +19,7 @@
 
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/formats/float8.hpp"
+#include "mixprec/kernels/compiled.hpp"
 #include "mixprec/kernels/detail/cache_aligned.hpp"
 #include "mixprec/kernels/detail/gemm_engine.hpp"
 #include "mixprec/kernels/gemm.hpp"
@@ -226,3 +227,26 @@ void matmul_accumulate(const RA& a, const packed_b& b, RY&& y, std::size_t m) {
 }
 
 }  // namespace mixprec::kernels
+
+/// The compiled library's products against packed weights and its packings (kernels/compiled.hpp):
+/// float, and bfloat16 and float16 compute with a and y (the source of b when packing) in float32 or
+/// the compute type.
+#define MIXPREC_PACKED_PRODUCT_INSTANTIATION(E, C, A, Y)                                         \
+  E template void mixprec::kernels::detail::blocked_gemm<C, A, mixprec::kernels::detail::packed_b_view, Y>( \
+      const mixprec::kernels::detail::gemm_problem<A, Y>&, const mixprec::kernels::detail::packed_b_view&);
+#define MIXPREC_PACKING_INSTANTIATION(E, C, S)                                                                 \
+  E template void                                                                                              \
+  mixprec::kernels::detail::pack_b<C, mixprec::kernels::detail::kept_panel_format<C>(), S>(                    \
+      const S*, std::size_t, std::size_t, mixprec::kernels::b_layout, std::size_t, std::size_t,                \
+      mixprec::kernels::detail::panel_element_t<mixprec::kernels::detail::kept_panel_format<C>()>*, float*);
+#define MIXPREC_PACKED_PRODUCT_INSTANTIATIONS(E, C)                          \
+  MIXPREC_FOR_OPERANDS_2(MIXPREC_PACKED_PRODUCT_INSTANTIATION, E, C) \
+  MIXPREC_FOR_OPERANDS_1(MIXPREC_PACKING_INSTANTIATION, E, C)
+#define MIXPREC_PACKED_PRODUCT_INSTANTIATIONS_FLOAT(E)                \
+  MIXPREC_PACKED_PRODUCT_INSTANTIATION(E, float, float, float) \
+  MIXPREC_PACKING_INSTANTIATION(E, float, float)
+#if MIXPREC_EXTERN_KERNELS
+MIXPREC_PACKED_PRODUCT_INSTANTIATIONS_FLOAT(extern)
+MIXPREC_PACKED_PRODUCT_INSTANTIATIONS(extern, ::mixprec::bfloat16)
+MIXPREC_PACKED_PRODUCT_INSTANTIATIONS(extern, ::mixprec::float16)
+#endif

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "mixprec/arrays/accumulator.hpp"
+#include "mixprec/kernels/compiled.hpp"
 #include "mixprec/kernels/detail/norm_rows.hpp"
 #include "mixprec/kernels/detail/softmax_rows.hpp"
 #include "mixprec/kernels/reductions.hpp"
@@ -278,3 +279,16 @@ void softmax_rows(const In& x, Out&& y, std::size_t row_length) {
 }
 
 }  // namespace mixprec::kernels
+
+/// The compiled library's softmax rows (kernels/compiled.hpp): float opmath with each end in float32,
+/// bfloat16 or float16.
+#define MIXPREC_SOFTMAX_ROW_INSTANTIATION(E, I, O) \
+  E template void mixprec::kernels::detail::softmax_row<float, I, O>(const I*, O*, std::size_t, const I*);
+#define MIXPREC_SOFTMAX_ROWS_FOR(E, I)                         \
+  MIXPREC_SOFTMAX_ROW_INSTANTIATION(E, I, float)               \
+  MIXPREC_SOFTMAX_ROW_INSTANTIATION(E, I, ::mixprec::bfloat16) \
+  MIXPREC_SOFTMAX_ROW_INSTANTIATION(E, I, ::mixprec::float16)
+#define MIXPREC_SOFTMAX_ROW_INSTANTIATIONS(E) MIXPREC_FOR_ROW_TYPES(MIXPREC_SOFTMAX_ROWS_FOR, E)
+#if MIXPREC_EXTERN_KERNELS
+MIXPREC_SOFTMAX_ROW_INSTANTIATIONS(extern)
+#endif

@@ -20,6 +20,7 @@
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/formats/basic_float.hpp"
 #include "mixprec/kernels/attention.hpp"
+#include "mixprec/kernels/compiled.hpp"
 #include "mixprec/kernels/softmax.hpp"
 #include "mixprec/nn/kv_cache.hpp"
 #include "mixprec/nn/rotary.hpp"
@@ -186,3 +187,17 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
 }
 
 }  // namespace mixprec::nn
+
+/// The compiled library's tiled attention forward against a kv_cache, with the layer's buffers
+/// (kernels/compiled.hpp): float, float64, bfloat16 and float16 compute.
+#define MIXPREC_ATTENTION_INSTANTIATION(E, C)                                                                     \
+  E template void mixprec::kernels::attention<C, mixprec::nn::kv_cache<C>,                                      \
+                                              mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&>( \
+      std::span<const C>, const mixprec::nn::kv_cache<C>&, const mixprec::kernels::attention_problem&,          \
+      std::span<C>, mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&);
+#define MIXPREC_ATTENTION_INSTANTIATIONS(E)          \
+  MIXPREC_ATTENTION_INSTANTIATION(E, double)         \
+  MIXPREC_FOR_ROW_TYPES(MIXPREC_ATTENTION_INSTANTIATION, E)
+#if MIXPREC_EXTERN_KERNELS
+MIXPREC_ATTENTION_INSTANTIATIONS(extern)
+#endif

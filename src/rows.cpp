@@ -1,0 +1,11 @@
+// The compiled library (mixprec/kernels/compiled.hpp): the SIMD rows of the activations, norms and
+// softmax.
+#include "mixprec/kernels/detail/activation_rows.hpp"
+#include "mixprec/kernels/detail/norm_rows.hpp"
+#include "mixprec/kernels/softmax.hpp"
+
+#if MIXPREC_X86_DISPATCH
+MIXPREC_ACTIVATION_ROW_INSTANTIATIONS()
+#endif
+MIXPREC_NORM_ROW_INSTANTIATIONS()
+MIXPREC_SOFTMAX_ROW_INSTANTIATIONS()
