@@ -1,7 +1,4 @@
 // The compiled library (mixprec/kernels/compiled.hpp): the products in bfloat16 compute.
-#include "mixprec/kernels/matmul_accumulate.hpp"
 #include "mixprec/kernels/packed_b.hpp"
 
-MIXPREC_MATMUL_INSTANTIATIONS(, ::mixprec::bfloat16)
-MIXPREC_MATMUL_ACCUMULATE_INSTANTIATIONS(, ::mixprec::bfloat16)
-MIXPREC_PACKED_PRODUCT_INSTANTIATIONS(, ::mixprec::bfloat16)
+MIXPREC_ENGINE_INSTANTIATIONS_BFLOAT16()

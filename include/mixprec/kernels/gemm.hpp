@@ -120,19 +120,41 @@ inline void check_block_elements(std::size_t block_elements) {
   }
 }
 
+/// y[rows, cols] (row stride ldy) = a[rows, k] · b (+ bias[cols] when not null), Eigen's product in Acc:
+/// b is [cols, k] (`b_layout::n_k`) or [k, cols] (`b_layout::k_n`), with row stride ldb. The Eigen half of the matmul driver,
+/// on operands already rounded to the compute type and widened to Acc: one instantiation per
+/// accumulator type (the compiled library holds them, kernels/compiled.hpp).
+template <class Acc>
+void eigen_block_product(const Acc* a, const Acc* b, b_layout layout, std::size_t ldb, const Acc* bias, Acc* y,
+                         std::size_t ldy, std::size_t rows, std::size_t cols, std::size_t k) {
+  using Mat = row_matrix<Acc>;
+  using ConstMap = Eigen::Map<const Mat>;
+  using Strided = Eigen::Map<const Mat, Eigen::Unaligned, Eigen::OuterStride<>>;
+  const auto r = static_cast<Eigen::Index>(rows);
+  const auto c = static_cast<Eigen::Index>(cols);
+  const auto depth = static_cast<Eigen::Index>(k);
+  Eigen::Map<Mat, Eigen::Unaligned, Eigen::OuterStride<>> y_blk(y, r, c, Eigen::OuterStride<>(ldy));
+  ConstMap a_map(a, r, depth);
+  if (k == 0) {
+    y_blk.setZero();
+  } else if (layout == b_layout::n_k) {
+    Strided b_map(b, c, depth, Eigen::OuterStride<>(ldb));
+    y_blk.noalias() = a_map * b_map.transpose();
+  } else {
+    Strided b_map(b, depth, c, Eigen::OuterStride<>(ldb));
+    y_blk.noalias() = a_map * b_map;
+  }
+  if (bias != nullptr) y_blk.rowwise() += Eigen::Map<const row_vector<Acc>>(bias, c);
+}
+
 /// The matmul driver; `bias` may be null.
 template <class C, class A, class B, class Bias, class Y>
 void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s, b_layout layout,
                  std::size_t block_elements) {
   using Acc = accumulator_t<C>;
-  using Mat = row_matrix<Acc>;
-  using ConstMap = Eigen::Map<const Mat>;
-  using YMap = Eigen::Map<Mat, Eigen::Unaligned, Eigen::OuterStride<>>;
   constexpr bool convert_a = needs_conversion<C, A>;
   constexpr bool convert_b = needs_conversion<C, B>;
   constexpr bool direct_y = std::same_as<Y, Acc>;
-  const auto k = static_cast<Eigen::Index>(s.k);
-  const auto n = static_cast<Eigen::Index>(s.n);
   if (s.m == 0 || s.n == 0) return;
 
   if constexpr (std::same_as<Acc, float> && !internal::is_complex_v<C>) {
@@ -145,7 +167,7 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
         p.out = epilogue::bias;
         p.bias = bias_buf.data();
       }
-      blocked_gemm<C>(p, b_source<C, B>{b, layout});
+      blocked_gemm<C>(gemm_operands_of<C>(p), b_operand_of<C>(b, layout));
       return;
     }
   }
@@ -193,32 +215,21 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
   };
   auto compute = [&](const Acc* a_blk, std::size_t i0, std::size_t rows, const Acc* b_blk, std::size_t j0,
                      std::size_t cols) {
-    const auto r = static_cast<Eigen::Index>(rows);
-    const auto c = static_cast<Eigen::Index>(cols);
     Acc* out = nullptr;
-    Eigen::Index out_stride = 0;
+    std::size_t out_stride = 0;
     if constexpr (direct_y) {
       out = y + i0 * s.n + j0;  // results land in y itself
-      out_stride = n;
+      out_stride = s.n;
     } else {
       out = y_buf.data();  // results are rounded to Y below
-      out_stride = c;
+      out_stride = cols;
     }
-    YMap y_blk(out, r, c, Eigen::OuterStride<>(out_stride));
-    ConstMap a_map(a_blk, r, k);
-    if (s.k == 0) {
-      y_blk.setZero();
-    } else if (layout == b_layout::n_k) {
-      ConstMap b_map(b_blk, c, k);
-      y_blk.noalias() = a_map * b_map.transpose();
-    } else if (convert_b) {
-      ConstMap b_map(b_blk, k, c);  // converted panel: contiguous [k, cols]
-      y_blk.noalias() = a_map * b_map;
-    } else {
-      Eigen::Map<const Mat, Eigen::Unaligned, Eigen::OuterStride<>> b_map(b_blk + j0, k, c, Eigen::OuterStride<>(n));
-      y_blk.noalias() = a_map * b_map;
-    }
-    if (bias != nullptr) y_blk.rowwise() += Eigen::Map<const row_vector<Acc>>(bias_acc.data() + j0, c);
+    const bool n_k = layout == b_layout::n_k;
+    // A converted panel is contiguous [k, cols]; b itself is read in place with its row stride n.
+    const Acc* b_at = n_k || convert_b ? b_blk : b_blk + j0;
+    const std::size_t ldb = n_k ? s.k : (convert_b ? cols : s.n);
+    eigen_block_product<Acc>(a_blk, b_at, layout, ldb, bias != nullptr ? bias_acc.data() + j0 : nullptr, out,
+                             out_stride, rows, cols, s.k);
     if constexpr (!direct_y) {
       for (std::size_t i = 0; i < rows; ++i) {
         Y* dst = y + (i0 + i) * s.n + j0;
@@ -328,17 +339,18 @@ void matmul(const RA& a, const RB& b, const RBias& bias, RY&& y, matmul_shape sh
 #pragma GCC diagnostic pop
 #endif
 
-/// The compiled library's `matmul` drivers (kernels/compiled.hpp): float, float64, and bfloat16 and
-/// float16 compute with each of a, b, the bias and y in float32 or the compute type.
-#define MIXPREC_MATMUL_INSTANTIATION(E, C, A, B, Bias, Y)                                                            \
-  E template void mixprec::kernels::detail::matmul_impl<C, A, B, Bias, Y>(                                         \
-      const A*, const B*, const Bias*, Y*, mixprec::kernels::matmul_shape, mixprec::kernels::b_layout, std::size_t);
-#define MIXPREC_MATMUL_INSTANTIATIONS(E, C) MIXPREC_FOR_OPERANDS_4(MIXPREC_MATMUL_INSTANTIATION, E, C)
-#define MIXPREC_MATMUL_INSTANTIATIONS_FLOAT(E)                  \
-  MIXPREC_MATMUL_INSTANTIATION(E, float, float, float, float, float) \
-  MIXPREC_MATMUL_INSTANTIATION(E, double, double, double, double, double)
+/// The compiled library's Eigen products (kernels/compiled.hpp): float32 and float64 accumulators, real
+/// and complex.
+#define MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, Acc)                                                        \
+  E template void mixprec::kernels::detail::eigen_block_product<Acc>(const Acc*, const Acc*,                     \
+                                                                     mixprec::kernels::b_layout, std::size_t,     \
+                                                                     const Acc*, Acc*, std::size_t, std::size_t, \
+                                                                     std::size_t, std::size_t);
+#define MIXPREC_EIGEN_PRODUCT_INSTANTIATIONS(E)                    \
+  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, float)                    \
+  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, double)                   \
+  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, std::complex<float>)      \
+  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, std::complex<double>)
 #if MIXPREC_EXTERN_KERNELS
-MIXPREC_MATMUL_INSTANTIATIONS_FLOAT(extern)
-MIXPREC_MATMUL_INSTANTIATIONS(extern, ::mixprec::bfloat16)
-MIXPREC_MATMUL_INSTANTIATIONS(extern, ::mixprec::float16)
+MIXPREC_EIGEN_PRODUCT_INSTANTIATIONS(extern)
 #endif

@@ -48,6 +48,29 @@ const Acc* as_accumulator(const S* src, std::size_t count, std::vector<Acc>& buf
   }
 }
 
+/// y[m, n] += op(a) · op(b), Eigen's product in Acc on operands already rounded to the compute type and
+/// widened: the Eigen half of the matmul_accumulate driver, one instantiation per accumulator type (the
+/// compiled library holds them, kernels/compiled.hpp).
+template <class Acc>
+void eigen_accumulate_product(const Acc* a, a_layout la, const Acc* b, b_layout lb, Acc* y, matmul_shape s) {
+  using Mat = row_matrix<Acc>;
+  using ConstMap = Eigen::Map<const Mat>;
+  const auto m = static_cast<Eigen::Index>(s.m);
+  const auto k = static_cast<Eigen::Index>(s.k);
+  const auto n = static_cast<Eigen::Index>(s.n);
+  Eigen::Map<Mat> y_map(y, m, n);
+  const bool at = la == a_layout::k_m;
+  const bool bt = lb == b_layout::n_k;
+  if (!at && !bt) {
+    y_map.noalias() += ConstMap(a, m, k) * ConstMap(b, k, n);
+  } else if (!at && bt) {
+    y_map.noalias() += ConstMap(a, m, k) * ConstMap(b, n, k).transpose();
+  } else if (at && !bt) {
+    y_map.noalias() += ConstMap(a, k, m).transpose() * ConstMap(b, k, n);
+  } else {
+    y_map.noalias() += ConstMap(a, k, m).transpose() * ConstMap(b, n, k).transpose();
+  }
+}
 
 /// The `matmul_accumulate` driver: y[m, n] += op(a) · op(b) in accumulator_t<C>, sizes checked.
 template <class C, class A, class B>
@@ -58,31 +81,14 @@ void matmul_accumulate_impl(const A* a, a_layout la, const B* b, b_layout lb, ac
     if (use_blocked_gemm<C>()) {
       const gemm_problem<A, float> p{.a = a, .a_order = la, .y = y, .m = s.m, .k = s.k, .n = s.n,
                                      .out = epilogue::accumulate};
-      blocked_gemm<C>(p, b_source<C, B>{b, lb});
+      blocked_gemm<C>(gemm_operands_of<C>(p), b_operand_of<C>(b, lb));
       return;
     }
   }
-  using Mat = row_matrix<Acc>;
-  using ConstMap = Eigen::Map<const Mat>;
-  const auto m = static_cast<Eigen::Index>(s.m);
-  const auto k = static_cast<Eigen::Index>(s.k);
-  const auto n = static_cast<Eigen::Index>(s.n);
   std::vector<Acc> a_buf;
   std::vector<Acc> b_buf;
-  const Acc* a_acc = as_accumulator<C>(a, s.m * s.k, a_buf);
-  const Acc* b_acc = as_accumulator<C>(b, s.k * s.n, b_buf);
-  Eigen::Map<Mat> y_map(y, m, n);
-  const bool at = la == a_layout::k_m;
-  const bool bt = lb == b_layout::n_k;
-  if (!at && !bt) {
-    y_map.noalias() += ConstMap(a_acc, m, k) * ConstMap(b_acc, k, n);
-  } else if (!at && bt) {
-    y_map.noalias() += ConstMap(a_acc, m, k) * ConstMap(b_acc, n, k).transpose();
-  } else if (at && !bt) {
-    y_map.noalias() += ConstMap(a_acc, k, m).transpose() * ConstMap(b_acc, k, n);
-  } else {
-    y_map.noalias() += ConstMap(a_acc, k, m).transpose() * ConstMap(b_acc, n, k).transpose();
-  }
+  eigen_accumulate_product<Acc>(as_accumulator<C>(a, s.m * s.k, a_buf), la, as_accumulator<C>(b, s.k * s.n, b_buf), lb,
+                                y, s);
 }
 
 }  // namespace detail
@@ -118,19 +124,16 @@ void matmul_accumulate(const RA& a, a_layout la, const RB& b, b_layout lb, RY&& 
 #pragma GCC diagnostic pop
 #endif
 
-/// The compiled library's `matmul_accumulate` drivers (kernels/compiled.hpp): float, float64, and
-/// bfloat16 and float16 compute with each of a and b in float32 or the compute type.
-#define MIXPREC_MATMUL_ACCUMULATE_INSTANTIATION(E, C, A, B)                                               \
-  E template void mixprec::kernels::detail::matmul_accumulate_impl<C, A, B>(                              \
-      const A*, mixprec::kernels::a_layout, const B*, mixprec::kernels::b_layout, mixprec::accumulator_t<C>*, \
-      mixprec::kernels::matmul_shape);
-#define MIXPREC_MATMUL_ACCUMULATE_INSTANTIATIONS(E, C) \
-  MIXPREC_FOR_OPERANDS_2(MIXPREC_MATMUL_ACCUMULATE_INSTANTIATION, E, C)
-#define MIXPREC_MATMUL_ACCUMULATE_INSTANTIATIONS_FLOAT(E)                \
-  MIXPREC_MATMUL_ACCUMULATE_INSTANTIATION(E, float, float, float) \
-  MIXPREC_MATMUL_ACCUMULATE_INSTANTIATION(E, double, double, double)
+/// The compiled library's Eigen products of `matmul_accumulate` (kernels/compiled.hpp): float32 and
+/// float64 accumulators, real and complex.
+#define MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, Acc)                                                          \
+  E template void mixprec::kernels::detail::eigen_accumulate_product<Acc>(                                      \
+      const Acc*, mixprec::kernels::a_layout, const Acc*, mixprec::kernels::b_layout, Acc*, mixprec::kernels::matmul_shape);
+#define MIXPREC_EIGEN_ACCUMULATE_INSTANTIATIONS(E)               \
+  MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, float)               \
+  MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, double)              \
+  MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, std::complex<float>) \
+  MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, std::complex<double>)
 #if MIXPREC_EXTERN_KERNELS
-MIXPREC_MATMUL_ACCUMULATE_INSTANTIATIONS_FLOAT(extern)
-MIXPREC_MATMUL_ACCUMULATE_INSTANTIATIONS(extern, ::mixprec::bfloat16)
-MIXPREC_MATMUL_ACCUMULATE_INSTANTIATIONS(extern, ::mixprec::float16)
+MIXPREC_EIGEN_ACCUMULATE_INSTANTIATIONS(extern)
 #endif

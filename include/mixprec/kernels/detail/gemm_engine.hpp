@@ -119,13 +119,6 @@ struct packed_b_view {
   panel_format format = panel_format::f32;
 };
 
-/// b(k, n) as stored by the caller ([k, n] or [n, k]), packed block by block as the engine needs it.
-template <class C, class S>
-struct b_source {
-  const S* b;
-  b_layout layout;
-};
-
 /// One product, described once: y[m, n] = op(a) · b, with `out` saying what happens to y (store, add
 /// the bias, or accumulate into a float y). `a` is [m, k] or [k, m] (`a_order`); `bias` is n floats
 /// already rounded to C and widened, for `epilogue::bias` only.
@@ -139,6 +132,46 @@ struct gemm_problem {
   std::size_t n = 0;
   epilogue out = epilogue::store;
   const float* bias = nullptr;
+};
+
+struct gemm_scratch;
+
+/// A product (gemm_problem) with the element types of a and y erased: what the engine does with them
+/// besides multiplying (packing a, writing y) are functions chosen once from the types
+/// (`gemm_operands_of`). Below `blocked_gemm` the engine is then compiled once per compute type and b
+/// source, whatever a's and y's types (float, double, bfloat16, float16...): one instantiation, in a
+/// user's translation unit or in the compiled library (kernels/compiled.hpp), serves them all.
+struct gemm_operands {
+  const void* a = nullptr;
+  a_layout a_order = a_layout::m_k;
+  void* y = nullptr;
+  std::size_t m = 0;
+  std::size_t k = 0;
+  std::size_t n = 0;
+  epilogue out = epilogue::store;
+  const float* bias = nullptr;
+  /// y holds float32 values: an accumulating product adds to it, and a stored one may keep its tile in it.
+  bool y_float = false;
+  /// `pack_a<C>` for a's element type.
+  void (*pack_a)(const void* a, std::size_t m, std::size_t k, a_layout layout, std::size_t i0, std::size_t rows,
+                 std::size_t p0, std::size_t kc, float* dst, float* row) = nullptr;
+  /// `pack_pair_slice<C>` for a's element type (compute types whose values are bfloat16 values only).
+  void (*pack_pairs)(const void* a, a_layout layout, std::size_t m, std::size_t k, std::size_t i0, std::size_t rows,
+                     std::size_t p0, std::size_t kc, std::uint32_t* pairs, gemm_scratch& scratch) = nullptr;
+  /// Rounds `count` floats to y's element type into y's elements [offset, offset + count).
+  void (*store_y)(const float* src, std::size_t count, void* y, std::size_t offset) = nullptr;
+};
+
+/// b(k, n) as stored by the caller ([k, n] or [n, k]) with its element type erased, packed block by
+/// block as the engine needs it: `pack_f32` (and, for compute types whose values are bfloat16 values,
+/// `pack_bf16`) is `pack_b<C, F>` for b's element type.
+struct b_operand {
+  const void* b = nullptr;
+  b_layout layout = b_layout::k_n;
+  void (*pack_f32)(const void* b, std::size_t k, std::size_t n, b_layout layout, std::size_t j0, std::size_t cols,
+                   float* dst, float* row) = nullptr;
+  void (*pack_bf16)(const void* b, std::size_t k, std::size_t n, b_layout layout, std::size_t j0, std::size_t cols,
+                    std::uint16_t* dst, float* row) = nullptr;
 };
 
 /// Rows [i0, i0 + rows) × columns [j0, j0 + cols) of y: the part of a product one `gemm_block` computes.
@@ -209,11 +242,16 @@ struct gemm_scratch {
 /// Packs columns [j0, j0 + cols) of b, all of k, as panels of format F at `dst` (gemm_panels(cols) ·
 /// panel_stride<F>(k) elements): from the caller's b (as floats, or as bfloat16 pairs for the
 /// avx512bf16 level; through the conversion row of `scratch`), or decoded from a kept e4m3 packing.
-template <class C, panel_format F, class S>
-void pack_block(const b_source<C, S>& src, std::size_t k, std::size_t n, std::size_t j0, std::size_t cols,
+template <class C, panel_format F>
+void pack_block(const b_operand& src, std::size_t k, std::size_t n, std::size_t j0, std::size_t cols,
                 panel_element_t<F>* dst, gemm_scratch& scratch) {
   float* row = gemm_scratch::sized(scratch.row, std::max({k, cols, gemm_kc, gemm_mc}));
-  pack_b<C, F>(src.b, k, n, src.layout, j0, cols, dst, row);
+  if constexpr (F == panel_format::f32) {
+    src.pack_f32(src.b, k, n, src.layout, j0, cols, dst, row);
+  } else {
+    static_assert(F == panel_format::bf16, "b is packed per call as f32 or bf16 panels");
+    src.pack_bf16(src.b, k, n, src.layout, j0, cols, dst, row);
+  }
 }
 template <class C, panel_format F>
 void pack_block(const e4m3_pairs_view& src, std::size_t k, std::size_t, std::size_t j0, std::size_t cols,
@@ -292,12 +330,11 @@ void pack_pair_slice(const A* a, a_layout a_order, std::size_t m, std::size_t k,
 /// One (jc, ic) block of the product `p`: the rows and columns of `range`, all of k, with b's panels
 /// for those columns at `b_panels`, at `level`. `home` says where a float y's accumulator tile may live;
 /// `packed_pairs`, when not null, holds the block's a rows already packed as VDPBF16PS pairs for all of k.
-template <class C, panel_format F, class A, class Y>
-void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels, gemm_tile_range range, isa level,
+template <class C, panel_format F>
+void gemm_block(const gemm_operands& p, const panel_element_t<F>* b_panels, gemm_tile_range range, isa level,
                 gemm_scratch& scratch, tile_home home = tile_home::in_y,
                 [[maybe_unused]] const std::uint32_t* packed_pairs = nullptr) {
-  const A* const a = p.a;
-  Y* const y = p.y;
+  const void* const a = p.a;
   const std::size_t m = p.m, k = p.k, n = p.n;
   const std::size_t i0 = range.i0, rows = range.rows, j0 = range.j0, cols = range.cols;
   const bool accumulate = p.out == epilogue::accumulate;
@@ -309,12 +346,10 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
   // there tiles in y ran slower, for a reason not established (measured: docs/kernels.md, "Engine
   // measurements").
   bool in_place = false;
-  if constexpr (std::same_as<Y, float>) in_place = home == tile_home::in_y && !accumulate && cols % gemm_nr == 0;
+  if (p.y_float) in_place = home == tile_home::in_y && !accumulate && cols % gemm_nr == 0;
   const std::size_t ldc = in_place ? n : panels * gemm_nr;
   float* tile = nullptr;
-  if constexpr (std::same_as<Y, float>) {
-    if (in_place) tile = y + i0 * n + j0;
-  }
+  if (in_place) tile = static_cast<float*>(p.y) + i0 * n + j0;
   if (tile == nullptr) tile = gemm_scratch::sized(scratch.c_tile, rows * ldc);
   float* a_pack = gemm_scratch::sized(scratch.a_pack, gemm_mc * gemm_kc);
   float* row = gemm_scratch::sized(scratch.row, std::max({k, cols, gemm_kc, gemm_mc}));
@@ -332,7 +367,7 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
   if (one_row) {
 #if MIXPREC_X86_DISPATCH
     float* a_row = gemm_scratch::sized(scratch.a_row, k * gemm_mr);
-    pack_a<C>(a, m, k, p.a_order, i0, 1, 0, k, a_row, row);
+    p.pack_a(a, m, k, p.a_order, i0, 1, 0, k, a_row, row);
     if (use_dpbf16<C, F>(level)) {
       if constexpr (dpbf16_panels<C, F>) {
         // The row's pairs, consecutive: lane 0 of the one-row a panel (element p at a_row[p · gemm_mr]).
@@ -384,7 +419,7 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
             pairs = packed_pairs + pair_slice_offset(rows, p0);
           } else {
             std::uint32_t* own = gemm_scratch::sized(scratch.a_pairs, pair_slice_offset(rows, kc + 1));
-            pack_pair_slice<C>(a, p.a_order, m, k, i0, rows, p0, kc, own, scratch);
+            p.pack_pairs(a, p.a_order, m, k, i0, rows, p0, kc, own, scratch);
             pairs = own;
           }
           using tiles = gemm_avx512bf16::pair_tile;
@@ -395,7 +430,7 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
         }
       }
 #endif
-      pack_a<C>(a, m, k, p.a_order, i0, rows, p0, kc, a_pack, row);
+      p.pack_a(a, m, k, p.a_order, i0, rows, p0, kc, a_pack, row);
 #if MIXPREC_X86_DISPATCH
       if (level >= isa::avx512) {
         using tiles = gemm_avx512::fma_tile<F, a_read::packed>;
@@ -416,23 +451,23 @@ void gemm_block(const gemm_problem<A, Y>& p, const panel_element_t<F>* b_panels,
   }
   for (std::size_t ii = 0; ii < rows; ++ii) {
     float* src = tile + ii * ldc;
-    Y* dst = y + (i0 + ii) * n + j0;
+    const std::size_t offset = (i0 + ii) * n + j0;  // of y's row ii in this block
     if (accumulate) {
-      if constexpr (std::same_as<Y, float>) {
-        for (std::size_t j = 0; j < cols; ++j) dst[j] += src[j];
-      }
+      // Only a float y is accumulated into (gemm_operands_of checks it).
+      float* dst = static_cast<float*>(p.y) + offset;
+      for (std::size_t j = 0; j < cols; ++j) dst[j] += src[j];
     } else {
       if (p.out == epilogue::bias) {
         for (std::size_t j = 0; j < cols; ++j) src[j] += p.bias[j0 + j];
       }
-      if (!in_place) internal::round_n<Y>(src, cols, dst);
+      if (!in_place) p.store_y(src, cols, p.y, offset);
     }
   }
 }
 
 /// `blocked_gemm` for b panels of format F, every block at `level`.
-template <class C, panel_format F, class A, class BSrc, class Y>
-void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) {
+template <class C, panel_format F, class BSrc>
+void blocked_gemm_panels(const gemm_operands& p, const BSrc& b, isa level) {
   const std::size_t m = p.m, k = p.k, n = p.n;
   // A kept packing needs no b scratch: its blocks can be as wide as the accumulator tile allows. Blocks
   // packed per call hold at most 4 MiB of floats; decoded e4m3 blocks up to 8 MiB of bfloat16 pairs,
@@ -464,7 +499,7 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
           if (rows > 1 && k != 0) {  // a single row pairs its row itself
             pairs = gemm_scratch::sized(scratch.a_pairs_all, pair_slice_offset(rows, k + 1));
             for (std::size_t p0 = 0; p0 < k; p0 += gemm_kc) {
-              pack_pair_slice<C>(p.a, p.a_order, m, k, i0, rows, p0, std::min(gemm_kc, k - p0),
+              p.pack_pairs(p.a, p.a_order, m, k, i0, rows, p0, std::min(gemm_kc, k - p0),
                                  pairs + pair_slice_offset(rows, p0), scratch);
             }
           }
@@ -525,13 +560,65 @@ void blocked_gemm_panels(const gemm_problem<A, Y>& p, const BSrc& b, isa level) 
   }
 }
 
-/// The product `p` (gemm_problem: y = op(a) · b, with its epilogue) against b from `b`: the caller's
-/// array (b_source), a kept packing (packed_b_view) or kept e4m3 panels read as pairs. The one place
-/// where a product's kernels are chosen: the panel format and the micro-kernels of the level in use,
-/// read once. Only called when use_blocked_gemm<C>() is true, or with a kept packing (any level).
-template <class C, class A, class BSrc, class Y>
-void blocked_gemm(const gemm_problem<A, Y>& p, const BSrc& b) {
+/// The functions behind gemm_operands and b_operand for a's, y's and b's element types.
+template <class C, class A>
+void pack_a_as(const void* a, std::size_t m, std::size_t k, a_layout layout, std::size_t i0, std::size_t rows,
+               std::size_t p0, std::size_t kc, float* dst, float* row) {
+  pack_a<C>(static_cast<const A*>(a), m, k, layout, i0, rows, p0, kc, dst, row);
+}
+template <class C, class A>
+void pack_pairs_as(const void* a, a_layout layout, std::size_t m, std::size_t k, std::size_t i0, std::size_t rows,
+                   std::size_t p0, std::size_t kc, std::uint32_t* pairs, gemm_scratch& scratch) {
+  pack_pair_slice<C>(static_cast<const A*>(a), layout, m, k, i0, rows, p0, kc, pairs, scratch);
+}
+template <class Y>
+void store_as(const float* src, std::size_t count, void* y, std::size_t offset) {
+  internal::round_n<Y>(src, count, static_cast<Y*>(y) + offset);
+}
+template <class C, panel_format F, class S>
+void pack_b_as(const void* b, std::size_t k, std::size_t n, b_layout layout, std::size_t j0, std::size_t cols,
+               panel_element_t<F>* dst, float* row) {
+  pack_b<C, F>(static_cast<const S*>(b), k, n, layout, j0, cols, dst, row);
+}
+
+/// `p` with the element types of a and y erased, for `blocked_gemm` in compute type C. An accumulating
+/// product adds to a float y (the accumulator).
+template <class C, class A, class Y>
+[[nodiscard]] gemm_operands gemm_operands_of(const gemm_problem<A, Y>& p) noexcept {
   static_assert(!std::is_const_v<Y>, "the product writes y");
+  assert(p.out != epilogue::accumulate || (std::same_as<Y, float>));
+  gemm_operands ops{.a = p.a,
+                    .a_order = p.a_order,
+                    .y = p.y,
+                    .m = p.m,
+                    .k = p.k,
+                    .n = p.n,
+                    .out = p.out,
+                    .bias = p.bias,
+                    .y_float = std::same_as<Y, float>,
+                    .pack_a = &pack_a_as<C, A>,
+                    .store_y = &store_as<Y>};
+  if constexpr (kept_panel_format<C>() == panel_format::bf16) ops.pack_pairs = &pack_pairs_as<C, A>;
+  return ops;
+}
+
+/// b(k, n) at `b`, stored as `layout` says, with its element type erased, for `blocked_gemm` in
+/// compute type C.
+template <class C, class S>
+[[nodiscard]] b_operand b_operand_of(const S* b, b_layout layout) noexcept {
+  b_operand op{.b = b, .layout = layout, .pack_f32 = &pack_b_as<C, panel_format::f32, S>};
+  if constexpr (kept_panel_format<C>() == panel_format::bf16) op.pack_bf16 = &pack_b_as<C, panel_format::bf16, S>;
+  return op;
+}
+
+/// The product `p` (gemm_operands_of a gemm_problem: y = op(a) · b, with its epilogue) against b from
+/// `b`: the caller's array (b_operand), a kept packing (packed_b_view) or kept e4m3 panels read as
+/// pairs. The one place where a product's kernels are chosen: the panel format and the micro-kernels
+/// of the level in use, read once. Only called when use_blocked_gemm<C>() is true, or with a kept
+/// packing (any level). One instantiation per compute type and b source serves every element type of
+/// a and y (the compiled library holds those of kernels/compiled.hpp).
+template <class C, class BSrc>
+void blocked_gemm(const gemm_operands& p, const BSrc& b) {
   if (p.m == 0 || p.n == 0) return;
   // A bias epilogue names its bias (an empty one, n = 0, may be null and returned above).
   assert(p.out != epilogue::bias || p.bias != nullptr);
