@@ -38,9 +38,9 @@
 #include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/eigen.hpp"
-#include "mixprec/kernels/compiled.hpp"
 #include "mixprec/formats/basic_float.hpp"
 #include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/kernels/compiled.hpp"
 #include "mixprec/kernels/detail/gemm_engine.hpp"
 #include "mixprec/kernels/rounding.hpp"
 #include "mixprec/kernels/softmax.hpp"
@@ -832,19 +832,21 @@ void attention_backward(const attention_backward_inputs<C>& in, const attention_
 
 }  // namespace mixprec::kernels
 
+// Types and `extern` cannot be parenthesised in a declaration.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 /// The compiled library's attention backward (kernels/compiled.hpp): float, float64, bfloat16 and
 /// float16 compute.
-#define MIXPREC_ATTENTION_BACKWARD_INSTANTIATION(E, C)                                                              \
-  E template void mixprec::kernels::attention_log_sum_exp<C>(                                                       \
-      std::span<const C>, std::span<const C>, std::span<const std::uint8_t>,                                        \
-      const mixprec::kernels::attention_backward_problem&, std::span<mixprec::accumulator_t<C>>);                   \
-  E template void mixprec::kernels::attention_backward<C>(const mixprec::kernels::attention_backward_inputs<C>&,    \
-                                                          const mixprec::kernels::attention_backward_problem&,      \
-                                                          const mixprec::kernels::attention_backward_gradients<     \
-                                                              mixprec::accumulator_t<C>>&);
-#define MIXPREC_ATTENTION_BACKWARD_INSTANTIATIONS(E)                          \
-  MIXPREC_ATTENTION_BACKWARD_INSTANTIATION(E, double)                         \
+#define MIXPREC_ATTENTION_BACKWARD_INSTANTIATION(E, C)                                                            \
+  E template void mixprec::kernels::attention_log_sum_exp<C>(                                                     \
+      std::span<const C>, std::span<const C>, std::span<const std::uint8_t>,                                      \
+      const mixprec::kernels::attention_backward_problem&, std::span<mixprec::accumulator_t<C>>);                 \
+  E template void mixprec::kernels::attention_backward<C>(                                                        \
+      const mixprec::kernels::attention_backward_inputs<C>&, const mixprec::kernels::attention_backward_problem&, \
+      const mixprec::kernels::attention_backward_gradients<mixprec::accumulator_t<C>>&);
+#define MIXPREC_ATTENTION_BACKWARD_INSTANTIATIONS(E)  \
+  MIXPREC_ATTENTION_BACKWARD_INSTANTIATION(E, double) \
   MIXPREC_FOR_ROW_TYPES(MIXPREC_ATTENTION_BACKWARD_INSTANTIATION, E)
+// NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
 MIXPREC_ATTENTION_BACKWARD_INSTANTIATIONS(extern)
 #endif

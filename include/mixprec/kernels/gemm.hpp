@@ -121,9 +121,9 @@ inline void check_block_elements(std::size_t block_elements) {
 }
 
 /// y[rows, cols] (row stride ldy) = a[rows, k] · b (+ bias[cols] when not null), Eigen's product in Acc:
-/// b is [cols, k] (`b_layout::n_k`) or [k, cols] (`b_layout::k_n`), with row stride ldb. The Eigen half of the matmul driver,
-/// on operands already rounded to the compute type and widened to Acc: one instantiation per
-/// accumulator type (the compiled library holds them, kernels/compiled.hpp).
+/// b is [cols, k] (`b_layout::n_k`) or [k, cols] (`b_layout::k_n`), with row stride ldb. The Eigen half of the matmul
+/// driver, on operands already rounded to the compute type and widened to Acc: one instantiation per accumulator type
+/// (the compiled library holds them, kernels/compiled.hpp).
 template <class Acc>
 void eigen_block_product(const Acc* a, const Acc* b, b_layout layout, std::size_t ldb, const Acc* bias, Acc* y,
                          std::size_t ldy, std::size_t rows, std::size_t cols, std::size_t k) {
@@ -133,15 +133,17 @@ void eigen_block_product(const Acc* a, const Acc* b, b_layout layout, std::size_
   const auto r = static_cast<Eigen::Index>(rows);
   const auto c = static_cast<Eigen::Index>(cols);
   const auto depth = static_cast<Eigen::Index>(k);
-  Eigen::Map<Mat, Eigen::Unaligned, Eigen::OuterStride<>> y_blk(y, r, c, Eigen::OuterStride<>(ldy));
+  const auto y_stride = static_cast<Eigen::Index>(ldy);
+  const auto b_stride = static_cast<Eigen::Index>(ldb);
+  Eigen::Map<Mat, Eigen::Unaligned, Eigen::OuterStride<>> y_blk(y, r, c, Eigen::OuterStride<>(y_stride));
   ConstMap a_map(a, r, depth);
   if (k == 0) {
     y_blk.setZero();
   } else if (layout == b_layout::n_k) {
-    Strided b_map(b, c, depth, Eigen::OuterStride<>(ldb));
+    Strided b_map(b, c, depth, Eigen::OuterStride<>(b_stride));
     y_blk.noalias() = a_map * b_map.transpose();
   } else {
-    Strided b_map(b, depth, c, Eigen::OuterStride<>(ldb));
+    Strided b_map(b, depth, c, Eigen::OuterStride<>(b_stride));
     y_blk.noalias() = a_map * b_map;
   }
   if (bias != nullptr) y_blk.rowwise() += Eigen::Map<const row_vector<Acc>>(bias, c);
@@ -339,18 +341,20 @@ void matmul(const RA& a, const RB& b, const RBias& bias, RY&& y, matmul_shape sh
 #pragma GCC diagnostic pop
 #endif
 
+// Types and `extern` cannot be parenthesised in a declaration.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 /// The compiled library's Eigen products (kernels/compiled.hpp): float32 and float64 accumulators, real
 /// and complex.
-#define MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, Acc)                                                        \
-  E template void mixprec::kernels::detail::eigen_block_product<Acc>(const Acc*, const Acc*,                     \
-                                                                     mixprec::kernels::b_layout, std::size_t,     \
-                                                                     const Acc*, Acc*, std::size_t, std::size_t, \
-                                                                     std::size_t, std::size_t);
-#define MIXPREC_EIGEN_PRODUCT_INSTANTIATIONS(E)                    \
-  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, float)                    \
-  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, double)                   \
-  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, std::complex<float>)      \
+#define MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, Acc)                                                                \
+  E template void mixprec::kernels::detail::eigen_block_product<Acc>(                                              \
+      const Acc*, const Acc*, mixprec::kernels::b_layout, std::size_t, const Acc*, Acc*, std::size_t, std::size_t, \
+      std::size_t, std::size_t);
+#define MIXPREC_EIGEN_PRODUCT_INSTANTIATIONS(E)               \
+  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, float)               \
+  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, double)              \
+  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, std::complex<float>) \
   MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, std::complex<double>)
+// NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
 MIXPREC_EIGEN_PRODUCT_INSTANTIATIONS(extern)
 #endif

@@ -79,8 +79,8 @@ void matmul_accumulate_impl(const A* a, a_layout la, const B* b, b_layout lb, ac
   if (s.m == 0 || s.n == 0 || s.k == 0) return;
   if constexpr (std::same_as<Acc, float> && !internal::is_complex_v<C>) {
     if (use_blocked_gemm<C>()) {
-      const gemm_problem<A, float> p{.a = a, .a_order = la, .y = y, .m = s.m, .k = s.k, .n = s.n,
-                                     .out = epilogue::accumulate};
+      const gemm_problem<A, float> p{
+          .a = a, .a_order = la, .y = y, .m = s.m, .k = s.k, .n = s.n, .out = epilogue::accumulate};
       blocked_gemm<C>(gemm_operands_of<C>(p), b_operand_of<C>(b, lb));
       return;
     }
@@ -124,16 +124,20 @@ void matmul_accumulate(const RA& a, a_layout la, const RB& b, b_layout lb, RY&& 
 #pragma GCC diagnostic pop
 #endif
 
+// Types and `extern` cannot be parenthesised in a declaration.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 /// The compiled library's Eigen products of `matmul_accumulate` (kernels/compiled.hpp): float32 and
 /// float64 accumulators, real and complex.
-#define MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, Acc)                                                          \
-  E template void mixprec::kernels::detail::eigen_accumulate_product<Acc>(                                      \
-      const Acc*, mixprec::kernels::a_layout, const Acc*, mixprec::kernels::b_layout, Acc*, mixprec::kernels::matmul_shape);
+#define MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, Acc)                                                            \
+  E template void mixprec::kernels::detail::eigen_accumulate_product<Acc>(const Acc*, mixprec::kernels::a_layout, \
+                                                                          const Acc*, mixprec::kernels::b_layout, \
+                                                                          Acc*, mixprec::kernels::matmul_shape);
 #define MIXPREC_EIGEN_ACCUMULATE_INSTANTIATIONS(E)               \
   MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, float)               \
   MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, double)              \
   MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, std::complex<float>) \
   MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, std::complex<double>)
+// NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
 MIXPREC_EIGEN_ACCUMULATE_INSTANTIATIONS(extern)
 #endif

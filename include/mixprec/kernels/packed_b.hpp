@@ -174,9 +174,10 @@ void matmul(const RA& a, const packed_b& b, RY&& y, std::size_t m) {
   using Y = detail::matmul_element_t<RY>;
   detail::check_compute_type<Compute, A>();
   detail::check_packed_product<Compute, A, Y>(b, std::ranges::size(a), std::ranges::size(y), m);
-  detail::blocked_gemm<Compute>(detail::gemm_operands_of<Compute>(detail::gemm_problem<A, Y>{
-                                    .a = std::ranges::data(a), .y = std::ranges::data(y), .m = m, .k = b.k(), .n = b.n()}),
-                                b.view());
+  detail::blocked_gemm<Compute>(
+      detail::gemm_operands_of<Compute>(detail::gemm_problem<A, Y>{
+          .a = std::ranges::data(a), .y = std::ranges::data(y), .m = m, .k = b.k(), .n = b.n()}),
+      b.view());
 }
 
 /// y[m, n] = a[m, k] · b(k, n) + bias[n] with b packed by `pack_b<Compute>`; bias rounded to Compute
@@ -197,12 +198,12 @@ void matmul(const RA& a, const packed_b& b, const RBias& bias, RY&& y, std::size
   const std::span<float> bias_acc = internal::thread_scratch<float, bias_tag>(b.n());
   internal::round_widen_n<Compute>(std::ranges::data(bias), b.n(), bias_acc.data());
   detail::blocked_gemm<Compute>(detail::gemm_operands_of<Compute>(detail::gemm_problem<A, Y>{.a = std::ranges::data(a),
-                                                           .y = std::ranges::data(y),
-                                                           .m = m,
-                                                           .k = b.k(),
-                                                           .n = b.n(),
-                                                           .out = epilogue::bias,
-                                                           .bias = bias_acc.data()}),
+                                                                                             .y = std::ranges::data(y),
+                                                                                             .m = m,
+                                                                                             .k = b.k(),
+                                                                                             .n = b.n(),
+                                                                                             .out = epilogue::bias,
+                                                                                             .bias = bias_acc.data()}),
                                 b.view());
 }
 
@@ -217,45 +218,48 @@ void matmul_accumulate(const RA& a, const packed_b& b, RY&& y, std::size_t m) {
   detail::check_compute_type<Compute, A>();
   static_assert(std::same_as<Y, float>, "kernels::matmul_accumulate: y must hold float32 accumulator values.");
   detail::check_packed_product<Compute, A, Y>(b, std::ranges::size(a), std::ranges::size(y), m);
-  detail::blocked_gemm<Compute>(detail::gemm_operands_of<Compute>(detail::gemm_problem<A, Y>{.a = std::ranges::data(a),
-                                                           .y = std::ranges::data(y),
-                                                           .m = m,
-                                                           .k = b.k(),
-                                                           .n = b.n(),
-                                                           .out = epilogue::accumulate}),
-                                b.view());
+  detail::blocked_gemm<Compute>(
+      detail::gemm_operands_of<Compute>(detail::gemm_problem<A, Y>{.a = std::ranges::data(a),
+                                                                   .y = std::ranges::data(y),
+                                                                   .m = m,
+                                                                   .k = b.k(),
+                                                                   .n = b.n(),
+                                                                   .out = epilogue::accumulate}),
+      b.view());
 }
 
 }  // namespace mixprec::kernels
 
+// Types and `extern` cannot be parenthesised in a declaration.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 /// The compiled library's products (kernels/compiled.hpp): the engine below `blocked_gemm` for b packed
 /// per call and kept packings, in float, bfloat16 and float16 compute (one instantiation each serves
 /// every element type of a and y), the packings of b in float32 or the compute type, and for bfloat16
 /// the VDPBF16PS pairs of a in float32 or bfloat16.
-#define MIXPREC_ENGINE_INSTANTIATION(E, C)                                                                        \
-  E template void mixprec::kernels::detail::blocked_gemm<C, mixprec::kernels::detail::b_operand>(               \
-      const mixprec::kernels::detail::gemm_operands&, const mixprec::kernels::detail::b_operand&);             \
-  E template void mixprec::kernels::detail::blocked_gemm<C, mixprec::kernels::detail::packed_b_view>(           \
+#define MIXPREC_ENGINE_INSTANTIATION(E, C)                                                            \
+  E template void mixprec::kernels::detail::blocked_gemm<C, mixprec::kernels::detail::b_operand>(     \
+      const mixprec::kernels::detail::gemm_operands&, const mixprec::kernels::detail::b_operand&);    \
+  E template void mixprec::kernels::detail::blocked_gemm<C, mixprec::kernels::detail::packed_b_view>( \
       const mixprec::kernels::detail::gemm_operands&, const mixprec::kernels::detail::packed_b_view&);
-#define MIXPREC_PACKING_INSTANTIATION(E, C, S)                                                                 \
-  E template void                                                                                              \
-  mixprec::kernels::detail::pack_b<C, mixprec::kernels::detail::kept_panel_format<C>(), S>(                    \
-      const S*, std::size_t, std::size_t, mixprec::kernels::b_layout, std::size_t, std::size_t,                \
+#define MIXPREC_PACKING_INSTANTIATION(E, C, S)                                                              \
+  E template void mixprec::kernels::detail::pack_b<C, mixprec::kernels::detail::kept_panel_format<C>(), S>( \
+      const S*, std::size_t, std::size_t, mixprec::kernels::b_layout, std::size_t, std::size_t,             \
       mixprec::kernels::detail::panel_element_t<mixprec::kernels::detail::kept_panel_format<C>()>*, float*);
 /// The VDPBF16PS pairs of a (compute types whose values are bfloat16 values).
-#define MIXPREC_PAIR_PACKING_INSTANTIATION(E, C, A)                                                                  \
-  E template void mixprec::kernels::detail::pack_pairs_as<C, A>(                                                     \
-      const void*, mixprec::kernels::a_layout, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,      \
+#define MIXPREC_PAIR_PACKING_INSTANTIATION(E, C, A)                                                             \
+  E template void mixprec::kernels::detail::pack_pairs_as<C, A>(                                                \
+      const void*, mixprec::kernels::a_layout, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, \
       std::size_t, std::uint32_t*, mixprec::kernels::detail::gemm_scratch&);
 #define MIXPREC_ENGINE_INSTANTIATIONS(E, C) \
   MIXPREC_ENGINE_INSTANTIATION(E, C)        \
   MIXPREC_FOR_OPERANDS_1(MIXPREC_PACKING_INSTANTIATION, E, C)
-#define MIXPREC_ENGINE_INSTANTIATIONS_BFLOAT16(E)                      \
-  MIXPREC_ENGINE_INSTANTIATIONS(E, ::mixprec::bfloat16)               \
+#define MIXPREC_ENGINE_INSTANTIATIONS_BFLOAT16(E)       \
+  MIXPREC_ENGINE_INSTANTIATIONS(E, ::mixprec::bfloat16) \
   MIXPREC_FOR_OPERANDS_1(MIXPREC_PAIR_PACKING_INSTANTIATION, E, ::mixprec::bfloat16)
 #define MIXPREC_ENGINE_INSTANTIATIONS_FLOAT(E) \
   MIXPREC_ENGINE_INSTANTIATION(E, float)       \
   MIXPREC_PACKING_INSTANTIATION(E, float, float)
+// NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
 MIXPREC_ENGINE_INSTANTIATIONS_FLOAT(extern)
 MIXPREC_ENGINE_INSTANTIATIONS_BFLOAT16(extern)

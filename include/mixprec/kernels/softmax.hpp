@@ -280,6 +280,8 @@ void softmax_rows(const In& x, Out&& y, std::size_t row_length) {
 
 }  // namespace mixprec::kernels
 
+// Types and `extern` cannot be parenthesised in a declaration.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 /// The compiled library's softmax rows (kernels/compiled.hpp): float opmath with each end in float32,
 /// bfloat16 or float16.
 #define MIXPREC_SOFTMAX_ROW_INSTANTIATION(E, I, O) \
@@ -289,6 +291,7 @@ void softmax_rows(const In& x, Out&& y, std::size_t row_length) {
   MIXPREC_SOFTMAX_ROW_INSTANTIATION(E, I, ::mixprec::bfloat16) \
   MIXPREC_SOFTMAX_ROW_INSTANTIATION(E, I, ::mixprec::float16)
 #define MIXPREC_SOFTMAX_ROW_INSTANTIATIONS(E) MIXPREC_FOR_ROW_TYPES(MIXPREC_SOFTMAX_ROWS_FOR, E)
+// NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
 MIXPREC_SOFTMAX_ROW_INSTANTIATIONS(extern)
 #endif

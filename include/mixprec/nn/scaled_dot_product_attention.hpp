@@ -188,16 +188,19 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
 
 }  // namespace mixprec::nn
 
+// Types and `extern` cannot be parenthesised in a declaration.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 /// The compiled library's tiled attention forward against a kv_cache, with the layer's buffers
 /// (kernels/compiled.hpp): float, float64, bfloat16 and float16 compute.
-#define MIXPREC_ATTENTION_INSTANTIATION(E, C)                                                                     \
-  E template void mixprec::kernels::attention<C, mixprec::nn::kv_cache<C>,                                      \
-                                              mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&>( \
-      std::span<const C>, const mixprec::nn::kv_cache<C>&, const mixprec::kernels::attention_problem&,          \
-      std::span<C>, mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&);
-#define MIXPREC_ATTENTION_INSTANTIATIONS(E)          \
-  MIXPREC_ATTENTION_INSTANTIATION(E, double)         \
+#define MIXPREC_ATTENTION_INSTANTIATION(E, C)                                                                        \
+  E template void mixprec::kernels::attention<C, mixprec::nn::kv_cache<C>,                                           \
+                                              mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&>(      \
+      std::span<const C>, const mixprec::nn::kv_cache<C>&, const mixprec::kernels::attention_problem&, std::span<C>, \
+      mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&);
+#define MIXPREC_ATTENTION_INSTANTIATIONS(E)  \
+  MIXPREC_ATTENTION_INSTANTIATION(E, double) \
   MIXPREC_FOR_ROW_TYPES(MIXPREC_ATTENTION_INSTANTIATION, E)
+// NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
 MIXPREC_ATTENTION_INSTANTIATIONS(extern)
 #endif

@@ -71,19 +71,22 @@ inline void activation_rows(isa level, activation_kind kind, const float* x, con
 }  // namespace mixprec::kernels::detail
 
 #if MIXPREC_X86_DISPATCH
+// Types and `extern` cannot be parenthesised in a declaration.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 /// The compiled library's SIMD activation rows (kernels/compiled.hpp): every activation_kind.
-#define MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, K)                                                 \
+#define MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, K)                                                   \
   E template void mixprec::kernels::detail::activation_row_at<mixprec::kernels::activation_kind::K>( \
       mixprec::isa, const float*, const float*, float*, std::size_t) noexcept;
-#define MIXPREC_ACTIVATION_ROW_INSTANTIATIONS(E)                         \
-  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, sigmoid)                       \
-  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, silu)                          \
-  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, gelu_tanh)                     \
-  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, gelu_erf)                      \
-  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, sigmoid_derivative)            \
-  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, silu_derivative)               \
-  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, gelu_tanh_derivative)          \
+#define MIXPREC_ACTIVATION_ROW_INSTANTIATIONS(E)                \
+  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, sigmoid)              \
+  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, silu)                 \
+  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, gelu_tanh)            \
+  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, gelu_erf)             \
+  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, sigmoid_derivative)   \
+  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, silu_derivative)      \
+  MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, gelu_tanh_derivative) \
   MIXPREC_ACTIVATION_ROW_INSTANTIATION(E, gelu_erf_derivative)
+// NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
 MIXPREC_ACTIVATION_ROW_INSTANTIATIONS(extern)
 #endif

@@ -500,7 +500,7 @@ void blocked_gemm_panels(const gemm_operands& p, const BSrc& b, isa level) {
             pairs = gemm_scratch::sized(scratch.a_pairs_all, pair_slice_offset(rows, k + 1));
             for (std::size_t p0 = 0; p0 < k; p0 += gemm_kc) {
               p.pack_pairs(p.a, p.a_order, m, k, i0, rows, p0, std::min(gemm_kc, k - p0),
-                                 pairs + pair_slice_offset(rows, p0), scratch);
+                           pairs + pair_slice_offset(rows, p0), scratch);
             }
           }
           for (std::size_t j0 = 0; j0 < n; j0 += nc) {

@@ -185,28 +185,32 @@ bool rms_norm_fused_row_simd(const T* x, const float* residual, std::size_t n, f
 
 }  // namespace mixprec::kernels::detail
 
+// Types and `extern` cannot be parenthesised in a declaration.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 /// The compiled library's SIMD norm rows (kernels/compiled.hpp): layer_norm and rms_norm rows in
 /// float, bfloat16 and float16 compute with x and y in float32 or the compute type; the fused rms_norm
 /// rows for x and y in float32, bfloat16 or float16.
-#define MIXPREC_NORM_ROW_INSTANTIATION(E, C, T, O)                                                                   \
-  E template bool mixprec::kernels::detail::layer_norm_row_simd<T, C, O>(const T*, std::size_t, float, const float*, \
-                                                                          const float*, O*, float*, float*, const T*,  \
-                                                                          mixprec::kernels::detail::row_path) noexcept; \
-  E template bool mixprec::kernels::detail::rms_norm_row_simd<T, C, O>(                                              \
-      const T*, std::size_t, float, const float*, O*, float*, float*, const T*, mixprec::kernels::detail::row_path) noexcept;
-#define MIXPREC_FUSED_NORM_ROW_INSTANTIATION(E, T, O)                                                          \
-  E template bool mixprec::kernels::detail::rms_norm_fused_row_simd<T, O>(                                     \
+#define MIXPREC_NORM_ROW_INSTANTIATION(E, C, T, O)                                                                     \
+  E template bool mixprec::kernels::detail::layer_norm_row_simd<T, C, O>(const T*, std::size_t, float, const float*,   \
+                                                                         const float*, O*, float*, float*, const T*,   \
+                                                                         mixprec::kernels::detail::row_path) noexcept; \
+  E template bool mixprec::kernels::detail::rms_norm_row_simd<T, C, O>(const T*, std::size_t, float, const float*, O*, \
+                                                                       float*, float*, const T*,                       \
+                                                                       mixprec::kernels::detail::row_path) noexcept;
+#define MIXPREC_FUSED_NORM_ROW_INSTANTIATION(E, T, O)                                                               \
+  E template bool mixprec::kernels::detail::rms_norm_fused_row_simd<T, O>(                                          \
       const T*, const float*, std::size_t, float, const float*, O*, float*, float*, float*, const float*, const T*, \
       const float*, mixprec::kernels::detail::row_path) noexcept;
-#define MIXPREC_FUSED_NORM_ROWS_FOR(E, T)                            \
-  MIXPREC_FUSED_NORM_ROW_INSTANTIATION(E, T, float)                  \
-  MIXPREC_FUSED_NORM_ROW_INSTANTIATION(E, T, ::mixprec::bfloat16)    \
+#define MIXPREC_FUSED_NORM_ROWS_FOR(E, T)                         \
+  MIXPREC_FUSED_NORM_ROW_INSTANTIATION(E, T, float)               \
+  MIXPREC_FUSED_NORM_ROW_INSTANTIATION(E, T, ::mixprec::bfloat16) \
   MIXPREC_FUSED_NORM_ROW_INSTANTIATION(E, T, ::mixprec::float16)
-#define MIXPREC_NORM_ROW_INSTANTIATIONS(E)                                         \
-  MIXPREC_NORM_ROW_INSTANTIATION(E, float, float, float)                           \
-  MIXPREC_FOR_OPERANDS_2(MIXPREC_NORM_ROW_INSTANTIATION, E, ::mixprec::bfloat16)   \
-  MIXPREC_FOR_OPERANDS_2(MIXPREC_NORM_ROW_INSTANTIATION, E, ::mixprec::float16)    \
+#define MIXPREC_NORM_ROW_INSTANTIATIONS(E)                                       \
+  MIXPREC_NORM_ROW_INSTANTIATION(E, float, float, float)                         \
+  MIXPREC_FOR_OPERANDS_2(MIXPREC_NORM_ROW_INSTANTIATION, E, ::mixprec::bfloat16) \
+  MIXPREC_FOR_OPERANDS_2(MIXPREC_NORM_ROW_INSTANTIATION, E, ::mixprec::float16)  \
   MIXPREC_FOR_ROW_TYPES(MIXPREC_FUSED_NORM_ROWS_FOR, E)
+// NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
 MIXPREC_NORM_ROW_INSTANTIATIONS(extern)
 #endif
