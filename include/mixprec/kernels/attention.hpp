@@ -843,9 +843,8 @@ void attention_backward(const attention_backward_inputs<C>& in, const attention_
   E template void mixprec::kernels::attention_backward<C>(                                                        \
       const mixprec::kernels::attention_backward_inputs<C>&, const mixprec::kernels::attention_backward_problem&, \
       const mixprec::kernels::attention_backward_gradients<mixprec::accumulator_t<C>>&);
-#define MIXPREC_ATTENTION_BACKWARD_INSTANTIATIONS(E)  \
-  MIXPREC_ATTENTION_BACKWARD_INSTANTIATION(E, double) \
-  MIXPREC_FOR_ROW_TYPES(MIXPREC_ATTENTION_BACKWARD_INSTANTIATION, E)
+#define MIXPREC_ATTENTION_BACKWARD_INSTANTIATIONS(E) \
+  MIXPREC_FOR_REAL_COMPUTE_TYPES(MIXPREC_ATTENTION_BACKWARD_INSTANTIATION, E)
 // NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
 MIXPREC_ATTENTION_BACKWARD_INSTANTIATIONS(extern)

@@ -39,3 +39,8 @@
 
 /// `F(E, T)` for the element types of the SIMD rows: float, bfloat16, float16.
 #define MIXPREC_FOR_ROW_TYPES(F, E) F(E, float) F(E, ::mixprec::bfloat16) F(E, ::mixprec::float16)
+/// `F(E, C)` for the real compute types of attention: float64 and the row types.
+#define MIXPREC_FOR_REAL_COMPUTE_TYPES(F, E) F(E, double) MIXPREC_FOR_ROW_TYPES(F, E)
+/// `F(E, Acc)` for every accumulator type (`accumulator_t`): float, double and their complex types.
+#define MIXPREC_FOR_ACCUMULATOR_TYPES(F, E) \
+  F(E, float) F(E, double) F(E, std::complex<float>) F(E, std::complex<double>)

@@ -349,11 +349,7 @@ void matmul(const RA& a, const RB& b, const RBias& bias, RY&& y, matmul_shape sh
   E template void mixprec::kernels::detail::eigen_block_product<Acc>(                                              \
       const Acc*, const Acc*, mixprec::kernels::b_layout, std::size_t, const Acc*, Acc*, std::size_t, std::size_t, \
       std::size_t, std::size_t);
-#define MIXPREC_EIGEN_PRODUCT_INSTANTIATIONS(E)               \
-  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, float)               \
-  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, double)              \
-  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, std::complex<float>) \
-  MIXPREC_EIGEN_PRODUCT_INSTANTIATION(E, std::complex<double>)
+#define MIXPREC_EIGEN_PRODUCT_INSTANTIATIONS(E) MIXPREC_FOR_ACCUMULATOR_TYPES(MIXPREC_EIGEN_PRODUCT_INSTANTIATION, E)
 // NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
 MIXPREC_EIGEN_PRODUCT_INSTANTIATIONS(extern)

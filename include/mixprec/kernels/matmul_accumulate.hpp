@@ -132,11 +132,8 @@ void matmul_accumulate(const RA& a, a_layout la, const RB& b, b_layout lb, RY&& 
   E template void mixprec::kernels::detail::eigen_accumulate_product<Acc>(const Acc*, mixprec::kernels::a_layout, \
                                                                           const Acc*, mixprec::kernels::b_layout, \
                                                                           Acc*, mixprec::kernels::matmul_shape);
-#define MIXPREC_EIGEN_ACCUMULATE_INSTANTIATIONS(E)               \
-  MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, float)               \
-  MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, double)              \
-  MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, std::complex<float>) \
-  MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION(E, std::complex<double>)
+#define MIXPREC_EIGEN_ACCUMULATE_INSTANTIATIONS(E) \
+  MIXPREC_FOR_ACCUMULATOR_TYPES(MIXPREC_EIGEN_ACCUMULATE_INSTANTIATION, E)
 // NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
 MIXPREC_EIGEN_ACCUMULATE_INSTANTIATIONS(extern)

@@ -197,9 +197,7 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
                                               mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&>(      \
       std::span<const C>, const mixprec::nn::kv_cache<C>&, const mixprec::kernels::attention_problem&, std::span<C>, \
       mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&);
-#define MIXPREC_ATTENTION_INSTANTIATIONS(E)  \
-  MIXPREC_ATTENTION_INSTANTIATION(E, double) \
-  MIXPREC_FOR_ROW_TYPES(MIXPREC_ATTENTION_INSTANTIATION, E)
+#define MIXPREC_ATTENTION_INSTANTIATIONS(E) MIXPREC_FOR_REAL_COMPUTE_TYPES(MIXPREC_ATTENTION_INSTANTIATION, E)
 // NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
 MIXPREC_ATTENTION_INSTANTIATIONS(extern)
