@@ -80,6 +80,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <ranges>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -253,6 +254,46 @@ class checkpoint {
     if (!bytes.empty()) std::memcpy(bytes.data(), data.data(), bytes.size());
     put_bytes(std::string(name), dtype_of_v<T>, std::vector<std::uint64_t>(shape.begin(), shape.end()),
               std::move(bytes));
+  }
+
+  /// As above, with the shape written in braces (`ck.put("bias", std::span<const float>(b), {16})`).
+  template <safetensors_element T>
+  void put(std::string_view name, std::span<const T> data, std::initializer_list<std::uint64_t> shape) {
+    put(name, data, std::span<const std::uint64_t>(shape.begin(), shape.size()));
+  }
+
+  /// As above, for any contiguous range of a table element type (`std::vector<float>`, `std::span<float>`).
+  template <std::ranges::contiguous_range R>
+    requires safetensors_element<std::ranges::range_value_t<R>>
+  void put(std::string_view name, const R& data, std::initializer_list<std::uint64_t> shape) {
+    using T = std::ranges::range_value_t<R>;
+    put(name, std::span<const T>(std::ranges::data(data), std::ranges::size(data)),
+        std::span<const std::uint64_t>(shape.begin(), shape.size()));
+  }
+
+  /// The tensors and metadata entries named `prefix.<rest>`, renamed `<rest>`: the part of a train-state
+  /// file one component saved under `prefix` (see `insert`). Its `source()` names this checkpoint's
+  /// source and the prefix, so that errors point into the file. An empty prefix copies everything.
+  [[nodiscard]] checkpoint scoped(std::string_view prefix) const {
+    checkpoint out;
+    out.source_ = prefix.empty() ? source_ : source_ + " (under \"" + std::string(prefix) + ".\")";
+    const std::string head = prefix.empty() ? std::string() : std::string(prefix) + ".";
+    for (const auto& [name, t] : tensors_) {
+      if (name.starts_with(head)) out.tensors_.emplace(name.substr(head.size()), t);
+    }
+    for (const auto& [key, value] : metadata) {
+      if (key.starts_with(head)) out.metadata.emplace(key.substr(head.size()), value);
+    }
+    return out;
+  }
+
+  /// Adds (or replaces) every tensor and metadata entry of `other`, each renamed `prefix.<name>` (or
+  /// kept when `prefix` is empty): how one file holds several components' states (`scoped` reads one
+  /// back).
+  void insert(std::string_view prefix, const checkpoint& other) {
+    const std::string head = prefix.empty() ? std::string() : std::string(prefix) + ".";
+    for (const auto& [name, t] : other.tensors_) tensors_[head + name] = t;
+    for (const auto& [key, value] : other.metadata) metadata[head + key] = value;
   }
 
   /// Adds (or replaces) tensor `name` with a row-major xtensor (its shape and elements).
