@@ -1,9 +1,11 @@
 /// \file
 /// \brief The full umbrella: everything in `<mixprec/core.hpp>` (formats, dtypes, promotion,
 /// policies, casting, loss scaling) plus the Eigen and xtensor adapters, the kernels, the layers
-/// (`nn::`), the scaled tensors (`scaled::` ops) and the diagnostics. Needs Eigen 3.4 and
-/// xtensor 0.24 on the include path (the CMake target `mixprec::mixprec` puts them there). Code that
-/// needs neither should include `<mixprec/core.hpp>` instead.
+/// (`nn::`, `nn::sequential`), training (`train::`: optimisers, `scaled_step`, checkpoints and state
+/// dicts), the scaled tensors (`scaled::` ops) and the diagnostics. Needs Eigen 3.4, xtensor 0.24
+/// and nlohmann-json 3 on the include path (the CMake target `mixprec::mixprec` puts them there; in
+/// the compiled mode nlohmann-json is not parsed). Code that needs none of them should include
+/// `<mixprec/core.hpp>` instead.
 #pragma once
 
 // IWYU pragma: begin_exports
@@ -31,9 +33,14 @@
 #include "mixprec/nn/kv_cache.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/layer_types.hpp"
+#include "mixprec/nn/parameters.hpp"
 #include "mixprec/nn/probe.hpp"
 #include "mixprec/nn/rms_norm.hpp"
 #include "mixprec/nn/rotary.hpp"
+#include "mixprec/nn/scaled_dot_product_attention.hpp"
+#include "mixprec/nn/sequential.hpp"
+#include "mixprec/nn/weight_cache.hpp"
+#include "mixprec/nn/workspace.hpp"
 
 #include "mixprec/scaled/block_scaling.hpp"
 #include "mixprec/scaled/delayed_scaling.hpp"
@@ -42,6 +49,16 @@
 #include "mixprec/scaled/scale_estimate.hpp"
 #include "mixprec/scaled/scaled_format.hpp"
 #include "mixprec/scaled/scaled_tensor.hpp"
+
+#include "mixprec/train/adamw.hpp"
+#include "mixprec/train/clip.hpp"
+#include "mixprec/train/lr_schedule.hpp"
+#include "mixprec/train/optimizer.hpp"
+#include "mixprec/train/rounding.hpp"
+#include "mixprec/train/safetensors.hpp"
+#include "mixprec/train/scaled_step.hpp"
+#include "mixprec/train/sgd.hpp"
+#include "mixprec/train/state_dict.hpp"
 
 #include "mixprec/diagnostics/parity.hpp"
 #include "mixprec/diagnostics/probe.hpp"

@@ -112,8 +112,9 @@ TEST_CASE("state dict: strict loading names every tensor at fault and writes not
   SECTION("missing") {
     ck.erase("1.scale");
     ck.erase("2.bias");
-    CHECK_THROWS_MATCHES(train::load_state(ck, target), train::safetensors_error,
-                         says({"safetensors: <memory>: load_state:", "missing from the file: \"1.scale\", \"2.bias\""}));
+    CHECK_THROWS_MATCHES(
+        train::load_state(ck, target), train::safetensors_error,
+        says({"safetensors: <memory>: load_state:", "missing from the file: \"1.scale\", \"2.bias\""}));
   }
   SECTION("unexpected") {
     ck.put_scalar("3.kernel", 1.0f);
@@ -135,9 +136,9 @@ TEST_CASE("state dict: strict loading names every tensor at fault and writes not
   }
   SECTION("wrong dtype") {
     ck.put("2.bias", std::vector<double>{1, 2}, {2});
-    CHECK_THROWS_MATCHES(train::load_state(ck, target), train::safetensors_error,
-                         says({"\"2.bias\" is F64 (float64) in the file and F32 (float32) in the model",
-                               "{.convert = true}"}));
+    CHECK_THROWS_MATCHES(
+        train::load_state(ck, target), train::safetensors_error,
+        says({"\"2.bias\" is F64 (float64) in the file and F32 (float32) in the model", "{.convert = true}"}));
   }
   SECTION("a dtype that does not convert") {
     ck.put("2.bias", std::vector<std::int32_t>{1, 2}, {2});
@@ -186,8 +187,8 @@ TEST_CASE("state dict: a converting load rounds once to the model's dtype", "[st
 
 TEST_CASE("state dict: loss scales and random engines round-trip under prefixes", "[state_dict]") {
   train::checkpoint ck;
-  mixprec::dynamic_loss_scale ls({.initial_scale = 1024.0f, .period = 7, .factor = 4.0f, .min_loss_scale = 2.0f,
-                                  .max_loss_scale = 65536.0f});
+  mixprec::dynamic_loss_scale ls(
+      {.initial_scale = 1024.0f, .period = 7, .factor = 4.0f, .min_loss_scale = 2.0f, .max_loss_scale = 65536.0f});
   for (int i = 0; i < 3; ++i) ls.adjust(true);
   train::save_state(ck, ls, "loss_scale");
   train::save_state(ck, mixprec::static_loss_scale(8.0f), "static");
@@ -209,8 +210,7 @@ TEST_CASE("state dict: loss scales and random engines round-trip under prefixes"
 
   CHECK_THROWS_MATCHES(train::load_state(file, rng_back, "random"), train::safetensors_error,
                        says({"no metadata entry \"random.state\""}));
-  CHECK_THROWS_MATCHES(train::load_state(file, ls_back, "scale"), train::safetensors_error,
-                       says({"\"scale.period\""}));
+  CHECK_THROWS_MATCHES(train::load_state(file, ls_back, "scale"), train::safetensors_error, says({"\"scale.period\""}));
   std::mt19937 narrow;
   train::checkpoint bad;
   bad.metadata["rng.state"] = "not a state";

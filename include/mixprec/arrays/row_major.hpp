@@ -28,7 +28,9 @@
 #include <cstddef>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <type_traits>
+#include <utility>
 
 #include "mixprec/arrays/eigen.hpp"
 #include "mixprec/arrays/xtensor.hpp"
@@ -170,6 +172,102 @@ template <class X>
 template <class...>
 inline constexpr bool always_false_v = false;
 }  // namespace detail
+
+/// A caller's array seen as one writable, contiguous, row-major block of `T` with its shape: what the
+/// layers' `forward_into` write into when the output is not an `xt::xtensor`/`xt::xarray` (an
+/// `xt::adapt` over the caller's buffer, an `Eigen::Map`, an `Eigen::Ref`). Never owns: it is a look
+/// at the caller's buffer, valid while that is. Made by `as_row_major_output`.
+template <class T, std::size_t Rank = dynamic_rank>
+class row_major_span {
+ public:
+  using value_type = T;
+  /// As `row_major_view`'s.
+  using shape_type = typename row_major_view<T, Rank>::shape_type;
+  static constexpr std::size_t rank = Rank;
+
+  /// The product of `shape` elements at `data`.
+  row_major_span(T* data, shape_type shape) : data_(data), shape_(std::move(shape)) {
+    size_ = 1;
+    for (const std::size_t d : shape_) size_ *= d;
+  }
+
+  /// The first element; the others follow in row-major order.
+  [[nodiscard]] T* data() const noexcept { return data_; }
+  /// Number of elements.
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// Extents, outermost first.
+  [[nodiscard]] const shape_type& shape() const noexcept { return shape_; }
+  /// Number of axes.
+  [[nodiscard]] std::size_t dimension() const noexcept { return shape_.size(); }
+
+ private:
+  T* data_;
+  shape_type shape_;
+  std::size_t size_ = 0;
+};
+
+namespace detail {
+/// An xtensor container or adaptor with a writable buffer (not a lazy expression, not const).
+template <class Y>
+concept writable_xtensor = is_xexpression_v<Y> && xt::has_data_interface<Y>::value && xt::has_strides<Y>::value &&
+    requires(Y& y) {
+  {y.data()};
+} && !std::is_const_v<std::remove_pointer_t<decltype(std::declval<Y&>().data())>>;
+
+/// An Eigen object with a writable buffer whose rows are contiguous: RowMajor storage, or a vector
+/// (one column or one row) at compile time.
+template <class Y>
+concept writable_row_major_eigen = is_eigen_dense_v<Y> &&
+                                       (static_cast<unsigned>(Y::Flags) & Eigen::DirectAccessBit) != 0 &&
+                                   (static_cast<unsigned>(Y::Flags) & Eigen::LvalueBit) != 0 &&
+                                   (static_cast<bool>(Y::IsRowMajor) || static_cast<int>(Y::ColsAtCompileTime) == 1 ||
+                                    static_cast<int>(Y::RowsAtCompileTime) == 1);
+}  // namespace detail
+
+/// What `as_row_major_output` accepts: a writable xtensor container or adaptor, or a writable Eigen
+/// object with row-major storage (or a vector).
+template <class Y>
+concept row_major_target = detail::writable_xtensor<Y> || detail::writable_row_major_eigen<Y>;
+
+/// The buffer of the caller's array `y` as a `row_major_span<T, Rank>` to write into, in place: an
+/// `xt::xtensor`, `xt::xarray` or `xt::adapt` (its own rank; the strides must be row-major ones), or an
+/// `Eigen::Matrix`, `Eigen::Map` or `Eigen::Ref` with `Eigen::RowMajor` storage (or a vector), shape
+/// `[rows, cols]`.
+/// \throws std::invalid_argument when y's strides skip elements or are not row-major ones (a strided
+///         or transposed view, an Eigen block of a wider matrix).
+/// Errors: any other type (a lazy expression, a column-major Eigen matrix, a const adaptor, a
+/// std::vector) does not compile (static_assert saying what to pass).
+template <class Y>
+[[nodiscard]] auto as_row_major_output(Y& y) {
+  if constexpr (detail::writable_xtensor<Y>) {
+    using T = typename Y::value_type;
+    constexpr std::size_t rank = detail::xexpression_rank<Y>;
+    if (!detail::row_major_strides(y.shape(), y.strides())) {
+      throw std::invalid_argument(
+          "mixprec: the output array is not contiguous row-major (a strided or transposed view?); write into "
+          "an xt::xtensor, or an xt::adapt over a row-major buffer");
+    }
+    return row_major_span<T, rank>(y.data() + y.data_offset(), detail::to_view_shape<T, rank>(y.shape()));
+  } else if constexpr (detail::writable_row_major_eigen<Y>) {
+    using T = typename Y::Scalar;
+    const auto rows = static_cast<std::size_t>(y.rows());
+    const auto cols = static_cast<std::size_t>(y.cols());
+    const auto row_step = static_cast<std::size_t>(Y::IsRowMajor ? y.outerStride() : y.innerStride());
+    const auto col_step = static_cast<std::size_t>(Y::IsRowMajor ? y.innerStride() : y.outerStride());
+    if (!((cols <= 1 || col_step == 1) && (rows <= 1 || row_step == cols))) {
+      throw std::invalid_argument(
+          "mixprec: the output Eigen object is not contiguous (a block of a wider matrix, or an inner stride); "
+          "write into a whole RowMajor matrix, or an Eigen::Map over a contiguous buffer");
+    }
+    return row_major_span<T, 2>(y.data(), {rows, cols});
+  } else {
+    static_assert(detail::always_false_v<Y>,
+                  "mixprec writes outputs in place into xt::xtensor, xt::xarray, an xt::adapt over your (non-const) "
+                  "row-major buffer, or an Eigen::Matrix, Eigen::Map or Eigen::Ref with Eigen::RowMajor storage (or a "
+                  "vector); a column-major Eigen matrix, a const adaptor or a lazy expression cannot be written.");
+    return row_major_span<float, 1>(nullptr, {0});
+  }
+}
 
 /// What `as_row_major` accepts: an xtensor expression (containers, adaptors, views, lazy
 /// expressions) or an Eigen dense object (`Matrix`, `Array`, `Map`, `Ref`, blocks, expressions).

@@ -16,6 +16,10 @@
 ///   compute type, a caller's own scratch type for `attention`) is instantiated from the header as in
 ///   header-only mode: the same code, the same bits.
 ///
+/// The library also holds the one definition of the safetensors header's JSON reader and writer
+/// (train/detail/safetensors_json.hpp, `MIXPREC_EXTERN_CHECKPOINTS`): a compiled-mode translation unit
+/// that saves or loads checkpoints does not parse nlohmann-json.
+///
 /// The lists hold the GEMM engine per compute type (float, bfloat16, float16: the engine erases the
 /// element types of a, b and y, so one instantiation serves them all), Eigen's products per
 /// accumulator type, and the row kernels and attention for their element types. A program uses one
@@ -29,6 +33,10 @@
 #else
 #define MIXPREC_EXTERN_KERNELS 0
 #endif
+
+/// 1 when this translation unit takes the safetensors header's JSON reader and writer
+/// (train/detail/safetensors_json.hpp) from the compiled library instead of parsing nlohmann-json.
+#define MIXPREC_EXTERN_CHECKPOINTS MIXPREC_EXTERN_KERNELS
 
 // The type combinations of the lists: `F(E, C, T1, ..., Tn)` for each choice of every Ti in {float, C}
 // (C a 16-bit compute type; float compute is listed on its own, as it has one combination).

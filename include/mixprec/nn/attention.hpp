@@ -262,8 +262,10 @@ class attention {
   /// buffers (q, k, v, the attended heads, the attention tiles) taken from `ws`: the same bits, and no
   /// heap allocation once `ws` has warmed up and the packed kernels are kept — a decode loop's call.
   /// \throws std::invalid_argument as `operator()(x, cache)`, or if out's shape is not x's.
-  template <detail::layer_input X, detail::layer_array Y>
-  void forward_into(Y& out, const X& x_in, cache_type<detail::value_t<X>>& cache, workspace& ws) const {
+  template <detail::layer_input X, detail::layer_output YOut>
+  void forward_into(YOut& out_in, const X& x_in, cache_type<detail::value_t<X>>& cache, workspace& ws) const {
+    auto&& out = detail::as_output(out_in);
+    using Y = std::remove_cvref_t<decltype(out)>;
     const auto& x = detail::as_array(x_in);
     check_into<detail::value_t<X>, Y>();
     check_input(x, &cache, static_cast<const no_mask*>(nullptr));
@@ -277,8 +279,10 @@ class attention {
   /// keys and values of x still go to a cache made for the call (one allocation per call): a loop that
   /// must not allocate decodes with the cache form above.
   /// \throws std::invalid_argument as `operator()(x)`, or if out's shape is not x's.
-  template <detail::layer_input X, detail::layer_array Y>
-  void forward_into(Y& out, const X& x_in, workspace& ws) const {
+  template <detail::layer_input X, detail::layer_output YOut>
+  void forward_into(YOut& out_in, const X& x_in, workspace& ws) const {
+    auto&& out = detail::as_output(out_in);
+    using Y = std::remove_cvref_t<decltype(out)>;
     const auto& x = detail::as_array(x_in);
     using In = detail::value_t<X>;
     check_into<In, Y>();

@@ -259,8 +259,9 @@ class batch_norm : public detail::norm_params<P> {
   /// `operator()(x, m, sync)` written into `out`, which must have x's shape and element type
   /// `output_t<P, T>` (a caller's buffer: no allocation for the result). Same bits as `operator()`.
   /// \throws std::invalid_argument as `operator()`, or if out's shape is not x's.
-  template <detail::layer_input X, detail::layer_array Y>
-  void forward_into(Y& out, const X& x_in, mode m, sync_slot sync = {}) {
+  template <detail::layer_input X, detail::layer_output YOut>
+  void forward_into(YOut& out_in, const X& x_in, mode m, sync_slot sync = {}) {
+    auto&& out = detail::as_output(out_in);
     const auto& x = detail::as_array(x_in);
     std::string out_error;  // reported in every worker of a group, as run_into's own errors
     try {
@@ -275,8 +276,9 @@ class batch_norm : public detail::norm_params<P> {
     if (m == mode::train && (sync.group == nullptr || sync.worker == 0)) update_running(total);
   }
   /// Eval-mode `forward_into` on a const layer. \throws std::invalid_argument for `mode::train`.
-  template <detail::layer_input X, detail::layer_array Y>
-  void forward_into(Y& out, const X& x_in, mode m) const {
+  template <detail::layer_input X, detail::layer_output YOut>
+  void forward_into(YOut& out_in, const X& x_in, mode m) const {
+    auto&& out = detail::as_output(out_in);
     const auto& x = detail::as_array(x_in);
     check_out<X>(out, x);
     run_into(x, out.data(), m, static_cast<std::nullptr_t>(nullptr), sync_slot{}, nullptr);

@@ -26,6 +26,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "mixprec/arch/message.hpp"
 
@@ -102,6 +103,30 @@ double softmax_cross_entropy(std::span<const L> logits, std::size_t vocab, std::
     dz[t] -= s;
   }
   return n == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / static_cast<double>(n);
+}
+
+/// A row-major array of logits [..., vocab]: `data()`, `size()` and `shape()` (xt::xtensor, xt::xarray).
+template <class A>
+concept logits_array = requires(A& a) {
+  { a.data() } -> std::convertible_to<const typename A::value_type*>;
+  a.size();
+  a.shape().back();
+}
+&&std::floating_point<typename A::value_type>;
+
+/// `softmax_cross_entropy` for arrays: vocab is the logits' last axis, the rows its leading axes.
+/// \throws std::invalid_argument if `dlogits` does not have the logits' shape, and as the span form.
+template <logits_array Logits, logits_array DLogits>
+double softmax_cross_entropy(const Logits& logits, std::span<const std::int32_t> targets, DLogits& dlogits,
+                             double seed) {
+  using L = typename Logits::value_type;
+  static_assert(std::is_same_v<typename DLogits::value_type, L>,
+                "softmax_cross_entropy: dlogits must have the logits' element type.");
+  if (!std::equal(logits.shape().begin(), logits.shape().end(), dlogits.shape().begin(), dlogits.shape().end()))
+    throw std::invalid_argument("softmax_cross_entropy: dlogits must have the logits' shape");
+  const std::size_t vocab = logits.shape().size() == 0 ? 0 : static_cast<std::size_t>(logits.shape().back());
+  return softmax_cross_entropy(std::span<const L>(logits.data(), logits.size()), vocab, targets,
+                               std::span<L>(dlogits.data(), dlogits.size()), seed);
 }
 
 /// The mean cross-entropy only (evaluation): as `softmax_cross_entropy` without the gradient.

@@ -320,8 +320,10 @@ class dense {
   /// packed kernel is kept (the first call, or the first after a parameter write, packs it).
   /// \throws std::invalid_argument if the last axis of `x` is not `in_features()` or out's shape is not
   ///   x's with `out_features()` on the last axis.
-  template <detail::layer_input X, detail::layer_array Y>
-  void forward_into(Y& out, const X& x_in) const {
+  template <detail::layer_input X, detail::layer_output YOut>
+  void forward_into(YOut& out_in, const X& x_in) const {
+    auto&& out = detail::as_output(out_in);
+    using Y = std::remove_cvref_t<decltype(out)>;
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, T>>,
@@ -334,8 +336,9 @@ class dense {
     multiply<compute_t<P, T>>(detail::flat(x), detail::flat(out), detail::leading_size(x));
   }
   /// `forward_into(out, x)`: dense needs no scratch; this form lets generic code call every layer alike.
-  template <detail::layer_input X, detail::layer_array Y>
-  void forward_into(Y& out, const X& x_in, workspace& /*unused*/) const {
+  template <detail::layer_input X, detail::layer_output YOut>
+  void forward_into(YOut& out_in, const X& x_in, workspace& /*unused*/) const {
+    auto&& out = detail::as_output(out_in);
     forward_into(out, x_in);
   }
 
@@ -363,7 +366,9 @@ class dense {
   /// The vector-Jacobian product of `forward`: for the output cotangent dy [..., out] (any floating
   /// element type; rounded to C as the forward's operands were), returns dx [..., in] = dy · kernelᵀ in
   /// the input type T (same kind of container as dy), and adds `grads.kernel += xᵀ · dy` and
-  /// `grads.bias += Σrows dy` (sums in float32, or float64 under float64; never rounded to 16 bits).
+  /// `grads.bias += Σrows dy`, dy rounded to C once for all three (the cotangent the products see; under
+  /// c=bf16 the bias gradient sums bfloat16-rounded values), summed in float32 (float64 under float64);
+  /// the sums are never rounded to 16 bits.
   /// \throws std::invalid_argument if dy's last axis is not `out_features()`, its rows are not those
   ///         of the saved forward, `ctx` was not saved by a forward of this layer's shape, or `grads` is
   ///         not shaped like the parameters.

@@ -368,9 +368,11 @@ class embedding {
   /// `output_t<P, param_type>`; a caller's buffer, reused across calls). Allocates nothing.
   /// \throws std::out_of_range as `operator()`; std::invalid_argument if out's shape is not ids' shape
   ///   with `features()` appended.
-  template <detail::layer_array Y, detail::layer_input Ids>
+  template <detail::layer_output YOut, detail::layer_input Ids>
   requires detail::id_type<detail::value_t<Ids>>
-  void forward_into(Y& out, const Ids& ids_in) const {
+  void forward_into(YOut& out_in, const Ids& ids_in) const {
+    auto&& out = detail::as_output(out_in);
+    using Y = std::remove_cvref_t<decltype(out)>;
     const auto& ids = detail::as_array(ids_in);
     static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, param_type>>,
                   "embedding::forward_into: out's element type must be output_t<P, param_type> of the layer's "
@@ -391,8 +393,10 @@ class embedding {
   /// is kept.
   /// \throws std::invalid_argument if the last axis of x is not `features()` or out's shape is not x's
   ///   with `vocab_size()` on the last axis.
-  template <detail::layer_array Y, detail::layer_input X>
-  void attend_into(Y& out, const X& x_in) const {
+  template <detail::layer_output YOut, detail::layer_input X>
+  void attend_into(YOut& out_in, const X& x_in) const {
+    auto&& out = detail::as_output(out_in);
+    using Y = std::remove_cvref_t<decltype(out)>;
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     using O = detail::value_t<Y>;

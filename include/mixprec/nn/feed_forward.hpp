@@ -253,8 +253,10 @@ class feed_forward {
   /// once `ws` has warmed up (see nn/workspace.hpp) and the packed kernels are kept.
   /// \throws std::invalid_argument if the last axis of x is not `in_features()` or out's shape is not
   ///   x's with `out_features()` on the last axis.
-  template <detail::layer_input X, detail::layer_array Y>
-  void forward_into(Y& out, const X& x_in, workspace& ws) const {
+  template <detail::layer_input X, detail::layer_output YOut>
+  void forward_into(YOut& out_in, const X& x_in, workspace& ws) const {
+    auto&& out = detail::as_output(out_in);
+    using Y = std::remove_cvref_t<decltype(out)>;
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, T>>,

@@ -127,8 +127,10 @@ class layer_norm : public detail::norm_params<P> {
   /// `operator()(x)` written into `out`, which must have x's shape and element type `output_t<P, T>`
   /// (a caller's buffer, reused across calls: no allocation for the result). Same bits as `operator()`.
   /// \throws std::invalid_argument if the last axis of x is not `features()` or out's shape is not x's.
-  template <detail::layer_input X, detail::layer_array Y>
-  void forward_into(Y& out, const X& x_in) const {
+  template <detail::layer_input X, detail::layer_output YOut>
+  void forward_into(YOut& out_in, const X& x_in) const {
+    auto&& out = detail::as_output(out_in);
+    using Y = std::remove_cvref_t<decltype(out)>;
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     static_assert(std::is_same_v<detail::value_t<Y>, output_t<P, T>>,

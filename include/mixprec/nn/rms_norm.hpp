@@ -225,8 +225,10 @@ class rms_norm {
   /// Plain `operator()(x)` written into `out` (x's shape, element type `output_t<P, T>`; a caller's
   /// buffer, reused across calls). Same bits as `operator()(x)`.
   /// \throws std::invalid_argument if the last axis of x is not `features()` or out's shape is not x's.
-  template <detail::layer_input X, detail::layer_array Y>
-  void forward_into(Y& out, const X& x_in) const {
+  template <detail::layer_input X, detail::layer_output YOut>
+  void forward_into(YOut& out_in, const X& x_in) const {
+    auto&& out = detail::as_output(out_in);
+    using Y = std::remove_cvref_t<decltype(out)>;
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     check_out_type<T, Y>();
@@ -240,8 +242,9 @@ class rms_norm {
   /// `residual` itself: the stream is then updated in place, as a decode loop wants. Same bits as
   /// `operator()(x, residual)`.
   /// \throws std::invalid_argument if the last axis is not `features()` or a shape is not x's.
-  template <detail::layer_input X, detail::layer_array Residual, detail::layer_array Y>
-  void forward_into(Y& out, Residual& new_residual, const X& x_in, const Residual& residual) const {
+  template <detail::layer_input X, detail::layer_array Residual, detail::layer_output YOut>
+  void forward_into(YOut& out_in, Residual& new_residual, const X& x_in, const Residual& residual) const {
+    auto&& out = detail::as_output(out_in);
     workspace ws{workspace::per_call};
     forward_into(out, new_residual, x_in, residual, ws);
   }
@@ -249,8 +252,11 @@ class rms_norm {
   /// Fused `forward_into(out, new_residual, x, residual)` with its scratch (the scale in the residual
   /// type, [features]) taken from `ws`: no allocation once `ws` has warmed up (nn/workspace.hpp).
   /// \throws std::invalid_argument as above.
-  template <detail::layer_input X, detail::layer_array Residual, detail::layer_array Y>
-  void forward_into(Y& out, Residual& new_residual, const X& x_in, const Residual& residual, workspace& ws) const {
+  template <detail::layer_input X, detail::layer_array Residual, detail::layer_output YOut>
+  void forward_into(YOut& out_in, Residual& new_residual, const X& x_in, const Residual& residual,
+                    workspace& ws) const {
+    auto&& out = detail::as_output(out_in);
+    using Y = std::remove_cvref_t<decltype(out)>;
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     check_out_type<T, Y>();
@@ -263,16 +269,19 @@ class rms_norm {
 
   /// Fused `operator()(x, no_residual)` written into `out` and `new_residual` (x's shape).
   /// \throws std::invalid_argument if the last axis is not `features()` or a shape is not x's.
-  template <detail::layer_input X, detail::layer_array Residual, detail::layer_array Y>
-  void forward_into(Y& out, Residual& new_residual, const X& x_in, no_residual_t) const {
+  template <detail::layer_input X, detail::layer_array Residual, detail::layer_output YOut>
+  void forward_into(YOut& out_in, Residual& new_residual, const X& x_in, no_residual_t) const {
+    auto&& out = detail::as_output(out_in);
     workspace ws{workspace::per_call};
     forward_into(out, new_residual, x_in, no_residual, ws);
   }
 
   /// Fused `forward_into(out, new_residual, x, no_residual)` with its scratch taken from `ws`.
   /// \throws std::invalid_argument as above.
-  template <detail::layer_input X, detail::layer_array Residual, detail::layer_array Y>
-  void forward_into(Y& out, Residual& new_residual, const X& x_in, no_residual_t, workspace& ws) const {
+  template <detail::layer_input X, detail::layer_array Residual, detail::layer_output YOut>
+  void forward_into(YOut& out_in, Residual& new_residual, const X& x_in, no_residual_t, workspace& ws) const {
+    auto&& out = detail::as_output(out_in);
+    using Y = std::remove_cvref_t<decltype(out)>;
     const auto& x = detail::as_array(x_in);
     using T = detail::value_t<X>;
     check_out_type<T, Y>();

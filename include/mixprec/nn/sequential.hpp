@@ -99,7 +99,8 @@ class sequential {
           f(self.names[I] + "." + std::string(name), g);
         }),
          ...);
-      }(std::make_index_sequence<size>{});
+      }
+      (std::make_index_sequence<size>{});
     }
   };
 
@@ -229,10 +230,12 @@ class sequential {
   template <class Self, class F>
   static void walk(Self& self, F& f) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (std::get<I>(self.layers_).for_each_parameter(
-           [&](const auto& name, auto& p) { f(self.names_[I] + "." + std::string(std::string_view(name)), p); }),
+      (std::get<I>(self.layers_).for_each_parameter([&](const auto& name, auto& p) {
+        f(self.names_[I] + "." + std::string(std::string_view(name)), p);
+      }),
        ...);
-    }(std::make_index_sequence<size>{});
+    }
+    (std::make_index_sequence<size>{});
   }
 
   template <class Self, class F>
@@ -241,13 +244,13 @@ class sequential {
       (
           [&](auto& layer) {
             if constexpr (requires { layer.for_each_buffer([](std::string_view, auto&) {}); }) {
-              layer.for_each_buffer([&](const auto& name, auto& b) {
-                f(self.names_[I] + "." + std::string(std::string_view(name)), b);
-              });
+              layer.for_each_buffer(
+                  [&](const auto& name, auto& b) { f(self.names_[I] + "." + std::string(std::string_view(name)), b); });
             }
           }(std::get<I>(self.layers_)),
           ...);
-    }(std::make_index_sequence<size>{});
+    }
+    (std::make_index_sequence<size>{});
   }
 
   std::tuple<Layers...> layers_;

@@ -78,7 +78,6 @@
 #include <iterator>
 #include <limits>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <ranges>
 #include <span>
@@ -91,6 +90,7 @@
 
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/dtypes/dtype.hpp"
+#include "mixprec/kernels/compiled.hpp"
 
 /// Helpers of the safetensors reader and writer (messages, overflow-checked products).
 namespace mixprec::detail {
@@ -192,6 +192,34 @@ struct stored_tensor {
   }
 };
 
+}  // namespace mixprec::train
+
+/// The two halves of the safetensors reader and writer that go through JSON (nlohmann-json): defined in
+/// train/detail/safetensors_json.hpp, which header-only translation units include and the compiled
+/// library (`mixprec::compiled`, src/checkpoints.cpp) compiles once, so that a translation unit of a
+/// program built in the compiled mode does not parse nlohmann-json.
+namespace mixprec::detail {
+/// One tensor of a safetensors header: its name, dtype, shape and byte offsets [begin, end) in the buffer.
+struct st_entry {
+  std::string name;
+  train::safetensors_dtype_info info;
+  std::vector<std::uint64_t> shape;
+  std::uint64_t begin = 0, end = 0;
+};
+/// The header's compact JSON text (not yet padded) for `entries`, written in their order, and
+/// `metadata` (first, when not empty). \throws train::safetensors_error (naming `source`) when a name or
+/// metadata string is not valid UTF-8.
+std::string st_write_header(std::span<const st_entry> entries, const std::map<std::string, std::string>& metadata,
+                            const std::string& source);
+/// Parses the header text [text, text + n) into its entries (header order) and metadata, with the
+/// checks of the file comment that concern the header alone (valid JSON, an object, no duplicate key,
+/// each entry's fields). \throws train::safetensors_error naming `source` and the entry at fault.
+void st_read_header(const char* text, std::size_t n, const std::string& source, std::vector<st_entry>& entries,
+                    std::map<std::string, std::string>& metadata);
+}  // namespace mixprec::detail
+
+namespace mixprec::train {
+
 /// A safetensors checkpoint in memory: named tensors (kept sorted by name) and the `__metadata__` map.
 /// Reading and writing are `from_bytes`/`load` and `to_bytes`/`save`; typed access is `put` and `get`
 /// for `xt::xtensor<T, N>` and for spans. See the file comment for the format and its checks.
@@ -264,7 +292,7 @@ class checkpoint {
 
   /// As above, for any contiguous range of a table element type (`std::vector<float>`, `std::span<float>`).
   template <std::ranges::contiguous_range R>
-    requires safetensors_element<std::ranges::range_value_t<R>>
+  requires safetensors_element<std::ranges::range_value_t<R>>
   void put(std::string_view name, const R& data, std::initializer_list<std::uint64_t> shape) {
     using T = std::ranges::range_value_t<R>;
     put(name, std::span<const T>(std::ranges::data(data), std::ranges::size(data)),
@@ -359,30 +387,14 @@ class checkpoint {
       return find_safetensors_dtype(a.second->type)->itemsize > find_safetensors_dtype(b.second->type)->itemsize;
     });  // stable: names stay sorted within one alignment
 
-    nlohmann::ordered_json header = nlohmann::ordered_json::object();
-    if (!metadata.empty()) {
-      nlohmann::ordered_json meta = nlohmann::ordered_json::object();
-      for (const auto& [k, v] : metadata) meta[k] = v;
-      header["__metadata__"] = std::move(meta);
-    }
+    std::vector<detail::st_entry> entries;
+    entries.reserve(order.size());
     std::uint64_t offset = 0;
     for (const auto& [name, t] : order) {
-      nlohmann::ordered_json entry = nlohmann::ordered_json::object();
-      entry["dtype"] = std::string(find_safetensors_dtype(t->type)->name);
-      entry["shape"] = t->shape;
-      entry["data_offsets"] = {offset, offset + t->bytes.size()};
+      entries.push_back({*name, *find_safetensors_dtype(t->type), t->shape, offset, offset + t->bytes.size()});
       offset += t->bytes.size();
-      header[*name] = std::move(entry);
     }
-    std::string text;
-    try {
-      text = header.dump();
-    } catch (const nlohmann::json::exception& e) {
-      throw safetensors_error(detail::st_prefix(source_) +
-                              "cannot write the header (a name or metadata string is "
-                              "not valid UTF-8?): " +
-                              e.what());
-    }
+    std::string text = detail::st_write_header(entries, metadata, source_);
     text.append((8 - text.size() % 8) % 8, ' ');
 
     std::vector<std::uint8_t> out;
@@ -482,87 +494,16 @@ class checkpoint {
     const auto* text = reinterpret_cast<const char*>(file.data() + 8);
     if (n == 0 || text[0] != '{') fail("the header does not start with '{'");
 
-    // nlohmann keeps the last of two equal keys; this callback records the first repeated key instead.
-    std::vector<std::pair<std::vector<std::string>, std::string>> open;  // keys seen, owner key, per object
-    std::string last_key;
-    std::optional<std::string> duplicate;
-    auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-      using event_t = nlohmann::json::parse_event_t;
-      if (event == event_t::object_start) {
-        open.emplace_back(std::vector<std::string>{}, open.empty() ? std::string{} : last_key);
-      } else if (event == event_t::object_end) {
-        if (!open.empty()) open.pop_back();
-      } else if (event == event_t::key && !open.empty()) {
-        last_key = parsed.get<std::string>();
-        auto& seen = open.back().first;
-        if (std::find(seen.begin(), seen.end(), last_key) != seen.end()) {
-          if (!duplicate)
-            duplicate = open.size() == 1
-                            ? "duplicate key \"" + last_key + "\" in the header"
-                            : "duplicate key \"" + last_key + "\" in the entry of \"" + open.back().second + "\"";
-        } else {
-          seen.push_back(last_key);
-        }
-      }
-      return true;
-    };
-    nlohmann::json header;
-    try {
-      header = nlohmann::json::parse(text, text + n, callback);
-    } catch (const nlohmann::json::exception& e) {
-      fail(std::string("the header is not valid JSON: ") + e.what());
-    }
-    if (duplicate) fail(*duplicate);
-    if (!header.is_object()) fail("the header is not a JSON object");
-
-    struct entry {
-      std::string name;
-      safetensors_dtype_info info;
-      std::vector<std::uint64_t> shape;
-      std::uint64_t begin, end;
-    };
-    std::vector<entry> entries;
-    for (const auto& [key, value] : header.items()) {
-      if (key == "__metadata__") {
-        if (!value.is_object()) fail("\"__metadata__\" is not an object of strings");
-        for (const auto& [mk, mv] : value.items()) {
-          if (!mv.is_string()) fail("\"__metadata__\" value of \"" + mk + "\" is not a string");
-          metadata[mk] = mv.get<std::string>();
-        }
-        continue;
-      }
-      const std::string where = detail::st_quote(key) + ": ";
-      if (!value.is_object()) fail(where + "the entry is not an object");
-      const auto dt = value.find("dtype");
-      if (dt == value.end()) fail(where + "missing \"dtype\"");
-      if (!dt->is_string()) fail(where + "\"dtype\" is not a string");
-      const auto info = find_safetensors_dtype(std::string_view(dt->get_ref<const std::string&>()));
-      if (!info) fail(where + "unknown dtype \"" + dt->get<std::string>() + "\"");
-      const auto sh = value.find("shape");
-      if (sh == value.end()) fail(where + "missing \"shape\"");
-      if (!sh->is_array()) fail(where + "\"shape\" is not an array");
-      std::vector<std::uint64_t> shape;
-      for (const auto& d : *sh) {
-        if (!d.is_number_unsigned()) fail(where + "\"shape\" holds " + d.dump() + ", not a non-negative integer");
-        shape.push_back(d.get<std::uint64_t>());
-      }
-      const auto off = value.find("data_offsets");
-      if (off == value.end()) fail(where + "missing \"data_offsets\"");
-      if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
-        fail(where + "\"data_offsets\" is " + off->dump() + ", not two non-negative integers");
-      const auto begin = (*off)[0].get<std::uint64_t>();
-      const auto end = (*off)[1].get<std::uint64_t>();
-      if (end < begin)
-        fail(where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") end before begin");
-      entries.push_back({key, *info, std::move(shape), begin, end});
-    }
+    std::vector<detail::st_entry> entries;
+    detail::st_read_header(text, static_cast<std::size_t>(n), source_, entries, metadata);
 
     const std::uint64_t buffer_size = file.size() - 8 - n;
-    std::sort(entries.begin(), entries.end(),
-              [](const entry& a, const entry& b) { return std::pair(a.begin, a.end) < std::pair(b.begin, b.end); });
+    std::sort(entries.begin(), entries.end(), [](const detail::st_entry& a, const detail::st_entry& b) {
+      return std::pair(a.begin, a.end) < std::pair(b.begin, b.end);
+    });
     std::uint64_t covered = 0;
-    const entry* previous = nullptr;
-    for (const entry& e : entries) {
+    const detail::st_entry* previous = nullptr;
+    for (const detail::st_entry& e : entries) {
       const std::string where =
           detail::st_quote(e.name) + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ") ";
       std::optional<std::uint64_t> nbytes = e.info.itemsize;
@@ -585,7 +526,7 @@ class checkpoint {
            std::to_string(covered) + " of the buffer's " + std::to_string(buffer_size) + " bytes)");
 
     const std::uint8_t* buffer = file.data() + 8 + n;
-    for (entry& e : entries) {
+    for (detail::st_entry& e : entries) {
       std::vector<std::uint8_t> bytes(buffer + e.begin, buffer + e.end);
       tensors_[e.name] = stored_tensor{e.info.type, std::move(e.shape), std::move(bytes)};
     }
@@ -593,3 +534,7 @@ class checkpoint {
 };
 
 }  // namespace mixprec::train
+
+#if !MIXPREC_EXTERN_CHECKPOINTS
+#include "mixprec/train/detail/safetensors_json.hpp"
+#endif

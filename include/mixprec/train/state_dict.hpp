@@ -24,22 +24,28 @@
 /// to the model's dtype (floating-point dtypes only). Every fault is found before anything is
 /// written: on an error the model is as it was, and the message lists every tensor at fault.
 ///
-///     mixprec::train::checkpoint ck;
+///     mixprec::train::checkpoint ck;                      // one part at a time
 ///     mixprec::train::save_state(ck, model, "model");
 ///     mixprec::train::save_state(ck, opt, "optimizer");
-///     mixprec::train::save_state(ck, ls, "loss_scale");
-///     mixprec::train::save_state(ck, rng, "rng");
-///     ck.save("train_state.safetensors");
-///     // ... later, into freshly built objects:
-///     auto back = mixprec::train::checkpoint::load("train_state.safetensors");
+///     ck.save("params_and_optimizer.safetensors");
+///     auto back = mixprec::train::checkpoint::load("params_and_optimizer.safetensors");
 ///     mixprec::train::load_state(back, model, "model");  // throws on any missing/unexpected tensor
+///
+///     // or a whole train state in one call each way (PyTorch's torch.save of a dict of state dicts):
+///     mixprec::train::save_states("state.safetensors", {{"model", model}, {"optimizer", opt},
+///                                                       {"loss_scale", ls}, {"rng", rng}});
+///     mixprec::train::load_states("state.safetensors", {{"model", model}, {"optimizer", opt},
+///                                                       {"loss_scale", ls}, {"rng", rng}});
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <initializer_list>
 #include <random>
 #include <set>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -87,7 +93,8 @@ template <class A>
 /// Element i of the stored floating-point tensor `t` as a double (exact: every stored float format is
 /// a subset of float64).
 template <std::size_t... I>
-[[nodiscard]] double stored_as_double(const train::stored_tensor& t, std::size_t i, std::index_sequence<I...> /*table*/) {
+[[nodiscard]] double stored_as_double(const train::stored_tensor& t, std::size_t i,
+                                      std::index_sequence<I...> /*table*/) {
   double out = 0.0;
   const auto read = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
     constexpr dtype d = train::safetensors_dtypes[J].type;
@@ -148,7 +155,9 @@ struct load_result {
 
 /// A layer, composite or model: it walks its parameters as `for_each_parameter(f(name, tensor))`.
 template <class M>
-concept parameter_walk = requires(M& m) { m.for_each_parameter([](std::string_view, auto&) {}); };
+concept parameter_walk = requires(M& m) {
+  m.for_each_parameter([](std::string_view, auto&) {});
+};
 
 /// An object that writes and reads its own state in a checkpoint (the optimisers).
 template <class S>
@@ -157,13 +166,11 @@ concept own_state = requires(const S& cs, S& s, checkpoint& ck, const checkpoint
   s.load_state(cck);
 };
 
-
 /// Puts every parameter (and buffer) of `model` into `ck` as `prefix.<name>`, in its dtype and shape.
 /// \throws std::invalid_argument when the model's walk gives one name twice; safetensors_error when a
 ///         name is empty.
 template <parameter_walk Model>
-  requires(!own_state<Model>)
-void save_state(checkpoint& ck, const Model& model, std::string_view prefix = {}) {
+requires(!own_state<Model>) void save_state(checkpoint& ck, const Model& model, std::string_view prefix = {}) {
   std::set<std::string> seen;
   detail::for_each_state_tensor(model, [&](const auto& name, const auto& tensor) {
     using E = typename std::remove_cvref_t<decltype(tensor)>::value_type;
@@ -186,14 +193,16 @@ void save_state(checkpoint& ck, const Model& model, std::string_view prefix = {}
 ///         differs, and every dtype that differs (without `convert`, or when a dtype is not floating);
 ///         nothing is written then. std::invalid_argument when the walk gives one name twice.
 template <parameter_walk Model>
-  requires(!own_state<Model>)
-load_result load_state(const checkpoint& ck, Model& model, std::string_view prefix = {},
-                       const load_options& options = {}) {
+requires(!own_state<Model>) load_result
+    load_state(const checkpoint& ck, Model& model, std::string_view prefix = {}, const load_options& options = {}) {
   load_result result;
   std::vector<std::string> faults;
   std::set<std::string> seen;
   detail::for_each_state_tensor(std::as_const(model), [&](const auto& name, const auto& tensor) {
     using E = typename std::remove_cvref_t<decltype(tensor)>::value_type;
+    static_assert(safetensors_element<E>,
+                  "train::load_state: safetensors has no dtype for this parameter's element type (complex, int4 "
+                  "and float6/float4 have none); load its parts or a wider type yourself.");
     std::string full = detail::dotted(prefix, name);
     if (!seen.insert(full).second)
       throw std::invalid_argument("train::load_state: the model names \"" + full + "\" twice");
@@ -301,8 +310,8 @@ inline void load_state(const checkpoint& /*ck*/, no_op_loss_scale& /*ls*/, std::
 /// A random engine with the standard library's textual state (`os << e`, `is >> e`: every engine of
 /// <random> restores exactly the sequence it would have produced).
 template <class E>
-concept serialisable_engine = std::uniform_random_bit_generator<E> && requires(E& e, std::ostream& os,
-                                                                                std::istream& is) {
+concept serialisable_engine = std::uniform_random_bit_generator<E> &&
+    requires(E& e, std::ostream& os, std::istream& is) {
   os << e;
   is >> e;
 };
@@ -331,6 +340,70 @@ void load_state(const checkpoint& ck, E& engine, std::string_view prefix = {}) {
     throw safetensors_error(detail::st_prefix(ck.source()) + "metadata entry \"" + key +
                             "\" is not the state of this random engine");
   engine = restored;
+}
+
+/// One part of a train state: an object that `save_state` / `load_state` take (a model, an optimiser,
+/// a loss scale, a random engine) and the prefix it is saved under. Holds a reference: the object must
+/// outlive it. Built implicitly from `{"prefix", object}`, for `save_states` and `load_states`.
+class state_ref {
+ public:
+  /// `object` saved and loaded under `prefix`.
+  template <class T>
+  requires requires(checkpoint& ck, const checkpoint& cck, T& t) {
+    save_state(ck, std::as_const(t), std::string_view());
+    load_state(cck, t, std::string_view());
+  }
+  state_ref(std::string_view prefix, T& object) noexcept  // NOLINT(google-explicit-constructor): {"name", x}
+      : prefix_(prefix),
+        object_(&object),
+        save_([](checkpoint& ck, const void* o, std::string_view p) { save_state(ck, *static_cast<const T*>(o), p); }),
+        load_([](const checkpoint& ck, void* o, std::string_view p) { (void)load_state(ck, *static_cast<T*>(o), p); }) {
+  }
+
+  /// The prefix.
+  [[nodiscard]] std::string_view prefix() const noexcept { return prefix_; }
+  /// `save_state(ck, object, prefix)`.
+  void save(checkpoint& ck) const { save_(ck, object_, prefix_); }
+  /// `load_state(ck, object, prefix)` (strict, for models).
+  void load(const checkpoint& ck) const { load_(ck, object_, prefix_); }
+
+ private:
+  std::string_view prefix_;
+  void* object_;
+  void (*save_)(checkpoint&, const void*, std::string_view);
+  void (*load_)(const checkpoint&, void*, std::string_view);
+};
+
+/// Saves every part under its prefix into one safetensors file at `path` (written through a temporary
+/// file and a rename, as `checkpoint::save`): PyTorch's `torch.save({"model": ..., "optimizer": ...})`.
+/// \throws std::invalid_argument when two parts have the same prefix; what the parts' `save_state` and
+///         `checkpoint::save` throw.
+inline void save_states(const std::filesystem::path& path, std::span<const state_ref> parts) {
+  checkpoint ck;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (parts[j].prefix() == parts[i].prefix())
+        throw std::invalid_argument("train::save_states: two parts are saved under \"" +
+                                    std::string(parts[i].prefix()) + "\"");
+    }
+    parts[i].save(ck);
+  }
+  ck.save(path);
+}
+/// `save_states(path, {{"model", model}, {"optimizer", opt}, ...})`.
+inline void save_states(const std::filesystem::path& path, std::initializer_list<state_ref> parts) {
+  save_states(path, std::span<const state_ref>(parts.begin(), parts.size()));
+}
+
+/// Reads the file at `path` and loads every part from its prefix (strictly, for models).
+/// \throws safetensors_error when the file cannot be read, and what the parts' `load_state` throw.
+inline void load_states(const std::filesystem::path& path, std::span<const state_ref> parts) {
+  const checkpoint ck = checkpoint::load(path);
+  for (const state_ref& part : parts) part.load(ck);
+}
+/// `load_states(path, {{"model", model}, {"optimizer", opt}, ...})`.
+inline void load_states(const std::filesystem::path& path, std::initializer_list<state_ref> parts) {
+  load_states(path, std::span<const state_ref>(parts.begin(), parts.size()));
 }
 
 }  // namespace mixprec::train

@@ -54,10 +54,38 @@ struct array_traits<row_major_view<T, Rank>> {
   using rebind = std::conditional_t<Rank == dynamic_rank, xt::xarray<U>, xt::xtensor<U, Rank + Extra>>;
 };
 
+/// A `row_major_span` (what `as_output` makes of a caller's adaptor or Eigen map): written in place.
+template <class T, std::size_t Rank>
+struct array_traits<row_major_span<T, Rank>> {
+  static constexpr bool supported = true;
+  using value_type = T;
+  template <class U, std::size_t Extra = 0>
+  using rebind = std::conditional_t<Rank == dynamic_rank, xt::xarray<U>, xt::xtensor<U, Rank + Extra>>;
+};
+
 /// What the layers compute on: `xt::xtensor<T, N>` or `xt::xarray<T>` (row-major, default allocator),
-/// or a `row_major_view`.
+/// a `row_major_view` or a `row_major_span`.
 template <class X>
 concept layer_array = array_traits<X>::supported;
+
+/// What a layer's `forward_into` takes as its output: a `layer_array`, or anything
+/// `as_row_major_output` writes into (`xt::adapt`, `Eigen::Map`, `Eigen::Ref`, RowMajor matrices). Other
+/// arrays and ranges are accepted here too, so that `as_output` stops them with a sentence saying what
+/// is accepted (a failed concept would only say "constraints not satisfied").
+template <class Y>
+concept layer_output = layer_array<Y> || row_major_source<Y> || std::ranges::range<Y>;
+
+/// `y` itself for a `layer_array`, else `as_row_major_output(y)`: a `row_major_span` over y's buffer.
+/// \throws std::invalid_argument when y's buffer is not contiguous row-major.
+/// Errors: a type that cannot be written in place does not compile (as_row_major_output's static_assert).
+template <class Y>
+[[nodiscard]] decltype(auto) as_output(Y& y) {
+  if constexpr (layer_array<Y>) {
+    return (y);
+  } else {
+    return as_row_major_output(y);
+  }
+}
 
 /// What the layers take as an input: a `layer_array`, or anything `as_row_major` reads
 /// (`xt::adapt`, views, `xt::xtensor_fixed`, other xtensor expressions, Eigen matrices and maps).
