@@ -7,7 +7,8 @@
 /// Step order (PyTorch AMP, jmp, Micikevicius et al. §3.2): seed the backward with σ = S / N (S the loss
 /// scale, N the targets of the step) → backward (gradients add) → unscale the float32 gradients in place
 /// → `all_finite` → `ls.adjust(finite)` → if finite: clip, AdamW step; else skip the step (parameters,
-/// moments and the step counter untouched) and count it.
+/// moments and the step counter untouched) and count it: one `train::scaled_step` call. The parameters
+/// and the train state are saved and loaded as state dicts (`train::save_state`, `load_state`).
 #pragma once
 
 #include <algorithm>
@@ -35,6 +36,8 @@
 #include "mixprec/train/clip.hpp"
 #include "mixprec/train/lr_schedule.hpp"
 #include "mixprec/train/safetensors.hpp"
+#include "mixprec/train/scaled_step.hpp"
+#include "mixprec/train/state_dict.hpp"
 
 namespace train_example {
 
@@ -160,13 +163,11 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
   std::optional<mixprec::dynamic_loss_scale> ls;
   if (opt.loss_scaling) ls.emplace(mixprec::dynamic_loss_scale_options{.initial_scale = 32768.0f, .period = 2000});
 
-  // The gradient tensors as spans, in the order of for_each_parameter, and their ranks (decay iff >= 2).
+  // The gradient tensors as spans, in the order of for_each_parameter: the workers' sums go there.
   std::vector<std::span<float>> grad_spans;
-  std::vector<std::size_t> grad_ranks;
   grads.for_each([&](std::string_view, auto& g) {
     static_assert(std::is_same_v<typename std::remove_cvref_t<decltype(g)>::value_type, float>);
     grad_spans.emplace_back(g.data(), g.size());
-    grad_ranks.push_back(g.dimension());
   });
 
   std::mt19937_64 batch_rng(opt.seed + 1);
@@ -189,16 +190,9 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
       throw std::invalid_argument("resume: the saved run already ran iterations 0.." + std::to_string(saved_iters) +
                                   ": give --iters above " + std::to_string(saved_iters));
     }
-    model.for_each_parameter([&](const std::string& name, auto& p) {
-      using T = typename std::remove_cvref_t<decltype(p)>::value_type;
-      resume.params->get_into(name, std::span<T>(p.data(), p.size()));
-    });
-    adamw.load_state(st);
-    if (ls) {
-      ls.emplace(mixprec::dynamic_loss_scale_state{st.get_scalar<float>("loss_scale"),
-                                                   static_cast<int>(st.get_scalar<std::int32_t>("loss_scale_counter")),
-                                                   ls->state().options});
-    }
+    tr::load_state(*resume.params, model);  // strict: every parameter, by name, shape and dtype
+    tr::load_state(st, adamw, "optimizer");
+    if (ls) tr::load_state(st, *ls, "loss_scale");
     result.skipped_steps = st.get_scalar<std::int64_t>("run.skipped_steps");
     // A float8 run: each projection's delayed scalings (scale and amax history of x, kernel, dy) and
     // clip counts, under the options it was built with.
@@ -282,22 +276,13 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
         for (std::size_t e = 0; e < g.size(); ++e) dst[e] += g.data()[e];
       });
     }
-    if (ls) ls->unscale_in_place(grad_spans);  // S is a power of two: a product by 1/S, exact
-    const bool finite = mixprec::all_finite(grad_spans);
-    if (ls) ls->adjust(finite);
-    if (!finite) {
-      ++result.skipped_steps;
-    } else {
-      (void)tr::clip_grad_norm(opt.grad_clip, grad_spans);
-      adamw.begin_step(opt.schedule(it));
-      std::size_t i = 0;
-      model.for_each_parameter([&](const std::string& name, auto& p) {
-        using T = typename std::remove_cvref_t<decltype(p)>::value_type;
-        adamw.update(name, std::span<T>(p.data(), p.size()), std::span<const float>(grad_spans[i]),
-                     tr::decays_by_rank(grad_ranks[i]));
-        ++i;
-      });
-    }
+    // Unscale (S is a power of two: a product by 1/S, exact), check, adjust S, then skip, or clip and
+    // step AdamW over every parameter by name (nanoGPT's decay rule).
+    mixprec::no_op_loss_scale unscaled;
+    const tr::scaled_step_options step_options{.max_norm = opt.grad_clip};
+    const bool stepped = ls ? tr::scaled_step(*ls, adamw, opt.schedule(it), model, grads, step_options)
+                            : tr::scaled_step(unscaled, adamw, opt.schedule(it), model, grads, step_options);
+    if (!stepped) ++result.skipped_steps;
     // Delayed scaling: this step's amaxes become history; the next step's scales follow (also after a
     // skipped step: its amaxes were measured).
     for (auto& dot : float8_dots) dot->update_scales();
@@ -342,12 +327,11 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
     result.sample += data.decode(context.back());
   }
 
-  if (params_out != nullptr) {
-    model.for_each_parameter([&](const std::string& name, const auto& p) { params_out->put(name, p); });
-  }
+  if (params_out != nullptr) tr::save_state(*params_out, model);
   if (state_out != nullptr) {
     // TRAINING.md §6: the optimiser's master weights and moments, its step, and the loss-scale state.
-    adamw.save_state(*state_out);
+    tr::save_state(*state_out, adamw, "optimizer");
+    if (ls) tr::save_state(*state_out, *ls, "loss_scale");
     for (const auto& [key, value] : detail::recorded_settings(opt)) state_out->metadata[key] = value;
     state_out->put_scalar("run.iteration", opt.iters);
     state_out->put_scalar("run.skipped_steps", result.skipped_steps);
@@ -365,10 +349,6 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
       put_scaling("x", dot.x_scaling().state(), clips.x);
       put_scaling("kernel", dot.kernel_scaling().state(), clips.kernel);
       put_scaling("dy", dot.dy_scaling().state(), clips.dy);
-    }
-    if (ls) {
-      state_out->put_scalar("loss_scale", ls->loss_scale());
-      state_out->put_scalar("loss_scale_counter", static_cast<std::int32_t>(ls->counter()));
     }
   }
   return result;

@@ -34,11 +34,13 @@
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/parameters.hpp"
+#include "mixprec/nn/repeated.hpp"
 #include "mixprec/nn/probe.hpp"
 #include "mixprec/nn/rms_norm.hpp"
 #include "mixprec/nn/rotary.hpp"
 #include "mixprec/nn/scaled_dot_product_attention.hpp"
 #include "mixprec/nn/sequential.hpp"
+#include "mixprec/nn/transformer_block.hpp"
 #include "mixprec/nn/weight_cache.hpp"
 #include "mixprec/nn/workspace.hpp"
 

@@ -270,7 +270,7 @@ TEST_CASE("state dict: a train state in one file resumes a loss-scaled run bit f
   CHECK(resumed.opt.step() == first.opt.step());
 }
 
-TEST_CASE("checkpoint: put takes a braced shape; scoped and insert move a prefix", "[state_dict][safetensors]") {
+TEST_CASE("checkpoint: put takes a braced shape, scoped and insert move a prefix", "[state_dict][safetensors]") {
   train::checkpoint ck;
   const std::vector<float> v(16, 1.5f);
   ck.put("bias", std::span<const float>(v), {16});

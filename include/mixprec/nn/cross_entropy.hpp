@@ -145,4 +145,13 @@ double cross_entropy_loss(std::span<const L> logits, std::size_t vocab, std::spa
   return n == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / static_cast<double>(n);
 }
 
+/// `cross_entropy_loss` for arrays: vocab is the logits' last axis, the rows its leading axes.
+/// \throws std::invalid_argument as the span form.
+template <logits_array Logits>
+double cross_entropy_loss(const Logits& logits, std::span<const std::int32_t> targets) {
+  using L = typename Logits::value_type;
+  const std::size_t vocab = logits.shape().size() == 0 ? 0 : static_cast<std::size_t>(logits.shape().back());
+  return cross_entropy_loss(std::span<const L>(logits.data(), logits.size()), vocab, targets);
+}
+
 }  // namespace mixprec::nn

@@ -32,6 +32,36 @@ constexpr std::size_t walk_static_rank() {
 }
 }  // namespace detail
 
+/// `f` with `prefix` put before every name it is given: `f(prefix + name, tensor)`. For the walks of a
+/// model written by hand: `wte.for_each_parameter(nn::prefixed("wte.", f))`.
+template <class F>
+[[nodiscard]] auto prefixed(std::string prefix, F& f) {
+  return [prefix = std::move(prefix), &f](const auto& name, auto& tensor) {
+    f(prefix + std::string(std::string_view(name)), tensor);
+  };
+}
+
+/// Calls `f(name, tensor)` on every tensor of `part`: its `for_each_parameter` walk when it has one (a
+/// layer or model), else its `for_each` walk (a layer's gradients). Lets one function walk a model's
+/// parameters and its gradients, whose parts have the same names.
+template <class Part, class F>
+void for_each_tensor(Part& part, F&& f) {
+  if constexpr (requires { part.for_each_parameter(f); }) {
+    part.for_each_parameter(f);
+  } else {
+    part.for_each(f);
+  }
+}
+
+/// The number of parameter elements of a layer or model (its `for_each_parameter` walk): PyTorch's
+/// `sum(p.numel() for p in model.parameters())`.
+template <class Model>
+[[nodiscard]] std::size_t parameter_count(const Model& model) {
+  std::size_t n = 0;
+  model.for_each_parameter([&n](const auto& /*name*/, const auto& tensor) { n += tensor.size(); });
+  return n;
+}
+
 /// Calls `f(name, param, grad)` on every parameter of `layer` with its gradient in `grads`, in the
 /// order of `layer.for_each_parameter`: `name` is a `std::string_view` (the layer's dotted name),
 /// `param` the layer's tensor (writable when `layer` is), `grad` the gradient tensor of the same

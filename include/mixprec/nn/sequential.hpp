@@ -8,14 +8,16 @@
 /// A layer fits when it has the interface of the nn layers: `operator()(x)`, `forward(x,
 /// saved<T>&)`, `backward(const saved<T>&, dy, gradients&)`, `zero_gradients()`,
 /// `for_each_parameter(f)` and a `gradients` tree with `for_each(f)`, and a `policy_type` (its output
-/// element type for inputs of type T is `output_t<policy_type, T>`). dense, feed_forward, layer_norm,
-/// rms_norm (without a residual), group_norm, attention (without a mask) and a `sequential` itself fit.
+/// element type for inputs of type T is `output_t<policy_type, T>`, or its own `output_type<T>`).
+/// dense, feed_forward, layer_norm, rms_norm (without a residual), group_norm, attention (without a
+/// mask), transformer_block, repeated and a `sequential` itself fit.
 ///
 ///     std::mt19937 rng(0);
 ///     using P = mixprec::mixed_float16;
-///     mixprec::nn::sequential mlp{mixprec::nn::dense<P>(784, 256, rng),
-///                                 mixprec::nn::feed_forward<P>(256, 1024, rng),
-///                                 mixprec::nn::dense<P>(256, 10, rng)};
+///     mixprec::nn::sequential mlp{
+///         mixprec::nn::dense<P>(784, 256, rng),
+///         mixprec::nn::feed_forward<P>::init(mixprec::nn::ffn_activation::gelu, 256, 1024, rng),
+///         mixprec::nn::dense<P>(256, 10, rng)};
 ///     decltype(mlp)::saved<float> ctx;
 ///     auto logits = mlp.forward(x, ctx);          // x [batch, 784] float -> logits [batch, 10]
 ///     auto grads = mlp.zero_gradients();
@@ -32,14 +34,29 @@
 
 #include "mixprec/arrays/tree.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/layer_types.hpp"
 #include "mixprec/policies/policy.hpp"
 
 namespace mixprec::nn {
 
 namespace detail {
 
+/// The output element type of layer L for inputs of element type T: `L::output_type<T>` when L says
+/// (a `transformer_block` returns its stream's type), else `output_t<L::policy_type, T>`.
+template <class L, class T>
+struct layer_output_type {
+  using type = output_t<typename L::policy_type, T>;
+};
+template <class L, class T>
+requires requires { typename L::template output_type<T>; }
+struct layer_output_type<L, T> {
+  using type = typename L::template output_type<T>;
+};
+template <class L, class T>
+using layer_output_t = typename layer_output_type<L, T>::type;
+
 /// The saved contexts of `Layers...` run in a chain from inputs of element type T: a std::tuple of
-/// each layer's `saved<T_i>`, T_0 = T and T_{i+1} = output_t<policy of layer i, T_i>.
+/// each layer's `saved<T_i>`, T_0 = T and T_{i+1} = layer_output_t<layer i, T_i>.
 template <class T, class... Layers>
 struct chain_types {
   using saved = std::tuple<>;
@@ -47,7 +64,7 @@ struct chain_types {
 };
 template <class T, class L, class... Rest>
 struct chain_types<T, L, Rest...> {
-  using next = chain_types<output_t<typename L::policy_type, T>, Rest...>;
+  using next = chain_types<layer_output_t<L, T>, Rest...>;
   using saved = decltype(std::tuple_cat(std::declval<std::tuple<typename L::template saved<T>>>(),
                                         std::declval<typename next::saved>()));
   using output = typename next::output;
@@ -207,9 +224,10 @@ class sequential {
   auto forward_from(const X& x, Saved& saved_layers) const {
     auto y = std::get<I>(layers_).forward(x, std::get<I>(saved_layers));
     using L = std::tuple_element_t<I, std::tuple<Layers...>>;
-    static_assert(std::is_same_v<detail::value_t<decltype(y)>, output_t<typename L::policy_type, detail::value_t<X>>>,
+    static_assert(std::is_same_v<detail::value_t<decltype(y)>, detail::layer_output_t<L, detail::value_t<X>>>,
                   "nn::sequential: a layer's output element type must be output_t<P, T> of its policy P for "
-                  "inputs of type T (the type the next layer's saved context is made for).");
+                  "inputs of type T, or its own output_type<T> (the type the next layer's saved context is made "
+                  "for).");
     if constexpr (I + 1 == size) {
       return y;
     } else {
