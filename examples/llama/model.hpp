@@ -1,8 +1,10 @@
 /// \file
 /// \brief `llama::model<P>`: the Llama-2 decoder of a llama2.c checkpoint (stories260K) assembled from
-/// mixprec's layers only — `nn::embedding`, `nn::rms_norm` (fused residual form), `nn::attention`
-/// (grouped-query, adjacent-pair RoPE, causal, key/value cache) and `nn::feed_forward` (SwiGLU) — under
-/// the precision policy `P`, decoding one token at a time.
+/// mixprec's layers only — `nn::embedding`, library transformer blocks (`nn::transformer_block` with
+/// `nn::rms_norm` in its fused residual form, `nn::attention`: grouped-query, adjacent-pair RoPE,
+/// causal, key/value cache, and a SwiGLU `nn::feed_forward`) and a final `nn::rms_norm` — under the
+/// precision policy `P`, decoding one token at a time. The weights come in as a state dict
+/// (llama2c_state_dict.hpp), loaded strictly.
 ///
 /// The architecture (llama2.c run.c `forward`, model.py; Touvron et al. 2023, "Llama 2"):
 ///
@@ -30,62 +32,26 @@
 /// | `logits` | [vocab] | Output |
 #pragma once
 
-#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <stdexcept>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include <mixprec/arrays/xtensor.hpp>
 #include <mixprec/diagnostics/probe.hpp>
-#include <mixprec/nn/attention.hpp>
 #include <mixprec/nn/embedding.hpp>
-#include <mixprec/nn/feed_forward.hpp>
-#include <mixprec/nn/rms_norm.hpp>
+#include <mixprec/nn/parameters.hpp>
+#include <mixprec/nn/repeated.hpp>
+#include <mixprec/nn/transformer_block.hpp>
 #include <mixprec/nn/workspace.hpp>
 #include <mixprec/policies/policy.hpp>
+#include <mixprec/train/state_dict.hpp>
+#include <xtensor/xadapt.hpp>
 
-#include "llama2c_checkpoint.hpp"
+#include "llama2c_state_dict.hpp"
 
 namespace llama {
-
-namespace detail {
-
-/// Slice `index` of the leading axis of `t` (e.g. layer l of an [L, out, in] tensor) as a float32 matrix
-/// [rows, cols]. \throws std::out_of_range / std::logic_error when the slice does not have rows * cols values.
-inline xt::xtensor<float, 2> matrix(const llama2c::tensor& t, std::size_t index, std::size_t rows, std::size_t cols) {
-  const std::span<const float> s = t.slice(index);
-  if (s.size() != rows * cols) {
-    throw std::logic_error("llama::model: a checkpoint slice has " + std::to_string(s.size()) + " values, expected " +
-                           std::to_string(rows) + " x " + std::to_string(cols));
-  }
-  auto m = xt::xtensor<float, 2>::from_shape({rows, cols});
-  std::copy(s.begin(), s.end(), m.data());
-  return m;
-}
-
-/// `values` as a float32 vector [n].
-inline xt::xtensor<float, 1> vector(std::span<const float> values) {
-  auto v = xt::xtensor<float, 1>::from_shape({values.size()});
-  std::copy(values.begin(), values.end(), v.data());
-  return v;
-}
-
-/// The contiguous elements of an xtensor container, for `probe.observe`.
-template <class X>
-[[nodiscard]] auto elements(const X& x) {
-  return std::span<const typename X::value_type>(x.data(), x.size());
-}
-
-/// "layers.<l>.<what>".
-[[nodiscard]] inline std::string layer_site(std::size_t l, const char* what) {
-  return "layers." + std::to_string(l) + "." + what;
-}
-
-}  // namespace detail
 
 /// RMSNorm epsilon of llama2.c (run.c `rmsnorm`: `ss += 1e-5f`; model.py `norm_eps = 1e-5`).
 inline constexpr double rms_norm_epsilon = 1e-5;
@@ -130,45 +96,33 @@ class model {
   using activation_type = typename P::output_type;
   /// Element type of the residual stream (float32, or float64 under float64 compute).
   using residual_type = mixprec::nn::residual_t<P, activation_type>;
+  /// One transformer block: rms_norm, attention, rms_norm, SwiGLU.
+  using block_type = mixprec::nn::transformer_block<P, mixprec::nn::rms_norm<P>>;
   /// The key/value cache of one layer (elements of the compute type).
-  using cache_type = typename mixprec::nn::attention<P>::template cache_type<activation_type>;
+  using cache_type = typename block_type::template cache_type<activation_type>;
   /// Logits [vocab].
   using logits_type = xt::xtensor<activation_type, 1>;
 
   /// Builds the model from a checkpoint (which need not outlive it).
   /// \throws std::invalid_argument when the checkpoint has a separate classifier (wcls) or no layer;
-  ///   std::out_of_range / std::logic_error when a tensor's shape does not match the configuration.
+  ///   mixprec::train::safetensors_error when a tensor's shape does not match the configuration.
   explicit model(const llama2c::checkpoint& ck)
-      : config_(ck.config), embedding_(load_embedding(ck)), final_norm_(norm_from(ck.rms_final.values)) {
+      : config_(ck.config),
+        embedding_(size(ck.config.vocab_size), size(ck.config.dim)),
+        layers_(size(ck.config.n_layers), block_type(block_config(ck.config))),
+        final_norm_(size(ck.config.dim), {.epsilon = rms_norm_epsilon}) {
+    if (!ck.config.shared_classifier) {
+      throw std::invalid_argument(
+          "llama::model: this checkpoint has a separate classifier (wcls; negative vocab_size in its header); the "
+          "example supports tied classifiers only (the classifier is the token embedding, as in stories260K)");
+    }
     if (config_.n_layers < 1) {
       throw std::invalid_argument("llama::model: the checkpoint has n_layers = " + std::to_string(config_.n_layers) +
                                   "; a model needs at least one layer");
     }
-    const std::size_t dim = size(config_.dim), hidden = size(config_.hidden_dim), kv_dim = size(config_.kv_dim());
-    const mixprec::nn::attention_config attention_config{
-        .d_model = dim,
-        .n_heads = size(config_.n_heads),
-        .n_kv_heads = size(config_.n_kv_heads),
-        .head_dim = size(config_.head_size()),
-        .causal = true,
-        .rotary = mixprec::nn::rotary_config{.layout = mixprec::nn::rope_layout::adjacent_pairs, .theta = rope_theta},
-    };
-    using dense = mixprec::nn::dense<P>;
-    constexpr auto out_in = mixprec::nn::weight_layout::out_in;  // llama2.c stores [out, in]
-    for (std::size_t l = 0; l < size(config_.n_layers); ++l) {
-      layer block{
-          norm_from(ck.rms_att.slice(l)),
-          mixprec::nn::attention<P>::from_weights(
-              attention_config, detail::matrix(ck.wq, l, dim, dim), detail::matrix(ck.wk, l, kv_dim, dim),
-              detail::matrix(ck.wv, l, kv_dim, dim), detail::matrix(ck.wo, l, dim, dim), out_in),
-          norm_from(ck.rms_ffn.slice(l)),
-          mixprec::nn::feed_forward<P>(mixprec::nn::ffn_activation::swiglu,
-                                       dense::from_weights(detail::matrix(ck.w1, l, hidden, dim), out_in),
-                                       dense::from_weights(detail::matrix(ck.w2, l, dim, hidden), out_in),
-                                       dense::from_weights(detail::matrix(ck.w3, l, hidden, dim), out_in)),
-      };
-      caches_.push_back(block.attention.template make_cache<activation_type>(1, size(config_.seq_len)));
-      layers_.push_back(std::move(block));
+    mixprec::train::load_state(llama2c::state_dict(ck), *this, {}, {.convert = true});  // rounded once to Param
+    for (const auto& block : layers_.layers()) {
+      caches_.push_back(block.attn().template make_cache<activation_type>(1, size(config_.seq_len)));
     }
   }
 
@@ -177,21 +131,25 @@ class model {
   /// Number of tokens decoded since construction or the last `reset()`: the position of the next token.
   [[nodiscard]] std::size_t position() const noexcept { return caches_.empty() ? 0 : caches_.front().size(); }
 
+  /// Calls `f(name, tensor)` on every parameter: "tok_embeddings.embedding", "layers.<l>.ln_1.scale",
+  /// "layers.<l>.attn.wq.kernel", ..., "layers.<l>.mlp.w3.kernel", "norm.scale" (llama2c_state_dict.hpp).
+  template <class F>
+  void for_each_parameter(F&& f) {
+    walk(*this, f);
+  }
+  /// Const form of `for_each_parameter`.
+  template <class F>
+  void for_each_parameter(F&& f) const {
+    walk(*this, f);
+  }
+
   /// Calls `f(mixprec::nn::dense<P>&)` on every projection of every layer (wq, wk, wv, wo, w1, w2, w3,
   /// in that order, layer by layer), for example to inject a product with `set_dot`
   /// (`scaled::float8_weight_dot` for weight-only float8). The classifier (the token embedding) is
   /// not a projection.
   template <class F>
   void for_each_projection(F&& f) {
-    for (layer& l : layers_) {
-      f(l.attention.wq());
-      f(l.attention.wk());
-      f(l.attention.wv());
-      f(l.attention.wo());
-      f(l.ffn.w1());
-      f(l.ffn.w2());
-      if (l.ffn.w3()) f(*l.ffn.w3());
-    }
+    layers_.for_each_projection([&](const std::string& /*name*/, auto& layer) { f(layer); });
   }
 
   /// Forgets the sequence (clears every key/value cache): the next token is at position 0.
@@ -225,77 +183,64 @@ class model {
       throw std::invalid_argument("llama::model::forward_into: logits has " + std::to_string(logits.size()) +
                                   " elements; make it [vocab_size] = [" + std::to_string(config_.vocab_size) + "]");
     }
-    constexpr bool probing = mixprec::diagnostics::probe_enabled_v<Probe>;
     ids_(0) = static_cast<std::int32_t>(token);
     embedding_.forward_into(h_, ids_);  // [1, dim]; throws std::out_of_range
-    probe.observe("embedding", detail::elements(h_));
-
-    // The residual stream starts as the embedding; each fused norm adds the previous block's output
-    // and updates the stream in place.
-    layers_.front().attention_norm.forward_into(x_, residual_, h_, mixprec::nn::no_residual, workspace_);
+    probe.observe("embedding", std::span<const activation_type>(h_.data(), h_.size()));
+    // The residual stream starts as the embedding; each block's adds are fused into the norm after them.
+    layers_[0].ln_1().forward_into(x_, residual_, h_, mixprec::nn::no_residual, workspace_);
     for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const layer& block = layers_[l];
-      block.attention.forward_into(block_out_, x_, caches_[l], workspace_);
-      if constexpr (probing) probe.observe(detail::layer_site(l, "attention"), detail::elements(block_out_));
-      block.ffn_norm.forward_into(x_, residual_, block_out_, residual_, workspace_);
-      if constexpr (probing) probe.observe(detail::layer_site(l, "residual_attn"), detail::elements(residual_));
-      block.ffn.forward_into(block_out_, x_, workspace_);
-      if constexpr (probing) probe.observe(detail::layer_site(l, "ffn"), detail::elements(block_out_));
-      const auto& next_norm = l + 1 < layers_.size() ? layers_[l + 1].attention_norm : final_norm_;
-      next_norm.forward_into(x_, residual_, block_out_, residual_, workspace_);
-      if constexpr (probing) probe.observe(detail::layer_site(l, "residual"), detail::elements(residual_));
+      const auto& next_norm = l + 1 < layers_.size() ? layers_[l + 1].ln_1() : final_norm_;
+      std::string site;
+      if constexpr (mixprec::diagnostics::probe_enabled_v<Probe>) site = "layers." + std::to_string(l);
+      layers_[l].decode_into(x_, residual_, block_out_, caches_[l], next_norm, workspace_, probe, site);
     }
-    probe.observe("final_norm", detail::elements(x_));
-    embedding_.attend_into(logits_row_, x_);  // [1, vocab]
-    std::copy(logits_row_.data(), logits_row_.data() + logits_row_.size(), logits.data());
-    probe.observe("logits", detail::elements(logits));
+    probe.observe("final_norm", std::span<const activation_type>(x_.data(), x_.size()));
+    auto row =
+        xt::adapt(logits.data(), logits.size(), xt::no_ownership(), std::array<std::size_t, 2>{1, logits.size()});
+    embedding_.attend_into(row, x_);  // [1, dim] -> [1, vocab], written into `logits` in place
+    probe.observe("logits", std::span<const activation_type>(logits.data(), logits.size()));
   }
 
  private:
-  struct layer {
-    mixprec::nn::rms_norm<P> attention_norm;
-    mixprec::nn::attention<P> attention;
-    mixprec::nn::rms_norm<P> ffn_norm;
-    mixprec::nn::feed_forward<P> ffn;
-  };
-
   static std::size_t size(int v) { return static_cast<std::size_t>(v); }
+
+  static mixprec::nn::transformer_block_config block_config(const llama2c::model_config& c) {
+    return {.attention = {.d_model = size(c.dim),
+                          .n_heads = size(c.n_heads),
+                          .n_kv_heads = size(c.n_kv_heads),
+                          .head_dim = size(c.head_size()),
+                          .causal = true,
+                          .rotary = mixprec::nn::rotary_config{.layout = mixprec::nn::rope_layout::adjacent_pairs,
+                                                               .theta = rope_theta}},
+            .hidden = size(c.hidden_dim),
+            .activation = mixprec::nn::ffn_activation::swiglu,
+            .norm_epsilon = rms_norm_epsilon};
+  }
+
+  template <class Self, class F>
+  static void walk(Self& self, F& f) {
+    self.embedding_.for_each_parameter(mixprec::nn::prefixed("tok_embeddings.", f));
+    self.layers_.for_each_parameter(mixprec::nn::prefixed("layers.", f));
+    self.final_norm_.for_each_parameter(mixprec::nn::prefixed("norm.", f));
+  }
 
   template <class T>
   static xt::xtensor<T, 2> row(int n) {
     return xt::xtensor<T, 2>::from_shape({std::size_t{1}, size(n)});
   }
 
-  static mixprec::nn::rms_norm<P> norm_from(std::span<const float> gain) {
-    return mixprec::nn::rms_norm<P>::from_scale(detail::vector(gain), {.epsilon = rms_norm_epsilon});
-  }
-
-  static mixprec::nn::embedding<P> load_embedding(const llama2c::checkpoint& ck) {
-    if (!ck.config.shared_classifier) {
-      throw std::invalid_argument(
-          "llama::model: this checkpoint has a separate classifier (wcls; negative vocab_size in its header); the "
-          "example supports tied classifiers only (the classifier is the token embedding, as in stories260K)");
-    }
-    const auto& e = ck.token_embedding;
-    auto table = xt::xtensor<float, 2>::from_shape({e.shape.at(0), e.shape.at(1)});
-    std::copy(e.values.begin(), e.values.end(), table.data());
-    return mixprec::nn::embedding<P>::from_table(table);
-  }
-
   llama2c::model_config config_;
   mixprec::nn::embedding<P> embedding_;
+  mixprec::nn::repeated<block_type> layers_;
   mixprec::nn::rms_norm<P> final_norm_;
-  std::vector<layer> layers_;
   std::vector<cache_type> caches_;
   // The buffers of one decoding step, made once: the token id [1], the embedding row, the normalised
-  // activations and a block's output [1, dim], the residual stream [1, dim], the logits [1, vocab]; and
-  // the layers' scratch.
+  // activations and a block's output [1, dim], the residual stream [1, dim]; and the layers' scratch.
   xt::xtensor<std::int32_t, 1> ids_ = xt::xtensor<std::int32_t, 1>::from_shape({1});
   xt::xtensor<activation_type, 2> h_ = row<activation_type>(config_.dim);
   xt::xtensor<activation_type, 2> x_ = row<activation_type>(config_.dim);
   xt::xtensor<activation_type, 2> block_out_ = row<activation_type>(config_.dim);
   xt::xtensor<residual_type, 2> residual_ = row<residual_type>(config_.dim);
-  xt::xtensor<activation_type, 2> logits_row_ = row<activation_type>(config_.vocab_size);
   mixprec::nn::workspace workspace_;
 };
 

@@ -13,10 +13,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "mixprec/diagnostics/recording_probe.hpp"
 #include "mixprec/nn/parameters.hpp"
 #include "mixprec/nn/repeated.hpp"
 #include "mixprec/nn/sequential.hpp"
 #include "mixprec/nn/transformer_block.hpp"
+#include "mixprec/nn/workspace.hpp"
 #include "mixprec/policies/all_finite.hpp"
 #include "nn/gradcheck.hpp"
 #include "nn/policies.hpp"
@@ -165,6 +167,49 @@ TEST_CASE("transformer_block: names, the gradient tree, inside sequential", "[nn
     for (std::size_t i = 0; i < g.size(); ++i) all_zero = all_zero && g.data()[i] == 0.0f;
   });
   CHECK(all_zero);
+}
+
+TEST_CASE("transformer_block::decode_into: the sub-layers' fused calls, bit for bit, and the probe sites",
+          "[nn][transformer_block][decode]") {
+  using P = layer_tests::p_c_bf16;
+  using block = nn::transformer_block<P, nn::rms_norm<P>>;
+  const auto b0 = make_block<P, nn::rms_norm<P>>(llama_config, 50);
+  const auto b1 = make_block<P, nn::rms_norm<P>>(llama_config, 60);
+  const nn::rms_norm<P> final_norm(8, {.epsilon = 1e-5});
+  using A = float;  // o=f32
+  auto cache0 = b0.attn().make_cache<A>(1, 4), cache1 = b1.attn().make_cache<A>(1, 4);
+  auto hand0 = b0.attn().make_cache<A>(1, 4), hand1 = b1.attn().make_cache<A>(1, 4);
+  nn::workspace ws;
+  mixprec::diagnostics::recording_probe probe;
+  for (unsigned step = 0; step < 3; ++step) {
+    const auto x = tensor_from<float>(gradcheck::uniform(8, 70 + step), std::array<std::size_t, 2>{1, 8});
+    xt::xtensor<A, 2> normed({1, 8}), hidden({1, 8});
+    xt::xtensor<float, 2> residual({1, 8});
+    b0.ln_1().forward_into(normed, residual, x, nn::no_residual, ws);
+    b0.decode_into(normed, residual, hidden, cache0, b1.ln_1(), ws, probe, "layers.0");
+    b1.decode_into(normed, residual, hidden, cache1, final_norm, ws, probe, "layers.1");
+
+    xt::xtensor<A, 2> n2({1, 8}), h2({1, 8});
+    xt::xtensor<float, 2> r2({1, 8});
+    b0.ln_1().forward_into(n2, r2, x, nn::no_residual, ws);
+    for (const auto* b : {&b0, &b1}) {
+      auto& cache = b == &b0 ? hand0 : hand1;
+      b->attn().forward_into(h2, n2, cache, ws);
+      b->ln_2().forward_into(n2, r2, h2, r2, ws);
+      b->mlp().forward_into(h2, n2, ws);
+      (b == &b0 ? b1.ln_1() : final_norm).forward_into(n2, r2, h2, r2, ws);
+    }
+    CHECK(values(normed) == values(n2));
+    CHECK(values(residual) == values(r2));
+    CHECK(values(hidden) == values(h2));
+  }
+  std::vector<std::string> sites;
+  for (const auto& site : probe.sites()) sites.push_back(site.name);
+  CHECK(sites == std::vector<std::string>{"layers.0.attention", "layers.0.residual_attn", "layers.0.ffn",
+                                          "layers.0.residual", "layers.1.attention", "layers.1.residual_attn",
+                                          "layers.1.ffn", "layers.1.residual"});
+  CHECK(probe.sites().front().calls == 3);
+  static_assert(std::is_same_v<block::cache_type<A>, decltype(cache0)>);
 }
 
 TEST_CASE("transformer_block and repeated: errors", "[nn][transformer_block][errors]") {

@@ -29,6 +29,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/tree.hpp"
 #include "mixprec/nn/attention.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
@@ -36,7 +37,9 @@
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/parameters.hpp"
+#include "mixprec/nn/probe.hpp"
 #include "mixprec/nn/rms_norm.hpp"
+#include "mixprec/nn/workspace.hpp"
 
 namespace mixprec::nn {
 
@@ -194,6 +197,48 @@ class transformer_block {
     f(std::string("mlp.w1"), mlp_.w1());
     f(std::string("mlp.w2"), mlp_.w2());
     if (mlp_.w3()) f(std::string("mlp.w3"), *mlp_.w3());
+  }
+
+  /// The key/value cache of the block's attention for activations of element type A.
+  template <class A>
+  using cache_type = typename attention<P>::template cache_type<A>;
+
+  /// One decoding step with the residual adds fused into the rms_norms (llama2.c's loop;
+  /// flash-attention's `residual_in_fp32` blocks): the residual stream `residual` (`residual_t<P, A>`,
+  /// float32) is never rounded to the activations' type A. On entry `normed` holds ln_1(residual) (made
+  /// by the previous block's step, or for the first block by `ln_1().forward_into(normed, residual, x,
+  /// nn::no_residual, ws)`). The step runs
+  ///
+  ///     hidden = attn(normed, cache);   residual += hidden, normed = ln_2(residual)   (fused)
+  ///     hidden = mlp(normed);           residual += hidden, normed = next_norm(residual)   (fused)
+  ///
+  /// where `next_norm` is the next block's `ln_1()` or the model's final norm, so `normed` is ready for
+  /// what follows. The same bits as the sub-layers' `forward_into` calls in that order, and no heap
+  /// allocation once `ws` and `cache` have warmed up. `probe` sees, when enabled, `<site>.attention` and
+  /// `<site>.ffn` (hidden after each branch), `<site>.residual_attn` and `<site>.residual` (the stream
+  /// after each add). Shapes: [rows, C] for all three buffers (rows = the tokens of this step).
+  /// \throws std::invalid_argument as the sub-layers' `forward_into` (shapes, a full cache).
+  template <class A, class R, diagnostics::probe Probe = diagnostics::null_probe>
+  void decode_into(A& normed, R& residual, A& hidden, cache_type<typename A::value_type>& cache, const Norm& next_norm,
+                   workspace& ws, Probe&& probe = {}, std::string_view site = {}) const {
+    static_assert(std::is_same_v<Norm, rms_norm<P>>,
+                  "nn::transformer_block::decode_into fuses the residual adds into the norms, which is rms_norm's "
+                  "fused form: make the block with Norm = nn::rms_norm<P>.");
+    constexpr bool probing = diagnostics::probe_enabled_v<Probe>;
+    const auto observe = [&](const char* what, const auto& t) {
+      if constexpr (probing) {
+        probe.observe(internal::concat(site, ".", what),
+                      std::span<const typename std::remove_cvref_t<decltype(t)>::value_type>(t.data(), t.size()));
+      }
+    };
+    attn_.forward_into(hidden, normed, cache, ws);
+    observe("attention", hidden);
+    ln_2_.forward_into(normed, residual, hidden, residual, ws);
+    observe("residual_attn", residual);
+    mlp_.forward_into(hidden, normed, ws);
+    observe("ffn", hidden);
+    next_norm.forward_into(normed, residual, hidden, residual, ws);
+    observe("residual", residual);
   }
 
   /// Zero gradients shaped like the parameters.
