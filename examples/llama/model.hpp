@@ -83,7 +83,8 @@ inline constexpr double rope_theta = 10000.0;
 ///     mixprec::diagnostics::recording_probe probe;
 ///     auto next = m.forward(403, probe);                   // position 1, statistics per site recorded
 template <class P>
-class model {
+class model : public mixprec::nn::parameter_walks<model<P>> {
+  friend class mixprec::nn::parameter_walks<model>;
   static_assert(!mixprec::uses_promote_v<P>,
                 "llama::model needs a policy with explicit compute and output types (no mixprec::promote): the "
                 "activations between layers have the policy's output type.");
@@ -130,18 +131,6 @@ class model {
   [[nodiscard]] const llama2c::model_config& config() const noexcept { return config_; }
   /// Number of tokens decoded since construction or the last `reset()`: the position of the next token.
   [[nodiscard]] std::size_t position() const noexcept { return caches_.empty() ? 0 : caches_.front().size(); }
-
-  /// Calls `f(name, tensor)` on every parameter: "tok_embeddings.embedding", "layers.<l>.ln_1.scale",
-  /// "layers.<l>.attn.wq.kernel", ..., "layers.<l>.mlp.w3.kernel", "norm.scale" (llama2c_state_dict.hpp).
-  template <class F>
-  void for_each_parameter(F&& f) {
-    walk(*this, f);
-  }
-  /// Const form of `for_each_parameter`.
-  template <class F>
-  void for_each_parameter(F&& f) const {
-    walk(*this, f);
-  }
 
   /// Calls `f(mixprec::nn::dense<P>&)` on every projection of every layer (wq, wk, wv, wo, w1, w2, w3,
   /// in that order, layer by layer), for example to inject a product with `set_dot`
@@ -217,8 +206,11 @@ class model {
             .norm_epsilon = rms_norm_epsilon};
   }
 
+  /// The walk of `for_each_parameter` (nn::parameter_walks): "tok_embeddings.embedding",
+  /// "layers.<l>.ln_1.scale", "layers.<l>.attn.wq.kernel", ..., "layers.<l>.mlp.w3.kernel", "norm.scale"
+  /// (the names of llama2c_state_dict.hpp).
   template <class Self, class F>
-  static void walk(Self& self, F& f) {
+  static void walk_parameters(Self& self, F& f) {
     self.embedding_.for_each_parameter(mixprec::nn::prefixed("tok_embeddings.", f));
     self.layers_.for_each_parameter(mixprec::nn::prefixed("layers.", f));
     self.final_norm_.for_each_parameter(mixprec::nn::prefixed("norm.", f));

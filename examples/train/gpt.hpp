@@ -45,7 +45,9 @@ struct gpt_config {
 
 /// The GPT with policy `P`; see the file comment.
 template <class P>
-class gpt {
+class gpt : public nn::parameter_walks<gpt<P>> {
+  friend class nn::parameter_walks<gpt>;
+
  public:
   /// The element type of the residual stream and the logits: float32 (float64 under float64 compute).
   using value_type = mixprec::accumulator_t<nn::compute_t<P, float>>;
@@ -56,24 +58,16 @@ class gpt {
 
   /// The gradients of every parameter, same names and shapes, in `grad_t<P>` (float32; float64 for
   /// float64 parameters): a mixprec tree.
-  struct gradients {
+  struct gradients : nn::gradient_walks<gradients> {
     typename nn::embedding<P>::gradients wte, wpe;
     typename blocks_type::gradients blocks;
     typename nn::layer_norm<P>::gradients ln_f;
 
     static auto tree_children(auto& self) noexcept { return std::tie(self.wte, self.wpe, self.blocks, self.ln_f); }
-    /// Calls `f(dotted_name, tensor)` for every gradient, in the order of `gpt::for_each_parameter`.
-    template <class F>
-    void for_each(F&& f) {
-      walk(*this, f);
+    template <class Self, class F>
+    static void walk(Self& g, F& f) {
+      gpt::walk_parameters(g, f);
     }
-    /// Const form of `for_each`.
-    template <class F>
-    void for_each(F&& f) const {
-      walk(*this, f);
-    }
-    /// Sets every gradient to zero (once per optimiser step: backward passes add).
-    void zero() { mixprec::tree_zero(*this); }
   };
 
   /// GPT-2 initialisation (nanoGPT `_init_weights`): every matrix and embedding N(0, 0.02), the two
@@ -88,7 +82,7 @@ class gpt {
                                     .norm_epsilon = config.ln_epsilon})),
         ln_f(config.n_embd, {.epsilon = config.ln_epsilon, .use_scale = true, .use_bias = false}) {
     const double residual_std = config.init_std / std::sqrt(2.0 * static_cast<double>(config.n_layer));
-    for_each_parameter([&](std::string_view name, auto& p) {
+    this->for_each_parameter([&](std::string_view name, auto& p) {
       using T = typename std::remove_cvref_t<decltype(p)>::value_type;
       if (name.find("ln_") != std::string_view::npos) return;  // norms' scales stay 1
       const bool residual_out = name.ends_with("attn.wo.kernel") || name.ends_with("mlp.w2.kernel");
@@ -97,17 +91,6 @@ class gpt {
     });
   }
 
-  /// Calls `f(dotted_name, tensor)` on every parameter: "wte.embedding", "wpe.embedding",
-  /// "blocks.<l>.ln_1.scale", "blocks.<l>.attn.wq.kernel", ..., "blocks.<l>.mlp.w2.kernel", "ln_f.scale".
-  template <class F>
-  void for_each_parameter(F&& f) {
-    walk(*this, f);
-  }
-  /// Const form of `for_each_parameter`.
-  template <class F>
-  void for_each_parameter(F&& f) const {
-    walk(*this, f);
-  }
   /// Calls `f(dotted_name, dense&)` on the blocks' projections ("blocks.<l>.attn.wq", ..., ".mlp.w2"), the
   /// products a float8 run replaces; the embeddings and the tied classifier keep the policy's product.
   template <class F>
@@ -117,7 +100,7 @@ class gpt {
 
   /// Zero gradients for every parameter.
   [[nodiscard]] gradients zero_gradients() const {
-    return {wte.zero_gradients(), wpe.zero_gradients(), blocks.zero_gradients(), ln_f.zero_gradients()};
+    return {{}, wte.zero_gradients(), wpe.zero_gradients(), blocks.zero_gradients(), ln_f.zero_gradients()};
   }
 
   /// What `backward` needs from `forward`.
@@ -167,9 +150,11 @@ class gpt {
     return xt::cast<value_type>(tok) + xt::cast<value_type>(pos);
   }
 
-  /// The model's parameters or its gradients (`Self` is gpt or gradients: the same parts, the same names).
+  /// The walk of `for_each_parameter` (nn::parameter_walks) and of the gradients' `for_each` (`Self` is
+  /// gpt or gradients: the same parts, the same names): "wte.embedding", "wpe.embedding",
+  /// "blocks.<l>.ln_1.scale", "blocks.<l>.attn.wq.kernel", ..., "blocks.<l>.mlp.w2.kernel", "ln_f.scale".
   template <class Self, class F>
-  static void walk(Self& s, F& f) {
+  static void walk_parameters(Self& s, F& f) {
     nn::for_each_tensor(s.wte, nn::prefixed("wte.", f));
     nn::for_each_tensor(s.wpe, nn::prefixed("wpe.", f));
     nn::for_each_tensor(s.blocks, nn::prefixed("blocks.", f));

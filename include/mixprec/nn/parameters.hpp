@@ -7,6 +7,9 @@
 /// tensor))`, both in the same order (every nn layer's `gradients` walks in the order of its
 /// `for_each_parameter`); the two walks are zipped by position and the names must agree. Light: no
 /// layer is included, any pair of types with these two walks works (a hand-written model included).
+///
+/// Also what a model or composite written by hand needs to offer these walks: `prefixed(prefix, f)`,
+/// `for_each_tensor`, `parameter_count`, and the CRTP bases `parameter_walks` and `gradient_walks`.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +19,8 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+
+#include "mixprec/arrays/tree.hpp"
 
 namespace mixprec::nn {
 
@@ -40,6 +45,44 @@ template <class F>
     f(prefix + std::string(std::string_view(name)), tensor);
   };
 }
+
+/// CRTP base of a model or composite layer: `for_each_parameter(f)` in both constnesses, from one
+/// `static void walk_parameters(Self& self, F& f)` of `Derived` (Self is `Derived` or `const Derived`;
+/// befriend this class when it is private). `f(name, tensor)` as the nn layers' walks.
+template <class Derived>
+class parameter_walks {
+ public:
+  /// Calls `f(name, tensor)` on every parameter (writable).
+  template <class F>
+  void for_each_parameter(F&& f) {
+    Derived::walk_parameters(static_cast<Derived&>(*this), f);
+  }
+  /// Calls `f(name, tensor)` on every parameter (read-only).
+  template <class F>
+  void for_each_parameter(F&& f) const {
+    Derived::walk_parameters(static_cast<const Derived&>(*this), f);
+  }
+};
+
+/// CRTP base of a composite's `gradients` struct: `for_each(f)` in both constnesses from one `static
+/// void walk(Self& self, F& f)` of `Derived`, and `zero()`. `Derived` lists its children with a static
+/// `tree_children(self)` (mixprec/arrays/tree.hpp), so it is a tree. Aggregate initialisation starts
+/// with `{}` for this base: `gradients{{}, a, b}`.
+template <class Derived>
+struct gradient_walks {
+  /// Calls `f(name, tensor)` on every gradient (writable), named as the parameters.
+  template <class F>
+  void for_each(F&& f) {
+    Derived::walk(static_cast<Derived&>(*this), f);
+  }
+  /// Calls `f(name, tensor)` on every gradient (read-only).
+  template <class F>
+  void for_each(F&& f) const {
+    Derived::walk(static_cast<const Derived&>(*this), f);
+  }
+  /// Sets every gradient to +0 where it is (nothing allocated): PyTorch's `zero_grad(set_to_none=False)`.
+  void zero() noexcept { mixprec::tree_zero(static_cast<Derived&>(*this)); }
+};
 
 /// Calls `f(name, tensor)` on every tensor of `part`: its `for_each_parameter` walk when it has one (a
 /// layer or model), else its `for_each` walk (a layer's gradients). Lets one function walk a model's

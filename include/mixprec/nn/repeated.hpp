@@ -22,12 +22,15 @@
 
 #include "mixprec/arrays/tree.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
+#include "mixprec/nn/parameters.hpp"
 
 namespace mixprec::nn {
 
 /// n layers of one type, applied in order (see the file comment). Copyable when `Layer` is.
 template <class Layer>
-class repeated {
+class repeated : public parameter_walks<repeated<Layer>> {
+  friend class parameter_walks<repeated>;
+
  public:
   using layer_type = Layer;                         ///< the type of each layer
   using policy_type = typename Layer::policy_type;  ///< the layers' policy
@@ -37,31 +40,16 @@ class repeated {
 
   /// Every layer's gradients, in order: a mixprec tree (a `std::vector` of the layers' gradient trees)
   /// whose `for_each` names tensors as `for_each_parameter` does.
-  struct gradients {
+  struct gradients : gradient_walks<gradients> {
     std::vector<typename Layer::gradients> layers;  ///< layer i's gradients at index i
 
     /// The children as a mixprec tree (`mixprec/arrays/tree.hpp`): the vector of the layers' gradients.
     static auto tree_children(auto& self) noexcept { return std::tie(self.layers); }
-    /// Sets every gradient to +0 in place (nothing allocated).
-    void zero() noexcept { mixprec::tree_zero(*this); }
-    /// Calls `f(name, tensor)` on every gradient, named `<index>.<name>`.
-    template <class F>
-    void for_each(F&& f) {
-      walk(*this, f);
-    }
-    /// Const form of `for_each`.
-    template <class F>
-    void for_each(F&& f) const {
-      walk(*this, f);
-    }
-
-   private:
+    /// The walk of `for_each`: `<index>.<name>`.
     template <class Self, class F>
     static void walk(Self& self, F& f) {
-      for (std::size_t i = 0; i < self.layers.size(); ++i) {
-        const std::string head = std::to_string(i) + ".";
-        self.layers[i].for_each([&](std::string_view name, auto& g) { f(head + std::string(name), g); });
-      }
+      for (std::size_t i = 0; i < self.layers.size(); ++i)
+        self.layers[i].for_each(prefixed(std::to_string(i) + ".", f));
     }
   };
 
@@ -145,17 +133,6 @@ class repeated {
     return g;
   }
 
-  /// Calls `f(name, tensor)` on every parameter, named `<index>.<name>`.
-  template <class F>
-  void for_each_parameter(F&& f) {
-    walk(*this, f);
-  }
-  /// Const form of `for_each_parameter`.
-  template <class F>
-  void for_each_parameter(F&& f) const {
-    walk(*this, f);
-  }
-
  private:
   /// An owning container of x's values (x itself when it is one), so that each layer's output can
   /// replace it.
@@ -172,12 +149,11 @@ class repeated {
     }
   }
 
+  /// The walk of `for_each_parameter` (parameter_walks): `<index>.<name>`.
   template <class Self, class F>
-  static void walk(Self& self, F& f) {
+  static void walk_parameters(Self& self, F& f) {
     for (std::size_t i = 0; i < self.layers_.size(); ++i) {
-      const std::string head = std::to_string(i) + ".";
-      self.layers_[i].for_each_parameter(
-          [&](const auto& name, auto& p) { f(head + std::string(std::string_view(name)), p); });
+      self.layers_[i].for_each_parameter(prefixed(std::to_string(i) + ".", f));
     }
   }
 

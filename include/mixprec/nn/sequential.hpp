@@ -35,6 +35,7 @@
 #include "mixprec/arrays/tree.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/layer_types.hpp"
+#include "mixprec/nn/parameters.hpp"
 #include "mixprec/policies/policy.hpp"
 
 namespace mixprec::nn {
@@ -76,7 +77,8 @@ struct chain_types<T, L, Rest...> {
 /// Types: each layer keeps its own policy; the element type between two layers is the output type of
 /// the first (`output_t<P_i, T_i>`), so a `mixed_float16` chain passes float32 between its layers.
 template <class... Layers>
-class sequential {
+class sequential : public parameter_walks<sequential<Layers...>> {
+  friend class parameter_walks<sequential>;
   static_assert(sizeof...(Layers) > 0, "nn::sequential needs at least one layer.");
 
  public:
@@ -87,7 +89,7 @@ class sequential {
 
   /// Every layer's gradients, in order: a mixprec tree (so `all_finite`, `unscale_in_place`,
   /// `clip_grad_norm` and `tree_zero` take it) whose `for_each` names tensors like the parameters.
-  struct gradients {
+  struct gradients : gradient_walks<gradients> {
     std::tuple<typename Layers::gradients...> layers;  ///< layer i's gradients at index i
     std::array<std::string, size> names;               ///< the layers' names (as the model's)
 
@@ -95,26 +97,13 @@ class sequential {
     static auto tree_children(auto& self) noexcept {
       return std::apply([](auto&... g) { return std::tie(g...); }, self.layers);
     }
-    /// Sets every gradient to +0 in place (nothing allocated).
-    void zero() noexcept { mixprec::tree_zero(*this); }
-    /// Calls `f(name, tensor)` on every gradient, named `<layer>.<name>` as `for_each_parameter` names it.
-    template <class F>
-    void for_each(F&& f) {
-      walk(*this, f);
-    }
-    /// Const form of `for_each`.
-    template <class F>
-    void for_each(F&& f) const {
-      walk(*this, f);
-    }
-
-   private:
+    /// The walk of `for_each`: `<layer>.<name>`, as `for_each_parameter` names them (layers by index
+    /// when `names` is empty, as after a `tree_map`).
     template <class Self, class F>
     static void walk(Self& self, F& f) {
       [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (std::get<I>(self.layers).for_each([&](std::string_view name, auto& g) {
-          f(self.names[I] + "." + std::string(name), g);
-        }),
+        (std::get<I>(self.layers)
+             .for_each(prefixed((self.names[I].empty() ? std::to_string(I) : self.names[I]) + ".", f)),
          ...);
       }
       (std::make_index_sequence<size>{});
@@ -185,19 +174,9 @@ class sequential {
 
   /// Zero gradients shaped like every layer's parameters.
   [[nodiscard]] gradients zero_gradients() const {
-    return std::apply([&](const auto&... l) { return gradients{{l.zero_gradients()...}, names_}; }, layers_);
+    return std::apply([&](const auto&... l) { return gradients{{}, {l.zero_gradients()...}, names_}; }, layers_);
   }
 
-  /// Calls `f(name, tensor)` on every parameter, named `<layer>.<name>` ("0.kernel", "1.w1.kernel").
-  template <class F>
-  void for_each_parameter(F&& f) {
-    walk(*this, f);
-  }
-  /// Const form of `for_each_parameter`.
-  template <class F>
-  void for_each_parameter(F&& f) const {
-    walk(*this, f);
-  }
   /// Calls `f(name, tensor)` on every buffer of the layers that have buffers (batch_norm's running
   /// statistics), named like the parameters.
   template <class F>
@@ -245,13 +224,11 @@ class sequential {
     }
   }
 
+  /// The walk of `for_each_parameter` (parameter_walks): `<layer>.<name>` ("0.kernel", "1.w1.kernel").
   template <class Self, class F>
-  static void walk(Self& self, F& f) {
+  static void walk_parameters(Self& self, F& f) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (std::get<I>(self.layers_).for_each_parameter([&](const auto& name, auto& p) {
-        f(self.names_[I] + "." + std::string(std::string_view(name)), p);
-      }),
-       ...);
+      (std::get<I>(self.layers_).for_each_parameter(prefixed(self.names_[I] + ".", f)), ...);
     }
     (std::make_index_sequence<size>{});
   }
@@ -262,8 +239,7 @@ class sequential {
       (
           [&](auto& layer) {
             if constexpr (requires { layer.for_each_buffer([](std::string_view, auto&) {}); }) {
-              layer.for_each_buffer(
-                  [&](const auto& name, auto& b) { f(self.names_[I] + "." + std::string(std::string_view(name)), b); });
+              layer.for_each_buffer(prefixed(self.names_[I] + ".", f));
             }
           }(std::get<I>(self.layers_)),
           ...);

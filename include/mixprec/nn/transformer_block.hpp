@@ -55,7 +55,8 @@ struct transformer_block_config {
 
 /// The pre-norm transformer block (see the file comment). `Norm` is `layer_norm<P>` or `rms_norm<P>`.
 template <class P, class Norm = layer_norm<P>>
-class transformer_block {
+class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
+  friend class parameter_walks<transformer_block>;
   static_assert(std::is_same_v<Norm, layer_norm<P>> || std::is_same_v<Norm, rms_norm<P>>,
                 "nn::transformer_block: Norm must be nn::layer_norm<P> or nn::rms_norm<P> of the block's policy P.");
 
@@ -66,8 +67,8 @@ class transformer_block {
   template <class S>
   using output_type = S;
 
-  /// The gradients of the four sub-layers, named as the parameters.
-  struct gradients {
+  /// The gradients of the four sub-layers, named as the parameters: a tree, with `for_each` and `zero()`.
+  struct gradients : gradient_walks<gradients> {
     typename Norm::gradients ln_1;
     typename attention<P>::gradients attn;
     typename Norm::gradients ln_2;
@@ -75,20 +76,7 @@ class transformer_block {
 
     /// The children as a mixprec tree (`mixprec/arrays/tree.hpp`), in the order of `for_each`.
     static auto tree_children(auto& self) noexcept { return std::tie(self.ln_1, self.attn, self.ln_2, self.mlp); }
-    /// Sets every gradient to +0 in place (nothing allocated).
-    void zero() noexcept { mixprec::tree_zero(*this); }
-    /// Calls `f(name, tensor)` on every gradient: "ln_1.scale", "attn.wq.kernel", ..., "mlp.w2.kernel".
-    template <class F>
-    void for_each(F&& f) {
-      walk(*this, f);
-    }
-    /// Const form of `for_each`.
-    template <class F>
-    void for_each(F&& f) const {
-      walk(*this, f);
-    }
-
-   private:
+    /// The walk of `for_each`: "ln_1.scale", "attn.wq.kernel", ..., "mlp.w2.kernel".
     template <class Self, class F>
     static void walk(Self& self, F& f) {
       self.ln_1.for_each(prefixed("ln_1.", f));
@@ -243,22 +231,12 @@ class transformer_block {
 
   /// Zero gradients shaped like the parameters.
   [[nodiscard]] gradients zero_gradients() const {
-    return {ln_1_.zero_gradients(), attn_.zero_gradients(), ln_2_.zero_gradients(), mlp_.zero_gradients()};
-  }
-
-  /// Calls `f(name, tensor)` on every parameter: "ln_1.scale" [C] (and "ln_1.bias"), "attn.wq.kernel",
-  /// ..., "ln_2.scale", "mlp.w1.kernel", "mlp.w2.kernel" (and "mlp.w3.kernel" for gated MLPs).
-  template <class F>
-  void for_each_parameter(F&& f) {
-    walk_parameters(*this, f);
-  }
-  /// Const form of `for_each_parameter`.
-  template <class F>
-  void for_each_parameter(F&& f) const {
-    walk_parameters(*this, f);
+    return {{}, ln_1_.zero_gradients(), attn_.zero_gradients(), ln_2_.zero_gradients(), mlp_.zero_gradients()};
   }
 
  private:
+  /// The walk of `for_each_parameter` (parameter_walks): "ln_1.scale" [C] (and "ln_1.bias"),
+  /// "attn.wq.kernel", ..., "ln_2.scale", "mlp.w1.kernel", "mlp.w2.kernel" (and "mlp.w3.kernel").
   template <class Self, class F>
   static void walk_parameters(Self& self, F& f) {
     self.ln_1_.for_each_parameter(prefixed("ln_1.", f));
