@@ -2,6 +2,7 @@
 // hand under a bfloat16-compute policy, backward against float64 central differences (every parameter
 // and dx), the walks' names (index and given), the gradients as a tree, the constructor's errors.
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 #include <random>
@@ -156,6 +157,23 @@ TEST_CASE("sequential: the gradients are a tree, zeroed in place", "[nn][sequent
   CHECK(all_zero);
   std::get<2>(grads.layers).w2.kernel(0, 0) = std::numeric_limits<float>::infinity();
   CHECK_FALSE(mixprec::all_finite(grads));
+}
+
+TEST_CASE("parameter_spans: a model's parameters as a tree", "[nn][sequential][tree]") {
+  using P = layer_tests::p_f32;
+  auto model = make_model<P>(5, 6);
+  auto params = nn::parameter_spans(model);
+  REQUIRE(params.size() == 10);
+  CHECK(params[0].data() == model.layer<0>().kernel().data());
+  CHECK(mixprec::all_finite(params));
+  const auto halves = mixprec::tree_map([](float v) { return mixprec::bfloat16(v); }, params);
+  static_assert(std::is_same_v<decltype(halves), const std::vector<std::vector<mixprec::bfloat16>>>);
+  CHECK(float(halves[1][0]) == float(mixprec::bfloat16(model.layer<0>().bias()->data()[0])));
+  params[0][0] = std::numeric_limits<float>::quiet_NaN();  // writes the parameter itself
+  CHECK_FALSE(mixprec::all_finite(nn::parameter_spans(model)));
+  CHECK(std::isnan(model.layer<0>().kernel()(0, 0)));
+  CHECK_THROWS_MATCHES((nn::parameter_spans<decltype(model), double>(model)), std::invalid_argument,
+                       says({"nn::parameter_spans: parameter \"0.kernel\" has another element type"}));
 }
 
 TEST_CASE("sequential: names that are empty, dotted or repeated are refused", "[nn][sequential][errors]") {

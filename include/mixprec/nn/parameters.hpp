@@ -9,16 +9,19 @@
 /// layer is included, any pair of types with these two walks works (a hand-written model included).
 ///
 /// Also what a model or composite written by hand needs to offer these walks: `prefixed(prefix, f)`,
-/// `for_each_tensor`, `parameter_count`, and the CRTP bases `parameter_walks` and `gradient_walks`.
+/// `for_each_tensor`, `parameter_count`, the CRTP bases `parameter_walks` and `gradient_walks`; and
+/// `parameter_spans(model)`, the parameters as a tree.
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "mixprec/arrays/tree.hpp"
 
@@ -94,6 +97,29 @@ void for_each_tensor(Part& part, F&& f) {
   } else {
     part.for_each(f);
   }
+}
+
+/// Every parameter of a layer or model as a span over its elements, in the order of
+/// `for_each_parameter`: a `std::vector<std::span<T>>`, which is a mixprec tree, so `all_finite`,
+/// `tree_map`, `cast_*`, `global_grad_norm` and `tree_zero` take a model's parameters as they take its
+/// gradients (JAX's params pytree). Writing through the spans writes the parameters: the walk is the
+/// non-const one, which drops the layers' packed weight copies first (as an optimiser step does; a
+/// write kept across a later forward call needs the layer's `parameters_changed()`). T is the
+/// parameters' element type: `Model::policy_type::param_type` by default.
+/// \throws std::invalid_argument when a parameter has another element type (naming it).
+template <class Model, class T = typename Model::policy_type::param_type>
+[[nodiscard]] std::vector<std::span<T>> parameter_spans(Model& model) {
+  std::vector<std::span<T>> out;
+  model.for_each_parameter([&out](const auto& name, auto& tensor) {
+    using E = std::remove_cvref_t<decltype(*tensor.data())>;
+    if constexpr (std::is_same_v<E, T>) {
+      out.emplace_back(tensor.data(), tensor.size());
+    } else {
+      throw std::invalid_argument("nn::parameter_spans: parameter \"" + std::string(std::string_view(name)) +
+                                  "\" has another element type than the one asked for; pass it as T");
+    }
+  });
+  return out;
 }
 
 /// The number of parameter elements of a layer or model (its `for_each_parameter` walk): PyTorch's
