@@ -17,8 +17,9 @@
 ///   header-only mode: the same code, the same bits.
 ///
 /// The library also holds the one definition of the safetensors header's JSON reader and writer
-/// (train/detail/safetensors_json.hpp, `MIXPREC_EXTERN_CHECKPOINTS`): a compiled-mode translation unit
-/// that saves or loads checkpoints does not parse nlohmann-json.
+/// (train/detail/safetensors_json.hpp) and of the optimisers' state saving and loading
+/// (train/detail/optimizer_state.hpp), `MIXPREC_EXTERN_CHECKPOINTS`: a compiled-mode translation unit
+/// that trains or saves checkpoints parses neither.
 ///
 /// The lists hold the GEMM engine per compute type (float, bfloat16, float16: the engine erases the
 /// element types of a, b and y, so one instantiation serves them all), Eigen's products per
@@ -34,8 +35,8 @@
 #define MIXPREC_EXTERN_KERNELS 0
 #endif
 
-/// 1 when this translation unit takes the safetensors header's JSON reader and writer
-/// (train/detail/safetensors_json.hpp) from the compiled library instead of parsing nlohmann-json.
+/// 1 when this translation unit takes the safetensors header's JSON reader and writer and the
+/// optimisers' state saving and loading (train/detail/) from the compiled library instead of parsing them.
 #define MIXPREC_EXTERN_CHECKPOINTS MIXPREC_EXTERN_KERNELS
 
 // The type combinations of the lists: `F(E, C, T1, ..., Tn)` for each choice of every Ti in {float, C}
