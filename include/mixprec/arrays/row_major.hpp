@@ -78,13 +78,14 @@ class row_major_view {
   /// True when the source was not contiguous row-major and the view holds a copy of its elements.
   [[nodiscard]] bool owns_copy() const noexcept { return copy_ != nullptr; }
 
- private:
-  static std::size_t product(const shape_type& shape) {
+  /// The number of elements of `shape` (the product of its extents; 1 for no axis).
+  [[nodiscard]] static std::size_t product(const shape_type& shape) noexcept {
     std::size_t n = 1;
     for (const std::size_t d : shape) n *= d;
     return n;
   }
 
+ private:
   std::unique_ptr<T[]> copy_;  // NOLINT(*-avoid-c-arrays): an owned buffer of size_ elements, or null
   const T* data_;
   shape_type shape_;
@@ -145,6 +146,18 @@ template <class X>
   return row_major_view<T, rank>(std::move(copy), std::move(shape));
 }
 
+/// True when the coefficients of the direct-access Eigen object `x` lie row after row, contiguously,
+/// at `x.data()`: coefficient (i, j) is at data + i * row_step + j * col_step, and the steps are
+/// (cols, 1) (any step along an extent of 1).
+template <class X>
+[[nodiscard]] bool eigen_rows_contiguous(const X& x) {
+  const auto rows = static_cast<std::size_t>(x.rows());
+  const auto cols = static_cast<std::size_t>(x.cols());
+  const auto row_step = static_cast<std::size_t>(X::IsRowMajor ? x.outerStride() : x.innerStride());
+  const auto col_step = static_cast<std::size_t>(X::IsRowMajor ? x.innerStride() : x.outerStride());
+  return (cols <= 1 || col_step == 1) && (rows <= 1 || row_step == cols);
+}
+
 template <class X>
 [[nodiscard]] auto eigen_as_row_major(const X& x) {
   using T = std::remove_cv_t<typename X::Scalar>;
@@ -152,12 +165,7 @@ template <class X>
   const auto cols = static_cast<std::size_t>(x.cols());
   std::array<std::size_t, 2> shape{rows, cols};
   if constexpr ((X::Flags & Eigen::DirectAccessBit) != 0) {
-    // Coefficient (i, j) is at data + i * row_step + j * col_step.
-    const auto row_step = static_cast<std::size_t>(X::IsRowMajor ? x.outerStride() : x.innerStride());
-    const auto col_step = static_cast<std::size_t>(X::IsRowMajor ? x.innerStride() : x.outerStride());
-    if ((cols <= 1 || col_step == 1) && (rows <= 1 || row_step == cols)) {
-      return row_major_view<T, 2>(x.data(), shape);
-    }
+    if (eigen_rows_contiguous(x)) return row_major_view<T, 2>(x.data(), shape);
   }
   std::unique_ptr<T[]> copy(new T[rows * cols]);  // NOLINT(*-avoid-c-arrays)
   const auto& evaluated = x.eval();               // a plain object, or x itself when it has direct access
@@ -186,10 +194,8 @@ class row_major_span {
   static constexpr std::size_t rank = Rank;
 
   /// The product of `shape` elements at `data`.
-  row_major_span(T* data, shape_type shape) : data_(data), shape_(std::move(shape)) {
-    size_ = 1;
-    for (const std::size_t d : shape_) size_ *= d;
-  }
+  row_major_span(T* data, shape_type shape)
+      : data_(data), shape_(std::move(shape)), size_(row_major_view<T, Rank>::product(shape_)) {}
 
   /// The first element; the others follow in row-major order.
   [[nodiscard]] T* data() const noexcept { return data_; }
@@ -203,7 +209,7 @@ class row_major_span {
  private:
   T* data_;
   shape_type shape_;
-  std::size_t size_ = 0;
+  std::size_t size_;
 };
 
 namespace detail {
@@ -223,11 +229,6 @@ concept writable_row_major_eigen = is_eigen_dense_v<Y> &&
                                    (static_cast<bool>(Y::IsRowMajor) || static_cast<int>(Y::ColsAtCompileTime) == 1 ||
                                     static_cast<int>(Y::RowsAtCompileTime) == 1);
 }  // namespace detail
-
-/// What `as_row_major_output` accepts: a writable xtensor container or adaptor, or a writable Eigen
-/// object with row-major storage (or a vector).
-template <class Y>
-concept row_major_target = detail::writable_xtensor<Y> || detail::writable_row_major_eigen<Y>;
 
 /// The buffer of the caller's array `y` as a `row_major_span<T, Rank>` to write into, in place: an
 /// `xt::xtensor`, `xt::xarray` or `xt::adapt` (its own rank; the strides must be row-major ones), or an
@@ -250,16 +251,12 @@ template <class Y>
     return row_major_span<T, rank>(y.data() + y.data_offset(), detail::to_view_shape<T, rank>(y.shape()));
   } else if constexpr (detail::writable_row_major_eigen<Y>) {
     using T = typename Y::Scalar;
-    const auto rows = static_cast<std::size_t>(y.rows());
-    const auto cols = static_cast<std::size_t>(y.cols());
-    const auto row_step = static_cast<std::size_t>(Y::IsRowMajor ? y.outerStride() : y.innerStride());
-    const auto col_step = static_cast<std::size_t>(Y::IsRowMajor ? y.innerStride() : y.outerStride());
-    if (!((cols <= 1 || col_step == 1) && (rows <= 1 || row_step == cols))) {
+    if (!detail::eigen_rows_contiguous(y)) {
       throw std::invalid_argument(
           "mixprec: the output Eigen object is not contiguous (a block of a wider matrix, or an inner stride); "
           "write into a whole RowMajor matrix, or an Eigen::Map over a contiguous buffer");
     }
-    return row_major_span<T, 2>(y.data(), {rows, cols});
+    return row_major_span<T, 2>(y.data(), {static_cast<std::size_t>(y.rows()), static_cast<std::size_t>(y.cols())});
   } else {
     static_assert(detail::always_false_v<Y>,
                   "mixprec writes outputs in place into xt::xtensor, xt::xarray, an xt::adapt over your (non-const) "

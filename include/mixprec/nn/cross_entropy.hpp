@@ -68,6 +68,11 @@ L log_sum_exp(const L* z, std::size_t vocab) {
   return m + std::log(sum);
 }
 
+/// The vocabulary of an array of logits: its last extent (0 for a rank-0 array, which the span form refuses).
+template <class A>
+[[nodiscard]] std::size_t vocab_of(const A& logits) {
+  return logits.shape().size() == 0 ? 0 : static_cast<std::size_t>(logits.shape().back());
+}
 }  // namespace detail
 
 /// The mean cross-entropy of `logits` [rows, vocab] (row-major, float or double) against `targets`
@@ -124,8 +129,7 @@ double softmax_cross_entropy(const Logits& logits, std::span<const std::int32_t>
                 "softmax_cross_entropy: dlogits must have the logits' element type.");
   if (!std::equal(logits.shape().begin(), logits.shape().end(), dlogits.shape().begin(), dlogits.shape().end()))
     throw std::invalid_argument("softmax_cross_entropy: dlogits must have the logits' shape");
-  const std::size_t vocab = logits.shape().size() == 0 ? 0 : static_cast<std::size_t>(logits.shape().back());
-  return softmax_cross_entropy(std::span<const L>(logits.data(), logits.size()), vocab, targets,
+  return softmax_cross_entropy(std::span<const L>(logits.data(), logits.size()), detail::vocab_of(logits), targets,
                                std::span<L>(dlogits.data(), dlogits.size()), seed);
 }
 
@@ -150,8 +154,7 @@ double cross_entropy_loss(std::span<const L> logits, std::size_t vocab, std::spa
 template <logits_array Logits>
 double cross_entropy_loss(const Logits& logits, std::span<const std::int32_t> targets) {
   using L = typename Logits::value_type;
-  const std::size_t vocab = logits.shape().size() == 0 ? 0 : static_cast<std::size_t>(logits.shape().back());
-  return cross_entropy_loss(std::span<const L>(logits.data(), logits.size()), vocab, targets);
+  return cross_entropy_loss(std::span<const L>(logits.data(), logits.size()), detail::vocab_of(logits), targets);
 }
 
 }  // namespace mixprec::nn

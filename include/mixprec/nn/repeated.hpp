@@ -80,8 +80,10 @@ class repeated : public parameter_walks<repeated<Layer>> {
   /// y = layer_{n-1}(... layer_0(x)) (inference: nothing saved). X's container kind is kept.
   template <detail::layer_input X>
   [[nodiscard]] auto operator()(const X& x_in) const {
-    auto x = to_owned(x_in);
-    for (const Layer& l : layers_) x = l(x);
+    const auto& x0 = detail::as_array(x_in);
+    if (layers_.empty()) return detail::owned_copy(x0);
+    auto x = layers_.front()(x0);  // the first layer reads x in place: no copy of the input
+    for (std::size_t i = 1; i < layers_.size(); ++i) x = layers_[i](x);
     return x;
   }
 
@@ -90,8 +92,10 @@ class repeated : public parameter_walks<repeated<Layer>> {
   template <detail::layer_input X>
   [[nodiscard]] auto forward(const X& x_in, saved<detail::value_t<X>>& ctx) const {
     ctx.layers.resize(layers_.size());
-    auto x = to_owned(x_in);
-    for (std::size_t i = 0; i < layers_.size(); ++i) x = layers_[i].forward(x, ctx.layers[i]);
+    const auto& x0 = detail::as_array(x_in);
+    if (layers_.empty()) return detail::owned_copy(x0);
+    auto x = layers_.front().forward(x0, ctx.layers.front());
+    for (std::size_t i = 1; i < layers_.size(); ++i) x = layers_[i].forward(x, ctx.layers[i]);
     return x;
   }
 
@@ -107,9 +111,12 @@ class repeated : public parameter_walks<repeated<Layer>> {
                                   std::to_string(grads.layers.size()) +
                                   " gradients (save with forward and make the gradients with zero_gradients)");
     }
-    auto dy = to_owned(dy_in);
-    for (std::size_t i = layers_.size(); i-- > 0;) dy = layers_[i].backward(ctx.layers[i], dy, grads.layers[i]);
-    return dy;
+    const auto& dy0 = detail::as_array(dy_in);
+    if (layers_.empty()) return detail::owned_copy(dy0);
+    const std::size_t last = layers_.size() - 1;
+    auto dx = layers_[last].backward(ctx.layers[last], dy0, grads.layers[last]);
+    for (std::size_t i = last; i-- > 0;) dx = layers_[i].backward(ctx.layers[i], dx, grads.layers[i]);
+    return dx;
   }
 
   /// Calls `f(name, dense&)` on every projection of every layer that lists its projections (a
@@ -134,21 +141,6 @@ class repeated : public parameter_walks<repeated<Layer>> {
   }
 
  private:
-  /// An owning container of x's values (x itself when it is one), so that each layer's output can
-  /// replace it.
-  template <class X>
-  static auto to_owned(const X& x_in) {
-    const auto& x = detail::as_array(x_in);
-    using A = std::remove_cvref_t<decltype(x)>;
-    if constexpr (std::is_same_v<A, detail::rebind_t<A, detail::value_t<X>>>) {
-      return A(x);
-    } else {
-      auto out = detail::rebind_t<A, detail::value_t<X>>::from_shape(x.shape());
-      std::copy(x.data(), x.data() + x.size(), out.data());
-      return out;
-    }
-  }
-
   /// The walk of `for_each_parameter` (parameter_walks): `<index>.<name>`.
   template <class Self, class F>
   static void walk_parameters(Self& self, F& f) {

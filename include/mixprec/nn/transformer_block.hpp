@@ -142,7 +142,7 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
   template <detail::layer_input X>
   [[nodiscard]] auto operator()(const X& x_in) const {
     const auto& x = detail::as_array(x_in);
-    auto y = stream_copy(x);
+    auto y = detail::owned_copy(x);
     add_into(y, attn_(ln_1_(y)));
     add_into(y, mlp_(ln_2_(y)));
     return y;
@@ -152,7 +152,7 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
   template <detail::layer_input X>
   [[nodiscard]] auto forward(const X& x_in, saved<detail::value_t<X>>& ctx) const {
     const auto& x = detail::as_array(x_in);
-    auto y = stream_copy(x);
+    auto y = detail::owned_copy(x);
     add_into(y, attn_.forward(ln_1_.forward(y, ctx.ln_1), ctx.attn));
     add_into(y, mlp_.forward(ln_2_.forward(y, ctx.ln_2), ctx.mlp));
     return y;
@@ -165,7 +165,7 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
   template <class S, detail::layer_input DY>
   [[nodiscard]] auto backward(const saved<S>& ctx, const DY& dy_in, gradients& grads) const {
     const auto& dy = detail::as_array(dy_in);
-    auto dx = detail::make_like<S>(dy, detail::last_extent(dy));
+    auto dx = detail::make_like<S>(dy, detail::last_extent(dy));  // dy in the stream's type S
     std::copy(dy.data(), dy.data() + dy.size(), dx.data());
     // y = x_mid + mlp(ln_2(x_mid)): dx_mid = dy + ln_2ᵀ(mlpᵀ(dy)); x_mid = x + attn(ln_1(x)): the same.
     add_into(dx, ln_2_.backward(ctx.ln_2, mlp_.backward(ctx.mlp, dx, grads.mlp), grads.ln_2));
@@ -259,14 +259,6 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
     std::optional<dense<P>> w3;
     if (is_gated(c.activation)) w3 = dense<P>(d, h, c.bias);
     return feed_forward<P>(c.activation, dense<P>(d, h, c.bias), dense<P>(h, d, c.bias), std::move(w3));
-  }
-
-  /// An owning copy of the stream x, the same kind of container and element type.
-  template <class A>
-  static auto stream_copy(const A& x) {
-    auto y = detail::make_like<typename std::remove_cvref_t<decltype(x)>::value_type>(x, detail::last_extent(x));
-    std::copy(x.data(), x.data() + x.size(), y.data());
-    return y;
   }
 
   /// x += a elementwise, each sum rounded once to x's element type.

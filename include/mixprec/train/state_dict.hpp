@@ -90,40 +90,52 @@ template <class A>
   return is_floating(d) && train::find_safetensors_dtype(d).has_value();
 }
 
-/// Element i of the stored floating-point tensor `t` as a double (exact: every stored float format is
-/// a subset of float64).
-template <std::size_t... I>
-[[nodiscard]] double stored_as_double(const train::stored_tensor& t, std::size_t i,
-                                      std::index_sequence<I...> /*table*/) {
-  double out = 0.0;
-  const auto read = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-    constexpr dtype d = train::safetensors_dtypes[J].type;
-    if constexpr (is_floating(d)) {
-      using S = type_of_t<d>;
-      if (t.type != d) return false;
-      S value;
-      std::memcpy(&value, t.bytes.data() + i * sizeof(S), sizeof(S));
-      out = static_cast<double>(value);
-      return true;
-    } else {
-      return false;
-    }
-  };
-  (read(std::integral_constant<std::size_t, I>{}) || ...);
-  return out;
-}
-
 /// Writes the stored tensor `t` into `out` (same element count): bytes copied when the dtypes agree,
-/// else each element rounded once from its exact double value to T.
+/// else each element rounded once to T from its exact double value (every stored floating format is a
+/// subset of float64). The stored dtype is dispatched once per tensor, not per element.
 template <class T>
 void copy_state_tensor(const train::stored_tensor& t, std::span<T> out) {
   if (t.type == dtype_of_v<T>) {
     if (!out.empty()) std::memcpy(out.data(), t.bytes.data(), out.size_bytes());
     return;
   }
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    out[i] = static_cast<T>(stored_as_double(t, i, std::make_index_sequence<train::safetensors_dtypes.size()>{}));
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto convert_from = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      constexpr dtype d = train::safetensors_dtypes[J].type;
+      if constexpr (is_floating(d)) {
+        using S = type_of_t<d>;
+        if (t.type != d) return false;
+        for (std::size_t i = 0; i < out.size(); ++i) {
+          S value;
+          std::memcpy(&value, t.bytes.data() + i * sizeof(S), sizeof(S));
+          out[i] = static_cast<T>(static_cast<double>(value));
+        }
+        return true;
+      } else {
+        return false;
+      }
+    };
+    (convert_from(std::integral_constant<std::size_t, I>{}) || ...);
   }
+  (std::make_index_sequence<train::safetensors_dtypes.size()>{});
+}
+
+/// Calls `f(full_name, tensor)` on every parameter and buffer of `model`, named `prefix.<name>`: the walk
+/// `save_state` and `load_state` share. A parameter type safetensors cannot store does not compile;
+/// a name given twice throws std::invalid_argument (`caller` starts the message).
+template <class M, class F>
+void for_each_named_state(M& model, std::string_view prefix, const char* caller, F&& f) {
+  std::set<std::string> seen;
+  for_each_state_tensor(model, [&](const auto& name, auto& tensor) {
+    using E = typename std::remove_cvref_t<decltype(tensor)>::value_type;
+    static_assert(train::safetensors_element<E>,
+                  "train::save_state / load_state: safetensors has no dtype for this parameter's element type "
+                  "(complex, int4 and float6/float4 have none); store its parts or a wider type yourself.");
+    std::string full = dotted(prefix, name);
+    if (!seen.insert(full).second)
+      throw std::invalid_argument(std::string(caller) + ": the model names \"" + full + "\" twice");
+    f(full, tensor);
+  });
 }
 
 /// ", "-joined quoted names.
@@ -171,15 +183,8 @@ concept own_state = requires(const S& cs, S& s, checkpoint& ck, const checkpoint
 ///         name is empty.
 template <parameter_walk Model>
 requires(!own_state<Model>) void save_state(checkpoint& ck, const Model& model, std::string_view prefix = {}) {
-  std::set<std::string> seen;
-  detail::for_each_state_tensor(model, [&](const auto& name, const auto& tensor) {
+  detail::for_each_named_state(model, prefix, "train::save_state", [&](const std::string& full, const auto& tensor) {
     using E = typename std::remove_cvref_t<decltype(tensor)>::value_type;
-    static_assert(safetensors_element<E>,
-                  "train::save_state: safetensors has no dtype for this parameter's element type (complex, int4 "
-                  "and float6/float4 have none); save its real and imaginary parts or a wider type yourself.");
-    std::string full = detail::dotted(prefix, name);
-    if (!seen.insert(full).second)
-      throw std::invalid_argument("train::save_state: the model names \"" + full + "\" twice");
     const auto shape = detail::stored_shape(tensor);
     ck.put(full, std::span<const E>(tensor.data(), tensor.size()), std::span<const std::uint64_t>(shape));
   });
@@ -198,14 +203,9 @@ requires(!own_state<Model>) load_result
   load_result result;
   std::vector<std::string> faults;
   std::set<std::string> seen;
-  detail::for_each_state_tensor(std::as_const(model), [&](const auto& name, const auto& tensor) {
+  const auto check = [&](const std::string& full, const auto& tensor) {
     using E = typename std::remove_cvref_t<decltype(tensor)>::value_type;
-    static_assert(safetensors_element<E>,
-                  "train::load_state: safetensors has no dtype for this parameter's element type (complex, int4 "
-                  "and float6/float4 have none); load its parts or a wider type yourself.");
-    std::string full = detail::dotted(prefix, name);
-    if (!seen.insert(full).second)
-      throw std::invalid_argument("train::load_state: the model names \"" + full + "\" twice");
+    seen.insert(full);
     if (!ck.contains(full)) {
       result.missing.push_back(full);
       return;
@@ -218,14 +218,14 @@ requires(!own_state<Model>) load_result
       return;
     }
     constexpr dtype want = dtype_of_v<E>;
-    if (t.type != want && !(options.convert && detail::convertible(t.type) && detail::convertible(want))) {
+    const bool convertible = detail::convertible(t.type) && detail::convertible(want);
+    if (t.type != want && !(options.convert && convertible)) {
       faults.push_back("\"" + full + "\" is " + detail::dtype_label(t.type) + " in the file and " +
                        detail::dtype_label(want) + " in the model" +
-                       (detail::convertible(t.type) && detail::convertible(want)
-                            ? " (load with {.convert = true} to round it to the model's dtype)"
-                            : ""));
+                       (convertible ? " (load with {.convert = true} to round it to the model's dtype)" : ""));
     }
-  });
+  };
+  detail::for_each_named_state(std::as_const(model), prefix, "train::load_state", check);
   const std::string head = prefix.empty() ? std::string() : std::string(prefix) + ".";
   for (const auto& [name, t] : ck.tensors()) {
     if (name.starts_with(head) && !seen.contains(name)) result.unexpected.push_back(name);
@@ -241,11 +241,9 @@ requires(!own_state<Model>) load_result
     message.pop_back();
     throw safetensors_error(message);
   }
-  detail::for_each_state_tensor(model, [&](const auto& name, auto& tensor) {
+  detail::for_each_named_state(model, prefix, "train::load_state", [&](const std::string& full, auto& tensor) {
     using E = typename std::remove_cvref_t<decltype(tensor)>::value_type;
-    const std::string full = detail::dotted(prefix, name);
-    if (!ck.contains(full)) return;
-    detail::copy_state_tensor(ck.at(full), std::span<E>(tensor.data(), tensor.size()));
+    if (ck.contains(full)) detail::copy_state_tensor(ck.at(full), std::span<E>(tensor.data(), tensor.size()));
   });
   return result;
 }

@@ -44,24 +44,20 @@ struct array_traits<xt::xarray<T>> {
   using rebind = xt::xarray<U>;
 };
 
-/// A `row_major_view` (what `as_array` makes of any other input): outputs are owning
+/// A `row_major_view` (what `as_array` makes of any other input) or a `row_major_span` (what `as_output`
+/// makes of a caller's adaptor or Eigen map, written in place): outputs made like them are owning
 /// `xt::xtensor<U, Rank>`, or `xt::xarray<U>` for a dynamic rank.
 template <class T, std::size_t Rank>
-struct array_traits<row_major_view<T, Rank>> {
+struct row_major_array_traits {
   static constexpr bool supported = true;
   using value_type = T;
   template <class U, std::size_t Extra = 0>
   using rebind = std::conditional_t<Rank == dynamic_rank, xt::xarray<U>, xt::xtensor<U, Rank + Extra>>;
 };
-
-/// A `row_major_span` (what `as_output` makes of a caller's adaptor or Eigen map): written in place.
 template <class T, std::size_t Rank>
-struct array_traits<row_major_span<T, Rank>> {
-  static constexpr bool supported = true;
-  using value_type = T;
-  template <class U, std::size_t Extra = 0>
-  using rebind = std::conditional_t<Rank == dynamic_rank, xt::xarray<U>, xt::xtensor<U, Rank + Extra>>;
-};
+struct array_traits<row_major_view<T, Rank>> : row_major_array_traits<T, Rank> {};
+template <class T, std::size_t Rank>
+struct array_traits<row_major_span<T, Rank>> : row_major_array_traits<T, Rank> {};
 
 /// What the layers compute on: `xt::xtensor<T, N>` or `xt::xarray<T>` (row-major, default allocator),
 /// a `row_major_view` or a `row_major_span`.
@@ -217,6 +213,19 @@ template <class U, layer_array X>
   auto shape = x.shape();
   shape[shape.size() - 1] = last;
   return rebind_t<X, U>::from_shape(shape);
+}
+
+/// An owning container of x's values, of x's kind (an `xt::xtensor`/`xt::xarray` for a view or span)
+/// and element type: a copy the caller may overwrite.
+template <layer_array X>
+[[nodiscard]] rebind_t<X, typename array_traits<X>::value_type> owned_copy(const X& x) {
+  if constexpr (std::is_same_v<X, rebind_t<X, typename array_traits<X>::value_type>>) {
+    return x;
+  } else {
+    auto out = rebind_t<X, typename array_traits<X>::value_type>::from_shape(x.shape());
+    std::copy(x.data(), x.data() + x.size(), out.data());
+    return out;
+  }
 }
 
 /// The buffer of a container as a span.
