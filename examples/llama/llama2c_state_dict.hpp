@@ -1,16 +1,16 @@
 /// \file
-/// \brief `llama2c::state_dict(ck)`: the weights of a llama2.c checkpoint as a state dict under the
-/// parameter names of `llama::model` (`mixprec::train::checkpoint`, float32), which the model loads
-/// with `mixprec::train::load_state(..., {.convert = true})`: every tensor rounded once to the
+/// \brief `llama2c::state_dict(ck)`: the weights of a llama2.c checkpoint as a state dict
+/// (`mixprec::train::checkpoint`, float32) under the parameter names of `nn::causal_lm`, which
+/// `llama::model` loads with `mixprec::train::load_state(..., {.convert = true})`: every tensor rounded once to the
 /// policy's param type, and strictly (a tensor missing or of another shape is an error that names it).
 ///
 /// | llama2.c (run.c `TransformerWeights`) | state dict name | shape |
 /// |---|---|---|
-/// | `token_embedding_table` | `tok_embeddings.embedding` | [vocab, dim] |
+/// | `token_embedding_table` | `wte.embedding` | [vocab, dim] |
 /// | `rms_att_weight[l]`, `rms_ffn_weight[l]` | `layers.<l>.ln_1.scale`, `layers.<l>.ln_2.scale` | [dim] |
 /// | `wq[l]`, `wk[l]`, `wv[l]`, `wo[l]` ([out, in]) | `layers.<l>.attn.wq.kernel`, ... | [in, out] |
 /// | `w1[l]`, `w2[l]`, `w3[l]` ([out, in]) | `layers.<l>.mlp.w1.kernel`, ... | [in, out] |
-/// | `rms_final_weight` | `norm.scale` | [dim] |
+/// | `rms_final_weight` | `ln_f.scale` | [dim] |
 ///
 /// The dense kernels are transposed from llama2.c's [out, in] to mixprec's [in, out] (exactly: a copy).
 #pragma once
@@ -27,7 +27,7 @@
 
 namespace llama2c {
 
-/// The weights of `ck` under `llama::model`'s names (see the file comment).
+/// The weights of `ck` under `nn::causal_lm`'s names (see the file comment).
 /// \throws mixprec::train::safetensors_error when a slice does not have the size its shape says.
 [[nodiscard]] inline mixprec::train::checkpoint state_dict(const checkpoint& ck) {
   mixprec::train::checkpoint out;
@@ -46,7 +46,7 @@ namespace llama2c {
     put(name, t, {n(cols_in), n(rows_out)});
   };
   const model_config& c = ck.config;
-  put("tok_embeddings.embedding", ck.token_embedding.values, {n(c.vocab_size), n(c.dim)});
+  put("wte.embedding", ck.token_embedding.values, {n(c.vocab_size), n(c.dim)});
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     const auto i = static_cast<std::size_t>(l);
@@ -60,7 +60,7 @@ namespace llama2c {
     put_kernel(p + "mlp.w2.kernel", ck.w2.slice(i), c.dim, c.hidden_dim);
     put_kernel(p + "mlp.w3.kernel", ck.w3.slice(i), c.hidden_dim, c.dim);
   }
-  put("norm.scale", ck.rms_final.values, {n(c.dim)});
+  put("ln_f.scale", ck.rms_final.values, {n(c.dim)});
   return out;
 }
 

@@ -86,7 +86,7 @@ inline std::vector<std::pair<std::string, std::string>> recorded_settings(const 
 /// What a float8 run reports per projection: the amax of its input and of its output gradient at every
 /// step (the newest entry of each delayed-scaling history) and how many elements saturated.
 struct float8_layer_report {
-  std::string name;             ///< e.g. "blocks.0.attn.wq"
+  std::string name;             ///< e.g. "layers.0.attn.wq"
   std::vector<double> x_amax;   ///< per iteration
   std::vector<double> dy_amax;  ///< per iteration (scaled by the loss scale, if any)
   mixprec::scaled::float8_clip_counts clips;
@@ -133,7 +133,7 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
                  const resume_from& resume = {}) {
   namespace tr = mixprec::train;
   std::mt19937_64 rng(opt.seed);
-  gpt<P> model(config, rng);
+  auto model = make_gpt<P>(config, rng);
   auto grads = model.zero_gradients();
   // A float8 run: every projection's products in float8 with delayed scaling (e4m3fn forward, e5m2
   // backward, TransformerEngine's defaults), one product object per layer.

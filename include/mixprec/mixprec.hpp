@@ -22,6 +22,7 @@
 
 #include "mixprec/nn/attention.hpp"
 #include "mixprec/nn/batch_norm.hpp"
+#include "mixprec/nn/causal_lm.hpp"
 #include "mixprec/nn/cross_entropy.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/dot_product.hpp"

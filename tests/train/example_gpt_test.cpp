@@ -51,7 +51,7 @@ typename gpt<P>::gradients analytic_gradients(const gpt<P>& model, const xt::xte
 TEST_CASE("the GPT's backward pass matches float64 central differences of its loss for every parameter",
           "[train][example][gpt]") {
   std::mt19937_64 rng(7);
-  gpt<P64> model(tiny, rng);
+  auto model = make_gpt<P64>(tiny, rng);
   const auto x = ids_of({0, 3, 1, 4, 2, 2, 0, 1}, 2, 4);
   const auto y = ids_of({3, 1, 4, 2, 2, 0, 1, 3}, 2, 4);
   auto g = analytic_gradients(model, x, y, 1.0 / 8.0);
@@ -70,7 +70,7 @@ TEST_CASE("the GPT's backward pass matches float64 central differences of its lo
 
 TEST_CASE("the GPT's parameters and gradients walk the same dotted names", "[train][example][gpt]") {
   std::mt19937_64 rng(1);
-  gpt<mixprec::mixed_bfloat16> model(tiny, rng);
+  auto model = make_gpt<mixprec::mixed_bfloat16>(tiny, rng);
   std::vector<std::string> params, grads;
   model.for_each_parameter([&](const std::string& name, auto&) { params.push_back(name); });
   auto g = model.zero_gradients();
@@ -82,16 +82,16 @@ TEST_CASE("the GPT's parameters and gradients walk the same dotted names", "[tra
   CHECK(params == grads);
   REQUIRE(params.size() == 2 + 2 * (1 + 4 + 1 + 2) + 1);
   CHECK(params.front() == "wte.embedding");
-  CHECK(params[2] == "blocks.0.ln_1.scale");
-  CHECK(params[3] == "blocks.0.attn.wq.kernel");
-  CHECK(params[9] == "blocks.0.mlp.w2.kernel");
+  CHECK(params[2] == "layers.0.ln_1.scale");
+  CHECK(params[3] == "layers.0.attn.wq.kernel");
+  CHECK(params[9] == "layers.0.mlp.w2.kernel");
   CHECK(params.back() == "ln_f.scale");
 }
 
 TEST_CASE("gradients of two halves of a batch add up to the whole batch's (data parallel, accumulation)",
           "[train][example][gpt]") {
   std::mt19937_64 rng(3);
-  gpt<mixprec::full_precision> model(tiny, rng);
+  auto model = make_gpt<mixprec::full_precision>(tiny, rng);
   const auto x = ids_of({0, 3, 1, 4, 2, 2, 0, 1, 4, 4, 3, 0, 1, 2, 3, 4}, 4, 4);
   const auto y = ids_of({3, 1, 4, 2, 2, 0, 1, 3, 4, 3, 0, 1, 2, 3, 4, 0}, 4, 4);
   auto whole = analytic_gradients(model, x, y, 1.0 / 16.0);

@@ -229,6 +229,16 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
     observe("residual", residual);
   }
 
+  /// A norm as the block's (unit scale, zero bias), shaped by `config`: width d_model, its epsilon and
+  /// bias option. A model's final norm is made so (`causal_lm`).
+  [[nodiscard]] static Norm make_norm(const transformer_block_config& c) {
+    if constexpr (std::is_same_v<Norm, layer_norm<P>>) {
+      return Norm(c.attention.d_model, {.epsilon = c.norm_epsilon, .use_scale = true, .use_bias = c.norm_bias});
+    } else {
+      return Norm(c.attention.d_model, {.epsilon = c.norm_epsilon});
+    }
+  }
+
   /// Zero gradients shaped like the parameters.
   [[nodiscard]] gradients zero_gradients() const {
     return {{}, ln_1_.zero_gradients(), attn_.zero_gradients(), ln_2_.zero_gradients(), mlp_.zero_gradients()};
@@ -243,14 +253,6 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
     self.attn_.for_each_parameter(prefixed("attn.", f));
     self.ln_2_.for_each_parameter(prefixed("ln_2.", f));
     self.mlp_.for_each_parameter(prefixed("mlp.", f));
-  }
-
-  static Norm make_norm(const transformer_block_config& c) {
-    if constexpr (std::is_same_v<Norm, layer_norm<P>>) {
-      return Norm(c.attention.d_model, {.epsilon = c.norm_epsilon, .use_scale = true, .use_bias = c.norm_bias});
-    } else {
-      return Norm(c.attention.d_model, {.epsilon = c.norm_epsilon});
-    }
   }
 
   static feed_forward<P> make_mlp(const transformer_block_config& c) {
