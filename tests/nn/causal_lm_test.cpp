@@ -1,7 +1,8 @@
 // Tests of nn::causal_lm (nn/causal_lm.hpp): the forward pass bit for bit the parts called by hand,
 // float64 central differences for every parameter (GPT-2 style with learned positions, Llama style with
 // rotary grouped-query attention), decoding token by token against the whole-sequence forward pass
-// (and its probe sites), the names of the walks, a state-dict round trip, and every error's message.
+// (and its probe sites), the names of the walks, a state-dict round trip, the from_scope form against the
+// compile-time model, and every error's message.
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -15,6 +16,7 @@
 
 #include "mixprec/diagnostics/recording_probe.hpp"
 #include "mixprec/nn/causal_lm.hpp"
+#include "mixprec/policies/policy_scope.hpp"
 #include "mixprec/train/state_dict.hpp"
 #include "nn/gradcheck.hpp"
 #include "nn/policies.hpp"
@@ -233,6 +235,51 @@ TEST_CASE("causal_lm: errors", "[nn][causal_lm][errors]") {
   (void)m.decode(2, state);
   CHECK_THROWS_MATCHES((void)m.decode(3, state), std::length_error,
                        says({"decode_into: the state already holds its capacity of 2 tokens", "reset()"}));
+}
+
+TEST_CASE("causal_lm<from_scope<...>>: the scope's policy for the whole model, the same bits",
+          "[nn][causal_lm][from_scope]") {
+  using scoped = mixprec::from_scope<mixprec::full_precision, mixprec::mixed_bfloat16, mixprec::mixed_float16>;
+  using P = mixprec::mixed_float16;
+  const mixprec::policy_scope scope(P{});
+  nn::causal_lm<scoped, nn::rms_norm<scoped>> m(llama_config);
+  CHECK(m.policy() == mixprec::to_runtime_policy(P{}));
+  REQUIRE(m.get_if<P>() != nullptr);
+  CHECK(m.get_if<mixprec::mixed_bfloat16>() == nullptr);
+  auto typed = make_model<P, nn::rms_norm<P>>(llama_config, 60);
+
+  // The parameters through the scoped walk: the same names and tensors as the typed model's.
+  mixprec::train::checkpoint ck;
+  mixprec::train::save_state(ck, typed, "");
+  mixprec::train::load_state(ck, m, "");
+  const auto ids = ids_of({1, 5, 0, 6, 2, 3, 3, 4, 1, 0}, 2, seq);
+  const auto targets = ids_of({5, 0, 6, 2, 3, 3, 4, 1, 0, 2}, 2, seq);
+  CHECK(values(m.logits(ids)) == values(typed.logits(ids)));
+  CHECK(m.loss(ids, targets) == typed.loss(ids, targets));
+
+  // Training and decoding inside one visit, typed: the same gradients and logits as the typed model's.
+  std::vector<std::vector<double>> scoped_grads, typed_grads;
+  auto typed_state = typed.make_decode_state(seq);
+  m.visit([&](auto& model) {
+    typename std::remove_cvref_t<decltype(model)>::saved ctx;
+    const auto logits = model.forward(ids, ctx);
+    auto g = model.zero_gradients();
+    model.backward(ctx, logits, g);
+    g.for_each([&](std::string_view, const auto& t) { scoped_grads.push_back(values(t)); });
+    auto state = model.make_decode_state(seq);
+    CHECK(values(model.decode(3, state)) == values(typed.decode(3, typed_state)));
+  });
+  typename decltype(typed)::saved ctx;
+  const auto logits = typed.forward(ids, ctx);
+  auto g = typed.zero_gradients();
+  typed.backward(ctx, logits, g);
+  g.for_each([&](std::string_view, const auto& t) { typed_grads.push_back(values(t)); });
+  CHECK(scoped_grads == typed_grads);
+
+  const mixprec::policy_scope other("p=bf16,c=bf16,o=bf16");
+  CHECK_THROWS_MATCHES((nn::causal_lm<scoped, nn::rms_norm<scoped>>(llama_config)), mixprec::policy_error,
+                       says({"mixprec::nn::causal_lm<from_scope<...>>: the policy p=bf16,c=bf16,o=bf16",
+                             "is not one of the 3 listed policies"}));
 }
 
 }  // namespace causal_lm_test

@@ -2,7 +2,7 @@
 // and backward bit for bit the sub-layers called by hand (GPT-2 style under c=bf16, Llama style with
 // rotary grouped-query attention and SwiGLU under c=f16), float64 central differences through a stack
 // of two blocks (dx and every parameter), the names of the walks, a block inside nn::sequential, and
-// the errors.
+// the errors; the from_scope form against the compile-time block.
 #include <array>
 #include <cstddef>
 #include <random>
@@ -20,6 +20,7 @@
 #include "mixprec/nn/transformer_block.hpp"
 #include "mixprec/nn/workspace.hpp"
 #include "mixprec/policies/all_finite.hpp"
+#include "mixprec/policies/policy_scope.hpp"
 #include "nn/gradcheck.hpp"
 #include "nn/policies.hpp"
 #include "support/error_message.hpp"
@@ -225,6 +226,52 @@ TEST_CASE("transformer_block and repeated: errors", "[nn][transformer_block][err
   const xt::xtensor<float, 3> dy = xt::zeros<float>({1, 2, 8});
   CHECK_THROWS_MATCHES((void)stack.backward(empty, dy, grads), std::invalid_argument,
                        says({"nn::repeated::backward: 1 layers but 0 saved contexts"}));
+}
+
+TEST_CASE("transformer_block<from_scope<...>>: the scope's policy, the same bits as the compile-time block",
+          "[nn][transformer_block][from_scope]") {
+  using scoped = mixprec::from_scope<mixprec::full_precision, mixprec::mixed_bfloat16, mixprec::mixed_float16>;
+  using P = mixprec::mixed_bfloat16;
+  const mixprec::policy_scope scope("p=f32,c=bf16,o=f32");
+  for (const bool rms : {false, true}) {
+    const auto check = [&](auto& b, const auto& typed) {
+      CHECK(b.policy() == mixprec::to_runtime_policy(P{}));
+      // The same parameters, written through the scoped walk in the typed block's order.
+      std::vector<std::vector<float>> from_typed;
+      typed.for_each_parameter([&](std::string_view, const auto& t) { from_typed.push_back(values(t)); });
+      std::size_t i = 0;
+      b.for_each_parameter([&](std::string_view, auto& t) {
+        for (std::size_t k = 0; k < t.size(); ++k) t.data()[k] = from_typed[i][k];
+        ++i;
+      });
+      REQUIRE(i == from_typed.size());
+      const auto x = tensor_from<float>(gradcheck::uniform(2 * 5 * 8, 81), std::array<std::size_t, 3>{2, 5, 8});
+      CHECK(values(b(x)) == values(typed(x)));
+      // Training through visit: the compile-time block's forward and backward, the typed block's bits.
+      const auto train = [&](const auto& block) {
+        typename std::remove_cvref_t<decltype(block)>::template saved<float> ctx;
+        const auto y = block.forward(x, ctx);
+        auto g = block.zero_gradients();
+        std::vector<std::vector<float>> out{values(y), values(block.backward(ctx, y, g))};
+        g.for_each([&](std::string_view, const auto& t) { out.push_back(values(t)); });
+        return out;
+      };
+      CHECK(b.visit(train) == train(typed));
+    };
+    if (rms) {
+      nn::transformer_block<scoped, nn::rms_norm<scoped>> b(llama_config);
+      REQUIRE(b.get_if<P>() != nullptr);
+      check(b, make_block<P, nn::rms_norm<P>>(llama_config, 90));
+    } else {
+      nn::transformer_block<scoped> b(gpt_config);
+      REQUIRE(b.get_if<P>() != nullptr);
+      check(b, make_block<P, nn::layer_norm<P>>(gpt_config, 91));
+    }
+  }
+  const mixprec::policy_scope other("p=bf16,c=bf16,o=bf16");
+  CHECK_THROWS_MATCHES(nn::transformer_block<scoped>(gpt_config), mixprec::policy_error,
+                       says({"mixprec::nn::transformer_block<from_scope<...>>: the policy p=bf16,c=bf16,o=bf16",
+                             "is not one of the 3 listed policies"}));
 }
 
 }  // namespace transformer_block_test

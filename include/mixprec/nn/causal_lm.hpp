@@ -31,6 +31,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -67,6 +68,8 @@ class causal_lm : public parameter_walks<causal_lm<P, Norm>> {
 
  public:
   using policy_type = P;
+  /// The name in messages (the `from_scope` form's).
+  static constexpr std::string_view type_name = "mixprec::nn::causal_lm";
   using block_type = transformer_block<P, Norm>;  ///< one pre-norm block
   using blocks_type = repeated<block_type>;       ///< the stack of blocks
   /// Element type of the residual stream and of the training logits: float32 (float64 under float64 compute).
@@ -319,6 +322,45 @@ class causal_lm : public parameter_walks<causal_lm<P, Norm>> {
   std::optional<embedding<P>> wpe;
   blocks_type layers;
   Norm ln_f;
+};
+
+namespace detail {
+/// `causal_lm<P, Norm of P>` as a one-parameter template, for `scoped_layer`.
+template <class Norm>
+struct causal_lm_of {
+  template <class P>
+  using type = causal_lm<P, typename norm_template<Norm>::template type<P>>;
+};
+}  // namespace detail
+
+/// `causal_lm` whose policy comes from the `policy_scope` live at construction, one of the listed
+/// `Ps...` (nn/from_scope.hpp, `detail::scoped_layer` for the members): constructed with a
+/// `causal_lm_config`, optionally preceded by `compute_dtype(...)`. `Norm` is
+/// `layer_norm<from_scope<Ps...>>` (the default) or `rms_norm<from_scope<Ps...>>`. The policy is chosen
+/// once for the whole model: `visit(f)` calls `f` with the compile-time model, inside which training
+/// and decoding are typed (`forward`, `backward`, `decode_into` with their per-policy contexts,
+/// gradients and decode states); `for_each_parameter` serves `save_state`/`load_state`.
+/// Errors: `policy_error` when the scope's policy (after the override) is not listed.
+template <class... Ps, class Norm>
+class causal_lm<from_scope<Ps...>, Norm>
+    : public detail::scoped_layer<detail::causal_lm_of<Norm>::template type, Ps...> {
+ public:
+  using detail::scoped_layer<detail::causal_lm_of<Norm>::template type, Ps...>::scoped_layer;
+
+  /// The compile-time model's `logits(ids)`: the same bits, as the wider of the listed policies'
+  /// logits types when they differ (float64 under a float64 compute type; an exact widening).
+  /// \throws as `causal_lm<P>::logits`.
+  [[nodiscard]] auto logits(const xt::xtensor<std::int32_t, 2>& ids) const {
+    using R = typename detail::common_layer_result<
+        decltype(std::declval<const typename detail::causal_lm_of<Norm>::template type<Ps>&>().logits(ids))...>::type;
+    return this->visit([&](const auto& m) { return detail::to_common_result<R>(m.logits(ids)); });
+  }
+  /// The compile-time model's `loss(ids, targets)`.
+  /// \throws as `causal_lm<P>::loss`.
+  [[nodiscard]] double loss(const xt::xtensor<std::int32_t, 2>& ids,
+                            const xt::xtensor<std::int32_t, 2>& targets) const {
+    return this->visit([&](const auto& m) { return m.loss(ids, targets); });
+  }
 };
 
 }  // namespace mixprec::nn

@@ -233,10 +233,20 @@ class scoped_layer {
       names.append(to_string(q));
     }
     throw policy_error(internal::concat(
-        layer_name<Layer>, "<from_scope<...>>: the policy ", to_string(p), " (the scope's, ",
-        to_string(current_policy()), compute ? ", with the compute override" : "", ") is not one of the ",
-        listed.size(), " listed policies (", names,
-        "): add its compile-time policy to from_scope<...>'s list, or open a policy_scope with a listed one"));
+        name(), "<from_scope<...>>: the policy ", to_string(p), " (the scope's, ", to_string(current_policy()),
+        compute ? ", with the compute override" : "", ") is not one of the ", listed.size(), " listed policies (",
+        names, "): add its compile-time policy to from_scope<...>'s list, or open a policy_scope with a listed one"));
+  }
+
+  /// The layer's name for messages: `Layer<P>::type_name` when it has one (composites made of an alias
+  /// template), else `layer_name<Layer>`.
+  [[nodiscard]] static constexpr std::string_view name() {
+    using first = std::variant_alternative_t<0, variant_type>;
+    if constexpr (requires { first::type_name; }) {
+      return first::type_name;
+    } else {
+      return layer_name<Layer>;
+    }
   }
 
   template <class F, std::size_t... I>

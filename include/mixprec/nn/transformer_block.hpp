@@ -34,6 +34,7 @@
 #include "mixprec/nn/attention.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/feed_forward.hpp"
+#include "mixprec/nn/from_scope.hpp"
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/parameters.hpp"
@@ -63,6 +64,8 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
  public:
   using policy_type = P;
   using norm_type = Norm;
+  /// The name in messages (the `from_scope` form's).
+  static constexpr std::string_view type_name = "mixprec::nn::transformer_block";
   /// The output element type for a stream of element type S: S itself (the residual stream).
   template <class S>
   using output_type = S;
@@ -276,6 +279,43 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
   attention<P> attn_;
   Norm ln_2_;
   feed_forward<P> mlp_;
+};
+
+namespace detail {
+/// The compile-time norm template of a norm type: `layer_norm` or `rms_norm` (of any policy).
+template <class Norm>
+struct norm_template;
+template <class S>
+struct norm_template<layer_norm<S>> {
+  template <class P>
+  using type = layer_norm<P>;
+};
+template <class S>
+struct norm_template<rms_norm<S>> {
+  template <class P>
+  using type = rms_norm<P>;
+};
+/// `transformer_block<P, Norm of P>` as a one-parameter template, for `scoped_layer`.
+template <class Norm>
+struct block_of {
+  template <class P>
+  using type = transformer_block<P, typename norm_template<Norm>::template type<P>>;
+};
+}  // namespace detail
+
+/// `transformer_block` whose policy comes from the `policy_scope` live at construction, one of the
+/// listed `Ps...` (nn/from_scope.hpp, `detail::scoped_layer` for the members): constructed with a
+/// `transformer_block_config`, optionally preceded by `compute_dtype(...)`, or with `from_factory`.
+/// `Norm` is `layer_norm<from_scope<Ps...>>` (the default) or `rms_norm<from_scope<Ps...>>`. Inference
+/// through `operator()`, the parameters through `for_each_parameter` (so `save_state`/`load_state`), and
+/// training through `visit` with the compile-time block's `forward`/`backward` and their per-policy
+/// contexts and gradients.
+/// Errors: `policy_error` when the scope's policy (after the override) is not listed.
+template <class... Ps, class Norm>
+class transformer_block<from_scope<Ps...>, Norm>
+    : public detail::scoped_layer<detail::block_of<Norm>::template type, Ps...> {
+ public:
+  using detail::scoped_layer<detail::block_of<Norm>::template type, Ps...>::scoped_layer;
 };
 
 }  // namespace mixprec::nn
