@@ -391,24 +391,60 @@ class attention {
   template <class T, detail::layer_input DY>
   [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
     const auto& dy = detail::as_array(dy_in);
-    using C = typename saved<T>::compute_type;
-    using A = typename saved<T>::opmath_type;
-    detail::check_features("attention::backward", dy, config_.d_model, "d_model");
+    check_backward(ctx, dy, "attention::backward");
+    auto dx = detail::make_like<T>(dy, config_.d_model);
+    backward_to(ctx, dy, grads, dx.data());
+    return dx;
+  }
+
+  /// `backward(ctx, dy, grads)` writing dx into `dx_out` [..., d_model] (dy's shape; element type T, the
+  /// forward input's; a caller's buffer — `xt::xtensor`, `xt::adapt`, a RowMajor `Eigen::Map` — not
+  /// overlapping dy): the same bits, and dx is not allocated.
+  /// \throws std::invalid_argument as `backward`, or if dx_out's shape is not dy's (checked before
+  ///   anything is added to `grads`).
+  template <class T, detail::layer_input DY, detail::layer_output DXOut>
+  void backward_into(DXOut& dx_out, const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
+    auto&& dx = detail::as_output(dx_out);
+    static_assert(std::is_same_v<detail::value_t<std::remove_cvref_t<decltype(dx)>>, T>,
+                  "attention::backward_into: dx's element type must be the forward input's (the T of saved<T>); "
+                  "make dx with that type, or use the value-returning backward.");
+    const auto& dy = detail::as_array(dy_in);
+    check_backward(ctx, dy, "attention::backward_into");
+    detail::check_dx_shape("attention::backward_into", dx, dy, config_.d_model);
+    backward_to(ctx, dy, grads, dx.data());
+  }
+
+ private:
+  /// The checks of `backward`: dy's features and rows, the saved context (the projections check the
+  /// gradients before adding to them).
+  template <class T, class DY>
+  void check_backward(const saved<T>& ctx, const DY& dy, const char* where) const {
+    detail::check_features(where, dy, config_.d_model, "d_model");
     const std::size_t rows = ctx.batch * ctx.seq;
-    detail::check_backward_rows("attention::backward", detail::leading_size(dy), rows);
+    detail::check_backward_rows(where, detail::leading_size(dy), rows);
     const std::size_t hd = config_.head_dim;
-    const std::size_t n_heads = config_.n_heads;
-    const std::size_t q_width = n_heads * hd;
+    const std::size_t q_width = config_.n_heads * hd;
     const std::size_t kv_width = config_.n_kv_heads * hd;
-    const std::size_t seq = ctx.seq;
     if (ctx.q.size() != rows * q_width || ctx.k.size() != rows * kv_width || ctx.v.size() != rows * kv_width ||
-        ctx.lse.size() != ctx.batch * n_heads * seq || ctx.attended.x.size() != rows * q_width ||
+        ctx.lse.size() != ctx.batch * config_.n_heads * ctx.seq || ctx.attended.x.size() != rows * q_width ||
         ctx.in.x.size() != rows * config_.d_model || (!ctx.valid.empty() && ctx.valid.size() != rows)) {
       throw std::invalid_argument(internal::concat(
-          "attention::backward: the saved context does not fit this layer (", ctx.q.size(), " query and ", ctx.k.size(),
-          " key values for ", rows, " rows; the layer has ", n_heads, " heads and ", config_.n_kv_heads,
+          where, ": the saved context does not fit this layer (", ctx.q.size(), " query and ", ctx.k.size(),
+          " key values for ", rows, " rows; the layer has ", config_.n_heads, " heads and ", config_.n_kv_heads,
           " kv heads of dimension ", hd, "); pass the context filled by this layer's forward()"));
     }
+  }
+
+  /// The backward pass after its checks: dx written at `out` (rows · d_model values), gradients added.
+  template <class T, class DY>
+  void backward_to(const saved<T>& ctx, const DY& dy, gradients& grads, T* out) const {
+    using C = typename saved<T>::compute_type;
+    using A = typename saved<T>::opmath_type;
+    const std::size_t rows = ctx.batch * ctx.seq;
+    const std::size_t hd = config_.head_dim;
+    const std::size_t q_width = config_.n_heads * hd;
+    const std::size_t kv_width = config_.n_kv_heads * hd;
+    const std::size_t seq = ctx.seq;
     // dO [rows, q_width] = dy · woᵀ (and wo's gradients), in C as the kernel reads it.
     xt::xtensor<C, 2> dy2 = xt::xtensor<C, 2>::from_shape({rows, config_.d_model});
     internal::round_n<C>(dy.data(), dy.size(), dy2.data());
@@ -432,12 +468,9 @@ class attention {
     wq_.backward_accumulate(ctx.in, std::span<const A>(dq), grads.wq, std::span<A>(dx_acc));
     wk_.backward_accumulate(ctx.in, std::span<const A>(dk), grads.wk, std::span<A>(dx_acc));
     wv_.backward_accumulate(ctx.in, std::span<const A>(dv), grads.wv, std::span<A>(dx_acc));
-    auto dx = detail::make_like<T>(dy, config_.d_model);
-    for (std::size_t i = 0; i < dx_acc.size(); ++i) dx.data()[i] = internal::round_out<T>(dx_acc[i]);
-    return dx;
+    for (std::size_t i = 0; i < dx_acc.size(); ++i) out[i] = internal::round_out<T>(dx_acc[i]);
   }
 
- private:
   template <class F, class... G>
   static void walk_named(F& f, G&... parts) {
     const char* names[] = {"wq.", "wk.", "wv.", "wo."};

@@ -375,39 +375,27 @@ class dense {
   template <class T, detail::layer_input DY>
   [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
     const auto& dy = detail::as_array(dy_in);
-    using C = compute_t<P, T>;
-    detail::check_features("dense::backward", dy, out_features(), [&] {
-      return internal::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
-    });
-    detail::check_backward_rows("dense::backward", detail::leading_size(dy), ctx.rows);
-    check_saved(ctx, "dense::backward");
-    check_gradients(grads);
-    const std::size_t rows = ctx.rows;
-    // dy rounded to C once, shared by both GEMMs (and the bias sum).
-    std::vector<C> dy_c(dy.size());
-    internal::round_n<C>(dy.data(), dy.size(), dy_c.data());
+    check_backward(ctx, dy, grads, "dense::backward");
     auto dx = detail::make_like<T>(dy, in_features());
-    if constexpr (!internal::is_complex_v<C>) {
-      if (dot_) {
-        const std::span<const float> dx_f = injected_backward(ctx, dy_c, grads);
-        internal::round_n<T>(dx_f.data(), dx_f.size(), dx.data());
-        return dx;
-      }
-    }
-    // dx [rows, in] = dy [rows, out] · kernelᵀ: the [in, out] kernel read as b(k = out, n = in), n_k.
-    bool packed_done = false;
-    if constexpr (detail::packable_compute<C>) {
-      if (detail::use_packed<C>()) {
-        kernels::matmul<C>(dy_c, *transposed_kernel<C>(), detail::flat(dx), rows);
-        packed_done = true;
-      }
-    }
-    if (!packed_done) {
-      kernels::matmul<C>(dy_c, detail::flat(kernel_), detail::flat(dx), {rows, out_features(), in_features()},
-                         kernels::b_layout::n_k);
-    }
-    add_parameter_gradients(ctx, dy_c, grads);
+    backward_to(ctx, dy, grads, detail::flat(dx));
     return dx;
+  }
+
+  /// `backward(ctx, dy, grads)` writing dx into `dx_out` [..., in] (dy's leading axes; element type T,
+  /// the forward input's; a caller's buffer — `xt::xtensor`, `xt::adapt`, a RowMajor `Eigen::Map` — not
+  /// overlapping dy): the same bits, and dx is not allocated.
+  /// \throws std::invalid_argument as `backward`, or if dx_out's shape is not dy's with `in_features()`
+  ///   on the last axis (checked before anything is added to `grads`).
+  template <class T, detail::layer_input DY, detail::layer_output DXOut>
+  void backward_into(DXOut& dx_out, const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
+    auto&& dx = detail::as_output(dx_out);
+    static_assert(std::is_same_v<detail::value_t<std::remove_cvref_t<decltype(dx)>>, T>,
+                  "dense::backward_into: dx's element type must be the forward input's (the T of saved<T>); make "
+                  "dx with that type, or use the value-returning backward.");
+    const auto& dy = detail::as_array(dy_in);
+    check_backward(ctx, dy, grads, "dense::backward_into");
+    detail::check_dx_shape("dense::backward_into", dx, dy, in_features());
+    backward_to(ctx, dy, grads, detail::flat(dx));
   }
 
   /// As `backward`, for a cotangent dy [rows, out] given as a span, but **adds** dx = dy · kernelᵀ into
@@ -451,6 +439,47 @@ class dense {
   }
 
  private:
+  /// The checks of `backward`: dy's features and rows, the saved context, the gradients' shapes.
+  template <class T, class DY>
+  void check_backward(const saved<T>& ctx, const DY& dy, const gradients& grads, const char* where) const {
+    detail::check_features(where, dy, out_features(), [&] {
+      return internal::concat("kernel shape ", detail::shape_string(kernel_.shape()), " = [in, out]");
+    });
+    detail::check_backward_rows(where, detail::leading_size(dy), ctx.rows);
+    check_saved(ctx, where);
+    check_gradients(grads);
+  }
+
+  /// The backward pass after its checks: dx [rows, in] written into `dx`, the gradients added.
+  template <class T, class DY, class DX>
+  void backward_to(const saved<T>& ctx, const DY& dy, gradients& grads, DX&& dx) const {
+    using C = compute_t<P, T>;
+    const std::size_t rows = ctx.rows;
+    // dy rounded to C once, shared by both GEMMs (and the bias sum).
+    std::vector<C> dy_c(dy.size());
+    internal::round_n<C>(dy.data(), dy.size(), dy_c.data());
+    if constexpr (!internal::is_complex_v<C>) {
+      if (dot_) {
+        const std::span<const float> dx_f = injected_backward(ctx, dy_c, grads);
+        internal::round_n<T>(dx_f.data(), dx_f.size(), dx.data());
+        return;
+      }
+    }
+    // dx [rows, in] = dy [rows, out] · kernelᵀ: the [in, out] kernel read as b(k = out, n = in), n_k.
+    bool packed_done = false;
+    if constexpr (detail::packable_compute<C>) {
+      if (detail::use_packed<C>()) {
+        kernels::matmul<C>(dy_c, *transposed_kernel<C>(), dx, rows);
+        packed_done = true;
+      }
+    }
+    if (!packed_done) {
+      kernels::matmul<C>(dy_c, detail::flat(kernel_), dx, {rows, out_features(), in_features()},
+                         kernels::b_layout::n_k);
+    }
+    add_parameter_gradients(ctx, dy_c, grads);
+  }
+
   /// y [rows, out] = x [rows, in] · kernel (+ bias) in compute type C: through the kept packed kernel
   /// for float32-accumulating C, else kernels::matmul on the kernel as stored.
   template <class C, class XR, class YR>

@@ -307,17 +307,49 @@ class feed_forward {
   template <class T, detail::layer_input DY>
   [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
     const auto& dy = detail::as_array(dy_in);
+    check_backward(ctx, dy, grads, "feed_forward::backward");
+    auto dx = detail::make_like<T>(dy, in_features());
+    backward_to(ctx, dy, grads, dx.data());
+    return dx;
+  }
+
+  /// `backward(ctx, dy, grads)` writing dx into `dx_out` [..., in] (dy's leading axes; element type T,
+  /// the forward input's; a caller's buffer — `xt::xtensor`, `xt::adapt`, a RowMajor `Eigen::Map` — not
+  /// overlapping dy): the same bits, and dx is not allocated.
+  /// \throws std::invalid_argument as `backward`, or if dx_out's shape is not dy's with `in_features()`
+  ///   on the last axis (checked before anything is added to `grads`).
+  template <class T, detail::layer_input DY, detail::layer_output DXOut>
+  void backward_into(DXOut& dx_out, const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
+    auto&& dx = detail::as_output(dx_out);
+    static_assert(std::is_same_v<detail::value_t<std::remove_cvref_t<decltype(dx)>>, T>,
+                  "feed_forward::backward_into: dx's element type must be the forward input's (the T of saved<T>); "
+                  "make dx with that type, or use the value-returning backward.");
+    const auto& dy = detail::as_array(dy_in);
+    check_backward(ctx, dy, grads, "feed_forward::backward_into");
+    detail::check_dx_shape("feed_forward::backward_into", dx, dy, in_features());
+    backward_to(ctx, dy, grads, dx.data());
+  }
+
+ private:
+  /// The checks of `backward`: dy's features and rows, the saved context, the gradients.
+  template <class T, class DY>
+  void check_backward(const saved<T>& ctx, const DY& dy, const gradients& grads, const char* where) const {
+    detail::check_real<T>(where);
+    detail::check_features(where, dy, out_features(), [&] {
+      return internal::concat("w2 kernel shape ", detail::shape_string(w2_.kernel().shape()), " = [hidden, out]");
+    });
+    detail::check_backward_rows(where, detail::leading_size(dy), ctx.input.rows);
+    check_saved(ctx);
+    check_gradients(grads);
+  }
+
+  /// The backward pass after its checks: dx written at `out` (rows · in values), the gradients added.
+  template <class T, class DY>
+  void backward_to(const saved<T>& ctx, const DY& dy, gradients& grads, T* out) const {
     using C = compute_t<P, T>;
     using Acc = accumulator_t<C>;
     using H = detail::ffn_hidden_t<P, T>;
-    detail::check_real<T>("feed_forward::backward");
-    detail::check_features("feed_forward::backward", dy, out_features(), [&] {
-      return internal::concat("w2 kernel shape ", detail::shape_string(w2_.kernel().shape()), " = [hidden, out]");
-    });
     const std::size_t rows = ctx.input.rows;
-    detail::check_backward_rows("feed_forward::backward", detail::leading_size(dy), rows);
-    check_saved(ctx);
-    check_gradients(grads);
     const std::size_t count = rows * hidden_features();
     // dh = dy · W2ᵀ [..., hidden] in H (= Acc unless promote computes in 16 bits); W2 += hᵀ dy, b2 += Σ dy.
     auto dh = w2_.backward(ctx.hidden, dy, grads.w2);
@@ -345,20 +377,17 @@ class feed_forward {
     // dx = da · W1ᵀ (+ db · W3ᵀ): each half in H by dense::backward (W1 += xᵀ da, W3 += xᵀ db), summed in
     // Acc, rounded once to T.
     const auto dx1 = w1_.backward(ctx.input, dh, grads.w1);
-    auto dx = detail::make_like<T>(dy, in_features());
-    T* out = dx.data();
+    const std::size_t n = dx1.size();
     if (w3_) {
       const auto dx3 = w3_->backward(ctx.input, db, *grads.w3);
-      for (std::size_t i = 0; i < dx.size(); ++i) {
+      for (std::size_t i = 0; i < n; ++i) {
         out[i] = internal::round_to<T>(internal::round_to<Acc>(dx1.data()[i]) + internal::round_to<Acc>(dx3.data()[i]));
       }
     } else {
-      for (std::size_t i = 0; i < dx.size(); ++i) out[i] = internal::round_to<T>(dx1.data()[i]);
+      for (std::size_t i = 0; i < n; ++i) out[i] = internal::round_to<T>(dx1.data()[i]);
     }
-    return dx;
   }
 
- private:
   /// The forward of `operator()` and `forward`: with `ctx`, the pre-activations and the hidden
   /// activation are written into it instead of chunk-sized scratch, and x is saved rounded to C. The
   /// GEMMs get the same operands and shapes either way, so the result is the same bit for bit.

@@ -170,21 +170,52 @@ class layer_norm : public detail::norm_params<P> {
   template <class T, detail::layer_input DY>
   [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
     const auto& dy = detail::as_array(dy_in);
+    check_backward(ctx, dy, grads, "layer_norm::backward");
+    auto dx = detail::make_like<T>(dy, features_);
+    backward_to(ctx, dy, grads, dx.data());
+    return dx;
+  }
+
+  /// `backward(ctx, dy, grads)` writing dx into `dx_out` [..., features] (dy's shape; element type T, the
+  /// forward input's; a caller's buffer — `xt::xtensor`, `xt::adapt`, a RowMajor `Eigen::Map` — not
+  /// overlapping dy): the same bits, and dx is not allocated.
+  /// \throws std::invalid_argument as `backward`, or if dx_out's shape is not dy's (checked before
+  ///   anything is added to `grads`).
+  template <class T, detail::layer_input DY, detail::layer_output DXOut>
+  void backward_into(DXOut& dx_out, const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
+    auto&& dx = detail::as_output(dx_out);
+    static_assert(std::is_same_v<detail::value_t<std::remove_cvref_t<decltype(dx)>>, T>,
+                  "layer_norm::backward_into: dx's element type must be the forward input's (the T of saved<T>); "
+                  "make dx with that type, or use the value-returning backward.");
+    const auto& dy = detail::as_array(dy_in);
+    check_backward(ctx, dy, grads, "layer_norm::backward_into");
+    detail::check_dx_shape("layer_norm::backward_into", dx, dy, features_);
+    backward_to(ctx, dy, grads, dx.data());
+  }
+
+ private:
+  /// The checks of `backward`: dy's features and rows, the saved context, the gradients.
+  template <class T, class DY>
+  void check_backward(const saved<T>& ctx, const DY& dy, const gradients& grads, const char* where) const {
+    const std::size_t f = features_;
+    detail::check_features(where, dy, f, [&] { return internal::concat("scale and bias shape [", f, "]"); });
+    // Rows as the forward counted them (none when there are no features: x and dy are then empty).
+    detail::check_backward_rows(where, f == 0 ? 0 : detail::leading_size(dy), ctx.rstd.size());
+    if (ctx.xhat.size() != ctx.rstd.size() * f) {
+      throw std::invalid_argument(internal::concat(
+          where, ": the saved context holds ", ctx.xhat.size(), " normalised values for ", ctx.rstd.size(),
+          " rows but the layer has ", f, " features; pass the context filled by this layer's forward()"));
+    }
+    this->check_gradients(where, grads);
+  }
+
+  /// The backward pass after its checks: dx written at `dx` (dy's size), the gradients added.
+  template <class T, class DY>
+  void backward_to(const saved<T>& ctx, const DY& dy, gradients& grads, T* dx) const {
     using C = compute_t<P, T>;
     using S = typename saved<T>::stat_type;
     const std::size_t f = features_;
-    detail::check_features("layer_norm::backward", dy, f,
-                           [&] { return internal::concat("scale and bias shape [", f, "]"); });
-    // Rows as the forward counted them (none when there are no features: x and dy are then empty).
-    detail::check_backward_rows("layer_norm::backward", f == 0 ? 0 : detail::leading_size(dy), ctx.rstd.size());
-    if (ctx.xhat.size() != ctx.rstd.size() * f) {
-      throw std::invalid_argument(internal::concat(
-          "layer_norm::backward: the saved context holds ", ctx.xhat.size(), " normalised values for ", ctx.rstd.size(),
-          " rows but the layer has ", f, " features; pass the context filled by this layer's forward()"));
-    }
-    this->check_gradients("layer_norm::backward", grads);
     const std::vector<S> scale = detail::widened_param<C>(scale_, f, S(1));
-    auto dx = detail::make_like<T>(dy, f);
     std::vector<S> d(f), g(f);
     const std::size_t rows = ctx.rstd.size();
     for (std::size_t r = 0; r < rows; ++r) {
@@ -200,7 +231,7 @@ class layer_norm : public detail::norm_params<P> {
       const S mean_gx = sum_gx / static_cast<S>(f);
       const S rs = ctx.rstd[r];
       for (std::size_t j = 0; j < f; ++j) {
-        dx.data()[r * f + j] = internal::round_out<T>(rs * (g[j] - mean_g - xh[j] * mean_gx));
+        dx[r * f + j] = internal::round_out<T>(rs * (g[j] - mean_g - xh[j] * mean_gx));
       }
       if (grads.scale) {
         for (std::size_t j = 0; j < f; ++j) grads.scale->data()[j] += static_cast<grad_type>(d[j] * xh[j]);
@@ -209,10 +240,7 @@ class layer_norm : public detail::norm_params<P> {
         for (std::size_t j = 0; j < f; ++j) grads.bias->data()[j] += static_cast<grad_type>(d[j]);
       }
     }
-    return dx;
   }
-
- private:
   /// The normalisation of `operator()`; with `ctx` (real inputs), also saves x̂ and r.
   template <class X, class Ctx>
   auto run(const X& x, Ctx ctx) const {

@@ -168,12 +168,25 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
   template <class S, detail::layer_input DY>
   [[nodiscard]] auto backward(const saved<S>& ctx, const DY& dy_in, gradients& grads) const {
     const auto& dy = detail::as_array(dy_in);
-    auto dx = detail::make_like<S>(dy, detail::last_extent(dy));  // dy in the stream's type S
-    std::copy(dy.data(), dy.data() + dy.size(), dx.data());
-    // y = x_mid + mlp(ln_2(x_mid)): dx_mid = dy + ln_2ᵀ(mlpᵀ(dy)); x_mid = x + attn(ln_1(x)): the same.
-    add_into(dx, ln_2_.backward(ctx.ln_2, mlp_.backward(ctx.mlp, dx, grads.mlp), grads.ln_2));
-    add_into(dx, ln_1_.backward(ctx.ln_1, attn_.backward(ctx.attn, dx, grads.attn), grads.ln_1));
+    auto dx = detail::make_like<S>(dy, detail::last_extent(dy));
+    backward_to(ctx, dy, grads, dx);
     return dx;
+  }
+
+  /// `backward(ctx, dy, grads)` writing dx into `dx_out` (dy's shape; element type S, the stream's; a
+  /// caller's buffer — `xt::xtensor`, `xt::adapt`, a RowMajor `Eigen::Map` — not overlapping dy): the same
+  /// bits, dx not allocated.
+  /// \throws std::invalid_argument as `backward`, or if dx_out's shape is not dy's (checked before
+  ///   anything is added to `grads`).
+  template <class S, detail::layer_input DY, detail::layer_output DXOut>
+  void backward_into(DXOut& dx_out, const saved<S>& ctx, const DY& dy_in, gradients& grads) const {
+    auto&& dx = detail::as_output(dx_out);
+    static_assert(std::is_same_v<detail::value_t<std::remove_cvref_t<decltype(dx)>>, S>,
+                  "transformer_block::backward_into: dx's element type must be the stream's (the S of saved<S>); "
+                  "make dx with that type, or use the value-returning backward.");
+    const auto& dy = detail::as_array(dy_in);
+    detail::check_dx_shape("transformer_block::backward_into", dx, dy, features());
+    backward_to(ctx, dy, grads, dx);
   }
 
   /// Calls `f(name, dense<P>&)` on every projection, the matrix products a float8 run replaces (dot
@@ -264,6 +277,16 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
     std::optional<dense<P>> w3;
     if (is_gated(c.activation)) w3 = dense<P>(d, h, c.bias);
     return feed_forward<P>(c.activation, dense<P>(d, h, c.bias), dense<P>(h, d, c.bias), std::move(w3));
+  }
+
+  /// The backward pass: dx (an array of the stream's type S, dy's size) = dy, plus each branch's
+  /// cotangent added in S; the gradients added.
+  template <class S, class DY, class DX>
+  void backward_to(const saved<S>& ctx, const DY& dy, gradients& grads, DX& dx) const {
+    std::copy(dy.data(), dy.data() + dy.size(), dx.data());  // dy in the stream's type S
+    // y = x_mid + mlp(ln_2(x_mid)): dx_mid = dy + ln_2ᵀ(mlpᵀ(dy)); x_mid = x + attn(ln_1(x)): the same.
+    add_into(dx, ln_2_.backward(ctx.ln_2, mlp_.backward(ctx.mlp, dx, grads.mlp), grads.ln_2));
+    add_into(dx, ln_1_.backward(ctx.ln_1, attn_.backward(ctx.attn, dx, grads.attn), grads.ln_1));
   }
 
   /// x += a elementwise, each sum rounded once to x's element type.

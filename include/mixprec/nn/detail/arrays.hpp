@@ -204,6 +204,21 @@ void check_output_features(const char* layer, const Out& out, const X& x, std::s
   }
 }
 
+/// \throws std::invalid_argument unless `dx` (a caller's array for a backward pass's input cotangent)
+/// has dy's shape with `last` elements on its last axis.
+template <class DX, class DY>
+void check_dx_shape(const char* layer, const DX& dx, const DY& dy, std::size_t last) {
+  const auto& ys = dy.shape();
+  const auto& xs = dx.shape();
+  const bool ok = ys.size() == xs.size() && ys.size() > 0 && std::equal(ys.begin(), ys.end() - 1, xs.begin()) &&
+                  xs[xs.size() - 1] == last;
+  if (!ok) {
+    throw std::invalid_argument(internal::concat(layer, ": dx has shape ", shape_string(xs), " but dy has shape ",
+                                                 shape_string(ys), "; make dx with dy's shape and ", last,
+                                                 " elements on its last axis (it is written, not resized)"));
+  }
+}
+
 /// An uninitialised container like `x` (same kind and rank) of element type U whose last axis has
 /// `last` elements instead.
 template <class U, layer_array X>
