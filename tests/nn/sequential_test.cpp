@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <map>
 #include <random>
 #include <span>
 #include <stdexcept>
@@ -174,6 +175,56 @@ TEST_CASE("parameter_spans: a model's parameters as a tree", "[nn][sequential][t
   CHECK(std::isnan(model.layer<0>().kernel()(0, 0)));
   CHECK_THROWS_MATCHES((nn::parameter_spans<decltype(model), double>(model)), std::invalid_argument,
                        says({"nn::parameter_spans: parameter \"0.kernel\" has another element type"}));
+}
+
+namespace {
+/// A hand-written model whose walk repeats a name.
+struct repeated_name {
+  using policy_type = layer_tests::p_f32;
+  xt::xtensor<float, 1> a = xt::zeros<float>({2}), b = xt::zeros<float>({2});
+  template <class F>
+  void for_each_parameter(F&& f) {
+    f(std::string_view("w"), a);
+    f(std::string_view("w"), b);
+  }
+};
+}  // namespace
+
+TEST_CASE("named_parameters and named_gradients: trees keyed by dotted name", "[nn][sequential][tree]") {
+  using P = layer_tests::p_f32;
+  auto model = make_model<P>(5, 6);
+  auto grads = model.zero_gradients();
+  float next = 0.25f;
+  grads.for_each([&](std::string_view, auto& g) {
+    for (std::size_t i = 0; i < g.size(); ++i) g.data()[i] = (next += 0.5f);
+  });
+  auto params = nn::named_parameters(model);
+  const auto named = nn::named_gradients(grads);
+  REQUIRE(params.size() == 10);
+  CHECK(params.at("0.kernel").data() == model.layer<0>().kernel().data());
+  std::vector<std::string> param_keys, grad_keys;
+  for (const auto& [k, v] : params) param_keys.push_back(k);
+  for (const auto& [k, v] : named) grad_keys.push_back(k);
+  CHECK(param_keys == grad_keys);
+  // Paired by name: an SGD step as a tree_map over the two maps, against the walk zipped by hand.
+  const auto stepped = mixprec::tree_map([](float p, float g) { return p - 0.5f * g; }, params, named);
+  static_assert(std::is_same_v<decltype(stepped), const std::map<std::string, std::vector<float>>>);
+  std::size_t checked = 0;
+  nn::for_each_parameter(model, grads, [&](std::string_view name, const auto& p, const auto& g) {
+    const auto& s = stepped.at(std::string(name));
+    REQUIRE(s.size() == p.size());
+    for (std::size_t i = 0; i < p.size(); ++i) CHECK(s[i] == p.data()[i] - 0.5f * g.data()[i]);
+    ++checked;
+  });
+  CHECK(checked == 10);
+  params.at("2.w1.kernel")[3] = std::numeric_limits<float>::infinity();  // writes the parameter itself
+  CHECK_FALSE(mixprec::all_finite(nn::named_parameters(model)));
+  CHECK_THROWS_MATCHES((nn::named_gradients<double>(grads)), std::invalid_argument,
+                       says({"nn::named_gradients: gradient \"0.kernel\" has another element type"}));
+
+  repeated_name bad;
+  CHECK_THROWS_MATCHES(nn::named_parameters(bad), std::invalid_argument,
+                       says({"nn::named_parameters: two parameters are named \"w\""}));
 }
 
 TEST_CASE("sequential: names that are empty, dotted or repeated are refused", "[nn][sequential][errors]") {

@@ -10,10 +10,12 @@
 ///
 /// Also what a model or composite written by hand needs to offer these walks: `prefixed(prefix, f)`,
 /// `for_each_tensor`, `parameter_count`, the CRTP bases `parameter_walks` and `gradient_walks`; and
-/// `parameter_spans(model)`, the parameters as a tree.
+/// `parameter_spans(model)` and `named_parameters(model)` / `named_gradients(grads)`, the parameters and
+/// gradients as trees (a list in walk order; a map by dotted name).
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -36,6 +38,30 @@ constexpr std::size_t walk_static_rank() {
     return std::tuple_size_v<typename U::shape_type>;
   } else {
     return 0;
+  }
+}
+
+/// `tensor`'s elements as a span of T. \throws std::invalid_argument (from `who`, naming the tensor) when
+/// its element type is another.
+template <class T, class Name, class Tensor>
+[[nodiscard]] std::span<T> span_of(const char* who, const char* what, const Name& name, Tensor& tensor) {
+  using E = std::remove_cvref_t<decltype(*tensor.data())>;
+  if constexpr (std::is_same_v<E, T>) {
+    return std::span<T>(tensor.data(), tensor.size());
+  } else {
+    throw std::invalid_argument(std::string(who) + ": " + what + " \"" + std::string(std::string_view(name)) +
+                                "\" has another element type than the one asked for; pass it as T");
+  }
+}
+
+/// `out[name] = s`. \throws std::invalid_argument when the name is already there.
+template <class T, class Name>
+void insert_named(std::map<std::string, std::span<T>>& out, const char* who, const char* what, const Name& name,
+                  std::span<T> s) {
+  std::string key{std::string_view(name)};
+  if (!out.emplace(key, s).second) {
+    throw std::invalid_argument(std::string(who) + ": two " + what + "s are named \"" + key +
+                                "\"; give the parts of the model distinct names");
   }
 }
 }  // namespace detail
@@ -111,13 +137,39 @@ template <class Model, class T = typename Model::policy_type::param_type>
 [[nodiscard]] std::vector<std::span<T>> parameter_spans(Model& model) {
   std::vector<std::span<T>> out;
   model.for_each_parameter([&out](const auto& name, auto& tensor) {
-    using E = std::remove_cvref_t<decltype(*tensor.data())>;
-    if constexpr (std::is_same_v<E, T>) {
-      out.emplace_back(tensor.data(), tensor.size());
-    } else {
-      throw std::invalid_argument("nn::parameter_spans: parameter \"" + std::string(std::string_view(name)) +
-                                  "\" has another element type than the one asked for; pass it as T");
-    }
+    out.push_back(detail::span_of<T>("nn::parameter_spans", "parameter", name, tensor));
+  });
+  return out;
+}
+
+/// Every parameter of a layer or model as a span keyed by its dotted name: a `std::map<std::string,
+/// std::span<T>>` (Flax's flattened params dict, `traverse_util.flatten_dict(params, sep=".")`;
+/// PyTorch's `dict(model.named_parameters())`). It is a mixprec tree whose structure is the names, so
+/// `tree_map(f, nn::named_parameters(model), nn::named_gradients(grads))` pairs each parameter with its
+/// gradient by name, and `tree_map` over it keeps the names (a map of `std::vector`s). Writing through
+/// the spans writes the parameters (the non-const walk, as `parameter_spans`). T is the parameters'
+/// element type: `Model::policy_type::param_type` by default.
+/// \throws std::invalid_argument when a parameter has another element type, or a name repeats (naming it).
+template <class Model, class T = typename Model::policy_type::param_type>
+[[nodiscard]] std::map<std::string, std::span<T>> named_parameters(Model& model) {
+  std::map<std::string, std::span<T>> out;
+  model.for_each_parameter([&out](const auto& name, auto& tensor) {
+    detail::insert_named(out, "nn::named_parameters", "parameter", name,
+                         detail::span_of<T>("nn::named_parameters", "parameter", name, tensor));
+  });
+  return out;
+}
+
+/// Every gradient of a gradients tree (a layer's or model's `gradients`, its `for_each` walk) as a span
+/// keyed by the parameter's dotted name: the same keys as `named_parameters` of the model. T is the
+/// gradients' element type, `grad_t<P>`: float (double for float64 parameters).
+/// \throws std::invalid_argument when a gradient has another element type, or a name repeats.
+template <class T = float, class Grads>
+[[nodiscard]] std::map<std::string, std::span<T>> named_gradients(Grads& grads) {
+  std::map<std::string, std::span<T>> out;
+  grads.for_each([&out](const auto& name, auto& tensor) {
+    detail::insert_named(out, "nn::named_gradients", "gradient", name,
+                         detail::span_of<T>("nn::named_gradients", "gradient", name, tensor));
   });
   return out;
 }
