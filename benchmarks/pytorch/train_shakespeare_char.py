@@ -205,6 +205,9 @@ def main():
     ap.add_argument("--eval-every", type=int, default=250,
                     help="print a 20-batch train/val estimate at every multiple (0: never; default 250)")
     ap.add_argument("--data", default=default_data, help="text file (default: the repo's tinyshakespeare)")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="time the training steps with torch.profiler (CPU, evaluations excluded) and write "
+                         "key_averages() sorted by self CPU time to FILE (printed too)")
     args = ap.parse_args()
     if args.iters < 1 or args.threads < 1:
         ap.error("--iters and --threads must be at least 1")
@@ -233,8 +236,14 @@ def main():
     train_seconds = 0.0
     recent = []
     last_it, last_seconds = 0, 0.0
+    prof = None
+    if args.profile:
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        prof.start()
     for it in range(args.iters + 1):
         if args.eval_every > 0 and (it % args.eval_every == 0 or it == args.iters):
+            if prof is not None:
+                ap.error("--profile needs --eval-every 0: the profiler cannot leave the evaluations out")
             tr = windows_loss(model, ctx, (random_batch(train_ids, eval_gen) for _ in range(20)))
             va = windows_loss(model, ctx, (random_batch(val_ids, eval_gen) for _ in range(20)))
             # The rate over the iterations since the last evaluation: on a shared machine, the spread of
@@ -244,22 +253,32 @@ def main():
             print(f"iter {it}: train {tr:.4f} val {va:.4f} (20-batch estimates) lr {lr_at(it):.3e} "
                   f"train_time {train_seconds:.1f}s interval_tokens_per_s {rate:.0f}", flush=True)
         t0 = time.perf_counter()
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(it)
-        x, y = random_batch(train_ids)
-        with ctx():
-            logits = model(x)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        with torch.profiler.record_function("train::step"):
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(it)
+            x, y = random_batch(train_ids)
+            with ctx():
+                logits = model(x)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
         train_seconds += time.perf_counter() - t0
         recent.append(loss.item())
         recent = recent[-100:]
 
     updates = args.iters + 1
     tokens_per_s = BATCH * BLOCK * updates / train_seconds
+    if prof is not None:
+        prof.stop()
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40)
+        head = (f"# train_shakespeare_char.py --profile, policy {policy}\n\n{updates} steps of batch {BATCH} x block "
+                f"{BLOCK}, {torch.get_num_threads()} threads: {1e3 * train_seconds / updates:.1f} ms per step (wall), "
+                f"{tokens_per_s:.0f} tokens/s (profiler on). torch.profiler key_averages(), CPU time.\n\n")
+        print(head + table, flush=True)
+        with open(args.profile, "w", encoding="utf-8") as f:
+            f.write(head + "```\n" + table + "\n```\n")
     sample_gen = torch.Generator().manual_seed(TRAIN_SAMPLE_SEED)
     train_loss = windows_loss(model, ctx, (random_batch(train_ids, sample_gen) for _ in range(TRAIN_SAMPLE_BATCHES)))
     val_loss = windows_loss(model, ctx, val_windows(val_ids))

@@ -65,6 +65,7 @@ struct cli_options {
   /// --resume DIR: continue each policy's run from DIR/params_<policy>.safetensors and
   /// DIR/train_state_<policy>.safetensors (written by an earlier run with the same settings) up to --iters.
   std::optional<std::filesystem::path> resume;
+  bool profile = false;  ///< --profile: time every region of the training steps, print and write the table
 };
 
 /// The help text. `default_data` is the text file used without --data.
@@ -73,7 +74,7 @@ struct cli_options {
   u += "Usage: " + std::string(program) +
        " [--policy P ...] [--iters N] [--threads T] [--seed S] [--eval-every N]\n"
        "       [--eval-iters N] [--data FILE] [--out DIR] [--batch B] [--grad-accum N] [--val-windows N]\n"
-       "       [--n-layer N] [--n-head N] [--n-embd N] [--block N] [--resume DIR] [--help]\n";
+       "       [--n-layer N] [--n-head N] [--n-embd N] [--block N] [--resume DIR] [--profile] [--help]\n";
   u += "Trains nanoGPT's shakespeare_char GPT (4 layers, 4 heads, n_embd 128, block 64, character vocabulary)\n"
        "with mixprec's layers under each mixed-precision policy given, printing a line per evaluation and a final\n"
        "line per policy with the loss over the whole validation split and the training tokens per second; writes\n"
@@ -99,6 +100,9 @@ struct cli_options {
   u += "  --resume DIR     continue each policy's run from the parameters and train state an earlier run\n"
        "                   wrote to DIR (same settings, fewer iterations) up to --iters: the result is the\n"
        "                   uninterrupted run's, bit for bit\n";
+  u += "  --profile        time every region of the training steps (layers' forward and backward, products by\n"
+       "                   shape, loss, optimiser, threads; evaluations excluded); prints the table per policy\n"
+       "                   and writes it to profile_<policy>.md in the output folder\n";
   u += "  --help           print this help\n\n";
   u += "Flags take their value as the next argument or after '=' (--iters 200, --iters=200).\n";
   u += "Exit status: 0 success, 1 unreadable data or a failed run, 2 bad command line.\n";
@@ -217,6 +221,9 @@ template <class T>
     } else if (flag == "--out") {
       o.out = value();
       if (o.out.empty()) throw usage_error("--out needs a folder name: give a path (created if missing)");
+    } else if (flag == "--profile") {
+      if (inline_value) throw usage_error("--profile takes no value: write it alone");
+      o.profile = true;
     } else if (flag == "--resume") {
       o.resume = std::filesystem::path(value());
       if (o.resume->empty())

@@ -62,6 +62,24 @@ void write_float8_chart(const std::filesystem::path& file, const std::string& po
   if (!out) throw std::runtime_error("cannot write the float8 chart '" + file.string() + "'");
 }
 
+/// --profile: the run's regions (diagnostics::profile_table, the 40 largest by self time) printed and
+/// written to `file`, headed by the run's settings and its step wall time.
+void write_profile(const std::filesystem::path& file, const std::string& policy, const cli_options& options,
+                   const run_result& r) {
+  char head[512];
+  const double steps = static_cast<double>(options.iters + 1);
+  std::snprintf(head, sizeof head,
+                "# mixprec-train --profile, policy %s\n\n%lld steps of batch %zu x block %zu, %d worker threads: "
+                "%.1f ms per step (wall), %.0f tokens/s. Times are summed over threads.\n\n",
+                policy.c_str(), static_cast<long long>(options.iters + 1), options.batch, options.block,
+                options.threads, r.train_seconds * 1e3 / steps, r.tokens_per_s);
+  const std::string text = std::string(head) + mixprec::diagnostics::profile_table(r.profile, 40);
+  std::printf("profile policy=%s\n%s\n", policy.c_str(), text.c_str());
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write the profile '" + file.string() + "'");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,6 +124,7 @@ int main(int argc, char** argv) {
       run.grad_accum = options.grad_accum;
       run.loss_scaling = pa.policy.compute == mixprec::dtype::float16;
       run.float8 = pa.float8;
+      run.profile = options.profile;
       mixprec::train::checkpoint params, state;
       params.metadata["policy"] = pa.text;
       // --resume: the earlier run's parameters and state for this policy.
@@ -149,6 +168,7 @@ int main(int argc, char** argv) {
             layer.dy_amax.empty() ? 0.0 : layer.dy_amax.back(), layer.clips.x, layer.clips.kernel, layer.clips.dy);
       }
       write_float8_chart(options.out / ("float8_" + file_safe(pa.text) + ".svg"), pa.text, r.float8);
+      if (options.profile) write_profile(options.out / ("profile_" + file_safe(pa.text) + ".md"), pa.text, options, r);
       char line[512];
       std::snprintf(line, sizeof line,
                     "final policy=%s iters=%lld train_loss=%.4f val_loss=%.4f tokens_per_s=%.0f skipped_steps=%lld",

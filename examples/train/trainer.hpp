@@ -28,6 +28,7 @@
 
 #include "char_dataset.hpp"
 #include "gpt.hpp"
+#include "mixprec/diagnostics/profile.hpp"
 #include "mixprec/kernels/threads.hpp"
 #include "mixprec/policies/all_finite.hpp"
 #include "mixprec/policies/loss_scale.hpp"
@@ -57,6 +58,7 @@ struct run_options {
   std::size_t val_windows = 0;  ///< validation windows for the final loss; 0 = the whole split
   std::size_t grad_accum = 1;   ///< micro-batches per optimiser step (nanoGPT's gradient_accumulation_steps)
   bool float8 = false;          ///< float8 products with delayed scaling in every projection (dot injection)
+  bool profile = false;         ///< time every region of the training steps (evaluations excluded)
 };
 
 /// A run to continue: the parameters and the train state an earlier run of the same policy wrote
@@ -118,6 +120,10 @@ struct run_result {
   float final_loss_scale = 1.0f;
   std::string sample;                       ///< characters sampled from the trained model
   std::vector<float8_layer_report> float8;  ///< per projection, for a float8 run
+  /// With `run_options::profile`: the regions of the training steps (diagnostics::profile), summed over
+  /// the steps and threads, sorted by self time.
+  std::vector<mixprec::diagnostics::profile_region> profile;
+  double train_seconds = 0;  ///< wall time of the training steps (evaluations excluded)
 };
 
 /// Trains a GPT with policy `P` on `data`; `log(eval_point, loss_scale, skipped_steps)` is called at each
@@ -234,26 +240,37 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
     return sum / static_cast<double>(opt.eval_iters);
   };
 
+  std::optional<mixprec::diagnostics::profile> prof;  // --profile: the steps' regions
+  if (opt.profile) prof.emplace();
   for (std::int64_t it = first_iter; it <= opt.iters; ++it) {
     if (it % opt.eval_every == 0 || it == opt.iters) {
+      if (prof) prof->pause();
       eval_point e{it, estimate(split::train), estimate(split::val)};
       result.curve.push_back(e);
       log(e, ls ? ls->loss_scale() : 1.0f, result.skipped_steps);
+      if (prof) prof->resume();
     }
     const auto t0 = std::chrono::steady_clock::now();
+    const mixprec::internal::profile_scope step_region("train::step");
     const float scale = ls ? ls->loss_scale() : 1.0f;
     // Data parallel over the batch rows: worker w runs forward and backward on its rows into its own
     // gradients; the main thread then sums them in worker order (deterministic for a thread count).
     // With gradient accumulation, every micro-batch adds into the same gradients, the seed divided by
     // the number of micro-batches (TRAINING.md §1: σ = S / (N · accumulation steps)).
-    for (auto& wk : workers) wk.grads.zero();
+    {
+      const mixprec::internal::profile_scope region("train::zero_gradients");
+      for (auto& wk : workers) wk.grads.zero();
+    }
     for (std::size_t micro = 0; micro < opt.grad_accum; ++micro) {
+      std::optional<mixprec::internal::profile_scope> sampling(std::in_place, "train::sample_batch");
       const auto b = data.sample_batch(split::train, opt.batch, config.block, batch_rng);
+      sampling.reset();
       const double seed = static_cast<double>(scale) / static_cast<double>(b.y.size() * opt.grad_accum);
       auto run_worker = [&](std::size_t w) {
         // With several workers the cores are already busy: each worker's products stay on its thread.
         std::optional<mixprec::single_threaded_scope> single;
         if (workers.size() > 1) single.emplace();
+        const mixprec::internal::profile_scope worker_region("train::worker");
         auto& wk = workers[w];
         const auto x = rows_of(b.x, wk.row_begin, wk.row_end);
         const auto y = rows_of(b.y, wk.row_begin, wk.row_end);
@@ -267,14 +284,19 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
       std::vector<std::jthread> threads;
       for (std::size_t w = 1; w < workers.size(); ++w) threads.emplace_back(run_worker, w);
       run_worker(0);
+      const mixprec::internal::profile_scope join_region("train::join_workers");
+      threads.clear();
     }
-    grads.zero();
-    for (auto& wk : workers) {
-      std::size_t i = 0;
-      wk.grads.for_each([&](std::string_view, auto& g) {
-        float* dst = grad_spans[i++].data();
-        for (std::size_t e = 0; e < g.size(); ++e) dst[e] += g.data()[e];
-      });
+    {
+      const mixprec::internal::profile_scope sum_region("train::sum_worker_gradients");
+      grads.zero();
+      for (auto& wk : workers) {
+        std::size_t i = 0;
+        wk.grads.for_each([&](std::string_view, auto& g) {
+          float* dst = grad_spans[i++].data();
+          for (std::size_t e = 0; e < g.size(); ++e) dst[e] += g.data()[e];
+        });
+      }
     }
     // Unscale (S is a power of two: a product by 1/S, exact), check, adjust S, then skip, or clip and
     // step AdamW over every parameter by name (nanoGPT's decay rule).
@@ -294,6 +316,8 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
       result.float8[l].dy_amax.push_back(dy_history.empty() ? 0.0 : dy_history.front());
     }
   }
+  if (prof) result.profile = prof->stop();
+  result.train_seconds = train_seconds;
   for (std::size_t l = 0; l < float8_dots.size(); ++l) result.float8[l].clips = float8_dots[l]->clip_counts();
   result.train_loss = result.curve.back().train_loss;
   result.tokens_per_s =

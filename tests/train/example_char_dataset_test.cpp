@@ -276,6 +276,7 @@ TEST_CASE("cli: the defaults are the shakespeare_char recipe and the four polici
   CHECK(o.data == std::filesystem::path("/data/input.txt"));
   CHECK(o.out == std::filesystem::path("mixprec-train-out"));
   CHECK_FALSE(o.help);
+  CHECK_FALSE(o.profile);
 }
 
 TEST_CASE("cli: every flag, with its value next or after '='", "[cli]") {
@@ -294,6 +295,7 @@ TEST_CASE("cli: every flag, with its value next or after '='", "[cli]") {
   CHECK(o.batch == 4);
   CHECK(parse({"--help"}).help);
   CHECK(parse({"-h"}).help);
+  CHECK(parse({"--profile"}).profile);
   const char* argv[] = {"mixprec-train", "--iters", "3"};
   CHECK(train_example::parse_cli(3, argv, "d").iters == 3);
 }
@@ -320,6 +322,7 @@ TEST_CASE("cli: errors are invalid_argument sentences naming the flag", "[cli]")
   CHECK_THROWS_WITH(parse({"--data", ""}), Contains("--data needs a file name"));
   CHECK_THROWS_WITH(parse({"--out="}), Contains("--out needs a folder name"));
   CHECK_THROWS_WITH(parse({"--help=yes"}), Contains("--help takes no value"));
+  CHECK_THROWS_WITH(parse({"--profile=1"}), Contains("--profile takes no value"));
   CHECK_THROWS_WITH(parse({"f32"}), Contains("unexpected argument 'f32'"));
   CHECK_THROWS_AS(parse({"--iters", "0"}), train_example::usage_error);
 }
@@ -327,7 +330,7 @@ TEST_CASE("cli: errors are invalid_argument sentences naming the flag", "[cli]")
 TEST_CASE("cli: the help text names every flag and the default data file", "[cli]") {
   const std::string u = train_example::usage("mixprec-train", "/repo/data/tinyshakespeare/input.txt");
   for (const char* flag : {"--policy", "--iters", "--threads", "--seed", "--eval-every", "--eval-iters", "--data",
-                           "--out", "--batch", "--help"}) {
+                           "--out", "--batch", "--profile", "--help"}) {
     INFO(flag);
     CHECK_THAT(u, Contains(flag));
   }

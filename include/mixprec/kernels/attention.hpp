@@ -36,6 +36,7 @@
 
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/eigen.hpp"
 #include "mixprec/formats/basic_float.hpp"
@@ -182,6 +183,7 @@ template <class C, class KV, class Scratch>
 requires attention_kv_source<KV, C>
 void attention(std::span<const C> queries, const KV& kv, const attention_problem& problem, std::span<C> out,
                Scratch&& scratch) {
+  const internal::profile_scope region("kernels::attention");
   static_assert(std::same_as<C, float> || std::same_as<C, double> || small_float<C>,
                 "scaled_dot_product_attention: the compute type must be real (float, double or a mixprec small "
                 "float); attention over complex values is not supported.");
@@ -733,6 +735,7 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
 template <class C>
 void attention_backward(const attention_backward_inputs<C>& in, const attention_backward_problem& problem,
                         const attention_backward_gradients<accumulator_t<C>>& grads) {
+  const internal::profile_scope region("kernels::attention_backward");
   static_assert(std::same_as<C, float> || std::same_as<C, double> || small_float<C>,
                 "kernels::attention_backward: the compute type must be real (float, double or a mixprec small "
                 "float).");

@@ -45,6 +45,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/eigen.hpp"
 #include "mixprec/kernels/compiled.hpp"
@@ -174,6 +175,9 @@ void matmul_impl(const A* a, const B* b, const Bias* bias, Y* y, matmul_shape s,
     }
   }
 
+  const internal::profile_scope region([&] {
+    return internal::concat("gemm ", internal::short_type_name<C>(), " m", s.m, " k", s.k, " n", s.n, " (eigen)");
+  });
   // Bias, rounded to C and widened, once. This and the conversion buffers below are per-thread buffers
   // kept across calls (kernels/scratch.hpp), so that a warm call allocates nothing of its own.
   struct bias_tag;

@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/kernels/compiled.hpp"
 #include "mixprec/kernels/gemm.hpp"
 
@@ -85,6 +86,9 @@ void matmul_accumulate_impl(const A* a, a_layout la, const B* b, b_layout lb, ac
       return;
     }
   }
+  const internal::profile_scope region([&] {
+    return internal::concat("gemm ", internal::short_type_name<C>(), " m", s.m, " k", s.k, " n", s.n, " += (eigen)");
+  });
   std::vector<Acc> a_buf;
   std::vector<Acc> b_buf;
   eigen_accumulate_product<Acc>(as_accumulator<C>(a, s.m * s.k, a_buf), la, as_accumulator<C>(b, s.k * s.n, b_buf), lb,

@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/kernels/detail/norm_rows.hpp"
 
 namespace mixprec::kernels {
@@ -33,6 +34,7 @@ namespace mixprec::kernels {
 template <class C, class T, class O, class S, class PortableRow>
 void layer_norm_rows(const T* x, std::size_t rows, std::size_t n, float eps, const S* scale, const S* bias, O* y,
                      S* xhat, S* rstd, const PortableRow& portable_row) {
+  const internal::profile_scope region("kernels::layer_norm_rows");
   constexpr bool simd_types = detail::simd_norm_types<T, C, O> && std::is_same_v<S, float>;
   const detail::row_path path = detail::choose_row_path<simd_types>(rows * n * sizeof(O));
   detail::for_row_blocks(rows, n, [&](std::size_t begin, std::size_t end) {
@@ -58,6 +60,7 @@ void layer_norm_rows(const T* x, std::size_t rows, std::size_t n, float eps, con
 template <class C, class T, class O, class S, class PortableRow>
 void rms_norm_rows(const T* x, std::size_t rows, std::size_t n, float eps, const S* scale, O* y, S* xhat, S* rstd,
                    const PortableRow& portable_row) {
+  const internal::profile_scope region("kernels::rms_norm_rows");
   constexpr bool simd_types = detail::simd_norm_types<T, C, O> && std::is_same_v<S, float>;
   const detail::row_path path = detail::choose_row_path<simd_types>(rows * n * sizeof(O));
   detail::for_row_blocks(rows, n, [&](std::size_t begin, std::size_t end) {
@@ -86,6 +89,7 @@ void rms_norm_rows(const T* x, std::size_t rows, std::size_t n, float eps, const
 template <class T, class O, class R, class PortableRow>
 void rms_norm_fused_rows(const T* x, const R* residual, std::size_t rows, std::size_t n, float eps, const R* scale,
                          O* y, R* stream, R* xhat, R* rstd, const R* stream_factor, const PortableRow& portable_row) {
+  const internal::profile_scope region("kernels::rms_norm_fused_rows");
   constexpr bool simd_types = detail::simd_norm_types<T, float, O> && std::is_same_v<R, float>;
   const detail::row_path path = detail::choose_row_path<simd_types>(rows * n * sizeof(O));
   detail::for_row_blocks(rows, n, [&](std::size_t begin, std::size_t end) {

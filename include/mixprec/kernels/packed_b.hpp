@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/dtypes/dtype.hpp"
 #include "mixprec/formats/float8.hpp"
 #include "mixprec/kernels/compiled.hpp"
@@ -113,6 +114,8 @@ template <class Compute, class RB>
                          layout == b_layout::k_n ? "[k, n] = [" : "[n, k] = [", layout == b_layout::k_n ? k : n, ", ",
                          layout == b_layout::k_n ? n : k, "] needs ", k * n));
   }
+  const internal::profile_scope region(
+      [&] { return internal::concat("pack_b ", internal::short_type_name<Compute>(), " k", k, " n", n); });
   packed_b out;
   out.k_ = k;
   out.n_ = n;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <type_traits>
 
 #include "mixprec/arrays/accumulator.hpp"
@@ -152,6 +153,23 @@ void round_n(const S* src, std::size_t count, C* dst) {
     mixprec::convert(std::span<const S>(src, count), std::span<C>(dst, count));
   } else {
     for (std::size_t i = 0; i < count; ++i) dst[i] = round_to<C>(src[i]);
+  }
+}
+
+/// A short name of T for profile regions (`internal::profile_scope`): "f32", "f64", a small float's
+/// "e<exponent bits>m<mantissa bits>" from its format (bfloat16 "e8m7", float16 "e5m10"), "c64"/"c128".
+template <class T>
+[[nodiscard]] std::string short_type_name() {
+  if constexpr (std::same_as<T, float>) {
+    return "f32";
+  } else if constexpr (std::same_as<T, double>) {
+    return "f64";
+  } else if constexpr (small_float<T>) {
+    return "e" + std::to_string(T::format.exponent_bits) + "m" + std::to_string(T::format.mantissa_bits);
+  } else if constexpr (is_complex_v<T>) {
+    return "c" + std::to_string(8 * sizeof(T));
+  } else {
+    return "other";
   }
 }
 

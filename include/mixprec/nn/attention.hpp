@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/attention.hpp"
@@ -438,6 +439,7 @@ class attention {
   /// The backward pass after its checks: dx written at `out` (rows · d_model values), gradients added.
   template <class T, class DY>
   void backward_to(const saved<T>& ctx, const DY& dy, gradients& grads, T* out) const {
+    const internal::profile_scope region("nn::attention.backward");
     using C = typename saved<T>::compute_type;
     using A = typename saved<T>::opmath_type;
     const std::size_t rows = ctx.batch * ctx.seq;
@@ -620,6 +622,7 @@ class attention {
   template <class X, class M, class Probe>
   void attend_into(const X& x, cache_type<detail::value_t<X>>* cache, const M* key_mask, saved<detail::value_t<X>>* ctx,
                    Probe& probe, std::string_view site, output_t<P, detail::value_t<X>>* y_data, workspace& ws) const {
+    const internal::profile_scope region("nn::attention.forward");
     using In = detail::value_t<X>;
     using C = compute_t<P, In>;
     using O = output_t<P, In>;

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/arrays/row_major.hpp"
 #include "mixprec/diagnostics/probe.hpp"
 #include "mixprec/nn/cross_entropy.hpp"
@@ -159,6 +160,7 @@ class causal_lm : public parameter_walks<causal_lm<P, Norm>> {
 
   /// `logits(ids)`, saving into `ctx` what `backward` needs; the same bits.
   [[nodiscard]] xt::xtensor<value_type, 3> forward(const ids_type& ids, saved& ctx) const {
+    const internal::profile_scope region("nn::causal_lm.forward");
     const stream x = embed(wte.forward(ids, ctx.wte), ids, [&](const auto& pos) { return wpe->forward(pos, ctx.wpe); });
     return wte.template attend_forward<value_type>(ln_f.forward(layers.forward(x, ctx.layers), ctx.ln_f), ctx.head);
   }
@@ -167,6 +169,7 @@ class causal_lm : public parameter_walks<causal_lm<P, Norm>> {
   /// parameter's gradient into `g` (the tied classifier's and the lookup's both into `g.wte`).
   /// \throws std::invalid_argument when dlogits' shape is not the forward's logits'.
   void backward(const saved& ctx, const xt::xtensor<value_type, 3>& dlogits, gradients& g) const {
+    const internal::profile_scope region("nn::causal_lm.backward");
     const auto dh = wte.attend_backward(ctx.head, dlogits, g.wte);
     const stream dx = layers.backward(ctx.layers, ln_f.backward(ctx.ln_f, dh, g.ln_f), g.layers);
     wte.backward(ctx.wte, dx, g.wte);

@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
 
 namespace mixprec::nn {
 
@@ -84,6 +85,7 @@ template <class A>
 template <std::floating_point L>
 double softmax_cross_entropy(std::span<const L> logits, std::size_t vocab, std::span<const std::int32_t> targets,
                              std::span<L> dlogits, double seed) {
+  const internal::profile_scope region("nn::softmax_cross_entropy");
   const std::size_t rows = detail::check_cross_entropy(logits, vocab, targets);
   if (dlogits.size() != logits.size()) {
     throw std::invalid_argument(internal::concat("softmax_cross_entropy: dlogits has ", dlogits.size(),

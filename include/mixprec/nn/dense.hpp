@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
@@ -453,6 +454,7 @@ class dense {
   /// The backward pass after its checks: dx [rows, in] written into `dx`, the gradients added.
   template <class T, class DY, class DX>
   void backward_to(const saved<T>& ctx, const DY& dy, gradients& grads, DX&& dx) const {
+    const internal::profile_scope region("nn::dense.backward");
     using C = compute_t<P, T>;
     const std::size_t rows = ctx.rows;
     // dy rounded to C once, shared by both GEMMs (and the bias sum).
@@ -484,6 +486,7 @@ class dense {
   /// for float32-accumulating C, else kernels::matmul on the kernel as stored.
   template <class C, class XR, class YR>
   void multiply(const XR& x, YR&& y, std::size_t rows) const {
+    const internal::profile_scope region("nn::dense.forward");
     if (dot_) {
       if constexpr (internal::is_complex_v<C>) {
         throw std::invalid_argument(

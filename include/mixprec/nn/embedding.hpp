@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/formats/intn.hpp"
 #include "mixprec/kernels/gemm.hpp"
@@ -213,6 +214,7 @@ class embedding {
   /// context from another layer).
   template <detail::layer_input DY>
   void backward(const saved& ctx, const DY& dy_in, gradients& grads) const {
+    const internal::profile_scope region("nn::embedding.lookup_backward");
     const auto& dy = detail::as_array(dy_in);
     detail::check_features("embedding::backward", dy, features(), "table features");
     detail::check_backward_rows("embedding::backward", detail::leading_size(dy), ctx.ids.size());
@@ -268,6 +270,7 @@ class embedding {
   /// or the gradients are not shaped like the table.
   template <class T, detail::layer_input DZ>
   [[nodiscard]] auto attend_backward(const attend_saved<T>& ctx, const DZ& dlogits_in, gradients& grads) const {
+    const internal::profile_scope region("nn::embedding.attend_backward");
     const auto& dlogits = detail::as_array(dlogits_in);
     using C = compute_t<P, T>;
     detail::check_features("embedding::attend_backward", dlogits, vocab_size(), "vocab");
@@ -413,6 +416,7 @@ class embedding {
   /// float32-accumulating C.
   template <class C, class XR, class YR>
   void logits(const XR& x, YR&& y, std::size_t rows) const {
+    const internal::profile_scope region("nn::embedding.attend");
     bool packed_done = false;
     if constexpr (detail::packable_compute<C>) {
       if (detail::use_packed<C>()) {
@@ -436,6 +440,7 @@ class embedding {
 
   template <class Ids, class O>
   void lookup(const Ids& ids, O* out) const {
+    const internal::profile_scope region("nn::embedding.lookup");
     using C = compute_t<P, param_type>;
     const std::size_t f = features();
     const std::size_t vocab = vocab_size();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/activation_kind.hpp"
@@ -346,6 +347,7 @@ class feed_forward {
   /// The backward pass after its checks: dx written at `out` (rows · in values), the gradients added.
   template <class T, class DY>
   void backward_to(const saved<T>& ctx, const DY& dy, gradients& grads, T* out) const {
+    const internal::profile_scope region("nn::feed_forward.backward");
     using C = compute_t<P, T>;
     using Acc = accumulator_t<C>;
     using H = detail::ffn_hidden_t<P, T>;
@@ -412,6 +414,7 @@ class feed_forward {
   template <class X, class Probe, class T = detail::value_t<X>>
   void run_into(const X& x, output_t<P, T>* y_data, saved<T>* ctx, Probe& probe, std::string_view site,
                 workspace& ws) const {
+    const internal::profile_scope region("nn::feed_forward.forward");
     using C = compute_t<P, T>;
     using O = output_t<P, T>;
     using Acc = accumulator_t<C>;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/norms.hpp"
@@ -212,6 +213,7 @@ class layer_norm : public detail::norm_params<P> {
   /// The backward pass after its checks: dx written at `dx` (dy's size), the gradients added.
   template <class T, class DY>
   void backward_to(const saved<T>& ctx, const DY& dy, gradients& grads, T* dx) const {
+    const internal::profile_scope region("nn::layer_norm.backward");
     using C = compute_t<P, T>;
     using S = typename saved<T>::stat_type;
     const std::size_t f = features_;

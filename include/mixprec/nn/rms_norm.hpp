@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/norms.hpp"
@@ -506,6 +507,7 @@ class rms_norm {
   template <class T, class DY, class Out>
   void backward_rows(const saved<T>& ctx, const DY& dy, const typename saved<T>::stat_type* dres, gradients& grads,
                      Out* out, double c) const {
+    const internal::profile_scope region("nn::rms_norm.backward");
     using C = compute_t<P, T>;
     using S = typename saved<T>::stat_type;
     const std::size_t f = features_;

@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/arrays/tree.hpp"
 #include "mixprec/nn/attention.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
@@ -154,6 +155,7 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
   /// `operator()(x)`, saving each sub-layer's context in `ctx`; the same bits.
   template <detail::layer_input X>
   [[nodiscard]] auto forward(const X& x_in, saved<detail::value_t<X>>& ctx) const {
+    const internal::profile_scope region("nn::transformer_block.forward");
     const auto& x = detail::as_array(x_in);
     auto y = detail::owned_copy(x);
     add_into(y, attn_.forward(ln_1_.forward(y, ctx.ln_1), ctx.attn));
@@ -283,6 +285,7 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
   /// cotangent added in S; the gradients added.
   template <class S, class DY, class DX>
   void backward_to(const saved<S>& ctx, const DY& dy, gradients& grads, DX& dx) const {
+    const internal::profile_scope region("nn::transformer_block.backward");
     std::copy(dy.data(), dy.data() + dy.size(), dx.data());  // dy in the stream's type S
     // y = x_mid + mlp(ln_2(x_mid)): dx_mid = dy + ln_2ᵀ(mlpᵀ(dy)); x_mid = x + attn(ln_1(x)): the same.
     add_into(dx, ln_2_.backward(ctx.ln_2, mlp_.backward(ctx.mlp, dx, grads.mlp), grads.ln_2));

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <utility>
 
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/policies/all_finite.hpp"
 #include "mixprec/policies/loss_scale.hpp"
 #include "mixprec/train/clip.hpp"
@@ -51,11 +52,22 @@ struct scaled_step_options {
 /// optimiser state (moments, master weights, t) stay as they were; the gradients are left unscaled.
 template <loss_scale_like L, class Grads, class Step>
 bool scaled_step(L& ls, Grads& grads, Step&& step, std::optional<double> max_norm = std::nullopt) {
-  ls.unscale_in_place(grads);
-  const bool finite = all_finite(grads);
+  {
+    const internal::profile_scope region("train::scaled_step.unscale");
+    ls.unscale_in_place(grads);
+  }
+  bool finite = false;
+  {
+    const internal::profile_scope region("train::scaled_step.all_finite");
+    finite = all_finite(grads);
+  }
   ls.adjust(finite);
   if (!finite) return false;
-  if (max_norm) clip_grad_norm(*max_norm, grads);
+  if (max_norm) {
+    const internal::profile_scope region("train::clip_grad_norm");
+    clip_grad_norm(*max_norm, grads);
+  }
+  const internal::profile_scope region("train::optimizer.step");
   std::forward<Step>(step)();
   return true;
 }

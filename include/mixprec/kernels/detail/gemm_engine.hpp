@@ -39,6 +39,8 @@
 #include <vector>
 
 #include "mixprec/arch/isa.hpp"
+#include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/kernels/detail/cache_aligned.hpp"
 #include "mixprec/kernels/detail/gemm_avx2.hpp"
@@ -620,6 +622,13 @@ template <class C, class S>
 template <class C, class BSrc>
 void blocked_gemm(const gemm_operands& p, const BSrc& b) {
   if (p.m == 0 || p.n == 0) return;
+  const internal::profile_scope region([&] {
+    const char* b_source = "b:kept";
+    if constexpr (std::same_as<BSrc, b_operand>) b_source = b.layout == b_layout::k_n ? "b:kn" : "b:nk";
+    return internal::concat("gemm ", internal::short_type_name<C>(), " m", p.m, " k", p.k, " n", p.n,
+                            p.a_order == a_layout::m_k ? " a:mk " : " a:km ", b_source,
+                            p.out == epilogue::accumulate ? " +=" : (p.out == epilogue::bias ? " +bias" : ""));
+  });
   // A bias epilogue names its bias (an empty one, n = 0, may be null and returned above).
   assert(p.out != epilogue::bias || p.bias != nullptr);
   const isa level = active_isa();  // read once: every block of this product runs the same kernel
