@@ -345,8 +345,14 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
           // as 1/sqrt(64) is).
           const A q_scale = packed ? scale : A{1};
           for (std::size_t r = 0; r < rows; ++r) {
-            for (std::size_t i = 0; i < hd; ++i) {
-              q[r * hd + i] = internal::widen(q_src[r * n_heads * hd + i]) * q_scale;
+            if constexpr (small_float<C> && std::same_as<A, float>) {
+              // Widened exactly in bulk (F16C for float16), then scaled: the same values.
+              mixprec::convert(std::span<const C>(q_src + r * n_heads * hd, hd), std::span<float>(q + r * hd, hd));
+              for (std::size_t i = 0; i < hd; ++i) q[r * hd + i] *= q_scale;
+            } else {
+              for (std::size_t i = 0; i < hd; ++i) {
+                q[r * hd + i] = internal::widen(q_src[r * n_heads * hd + i]) * q_scale;
+              }
             }
           }
           std::fill_n(acc, rows * hd, A{0});
@@ -616,12 +622,18 @@ inline attention_tensor_size attention_lse_shaped(const char* name, std::size_t 
 template <class C, class Mat>
 void gather_attention_head(const C* src, std::size_t seq, std::size_t width, std::size_t col, std::size_t hd,
                            std::span<const std::uint8_t> validity, std::size_t b, Mat& out) {
+  using A = typename Mat::Scalar;
+  static_assert(Mat::IsRowMajor, "gather_attention_head writes rows of a row-major matrix");
   out.resize(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
   for (std::size_t j = 0; j < seq; ++j) {
-    const bool keep = validity.empty() || validity[b * seq + j] != 0;
-    for (std::size_t e = 0; e < hd; ++e) {
-      out(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(e)) =
-          keep ? internal::widen(src[j * width + col + e]) : typename Mat::Scalar(0);
+    A* row = out.data() + j * hd;
+    const C* in = src + j * width + col;
+    if (!validity.empty() && validity[b * seq + j] == 0) {
+      std::fill_n(row, hd, A(0));
+    } else if constexpr (small_float<C> && std::same_as<A, float>) {
+      mixprec::convert(std::span<const C>(in, hd), std::span<float>(row, hd));  // exact, in bulk (F16C...)
+    } else {
+      for (std::size_t e = 0; e < hd; ++e) row[e] = internal::widen(in[e]);
     }
   }
 }
@@ -652,6 +664,7 @@ void scatter_attention_head(const Mat& in, A* dst, std::size_t seq, std::size_t 
 template <class C>
 void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, std::span<const std::uint8_t> validity,
                            const attention_backward_problem& problem, std::span<accumulator_t<C>> lse) {
+  const internal::profile_scope region("kernels::attention_log_sum_exp");
   static_assert(std::same_as<C, float> || std::same_as<C, double> || small_float<C>,
                 "kernels::attention_log_sum_exp: the compute type must be real (float, double or a mixprec small "
                 "float).");
@@ -674,14 +687,16 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
   const std::size_t bq = std::min(c.query_block, seq);
   const std::size_t bk = std::min(c.key_block, seq);
   Mat kg, qh, sc;
-  std::vector<A> m(seq), l(seq);
+  // Each query's running maximum and sum over the key tiles (the online softmax: vectorised exp for
+  // float), and one tile's visible scores, -Inf where a key is padding.
+  std::vector<online_softmax<A>> state(seq);
+  std::vector<A> tile_scores(bk);
   for (std::size_t b = 0; b < c.batch; ++b) {
     for (std::size_t g = 0; g < c.n_kv_heads; ++g) {
       detail::gather_attention_head(keys.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, validity, b, kg);
       for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
         detail::gather_attention_head(queries.data() + b * seq * q_width, seq, q_width, h * hd, hd, {}, b, qh);
-        std::fill(m.begin(), m.end(), -std::numeric_limits<A>::infinity());
-        std::fill(l.begin(), l.end(), A(0));
+        for (auto& s : state) s.reset();
         for (std::size_t i0 = 0; i0 < seq; i0 += bq) {
           const auto ni = static_cast<Eigen::Index>(std::min(bq, seq - i0));
           for (std::size_t j0 = 0; j0 < seq; j0 += bk) {
@@ -691,22 +706,26 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
                                     kg.middleRows(static_cast<Eigen::Index>(j0), nj).transpose());
             for (Eigen::Index i = 0; i < ni; ++i) {
               const std::size_t qi = i0 + static_cast<std::size_t>(i);
-              for (Eigen::Index j = 0; j < nj; ++j) {
-                const std::size_t kj = j0 + static_cast<std::size_t>(j);
-                if ((c.causal && kj > qi) || (!validity.empty() && validity[b * seq + kj] == 0)) continue;
-                const A s = sc(i, j);
-                if (s > m[qi]) {  // online log-sum-exp: rescale the running sum to the new maximum
-                  l[qi] = l[qi] * std::exp(m[qi] - s) + A(1);
-                  m[qi] = s;
-                } else {
-                  l[qi] += std::exp(s - m[qi]);
+              const auto cols = static_cast<std::size_t>(nj);
+              const std::size_t visible = !c.causal ? cols : (qi >= j0 ? std::min(cols, qi - j0 + 1) : 0);
+              if (visible == 0) continue;
+              const A* row = sc.data() + static_cast<std::size_t>(i) * cols;
+              std::copy_n(row, visible, tile_scores.data());
+              if (!validity.empty()) {
+                for (std::size_t j = 0; j < visible; ++j) {
+                  if (validity[b * seq + j0 + j] == 0) tile_scores[j] = -std::numeric_limits<A>::infinity();
                 }
               }
+              (void)state[qi].update(std::span<A>(tile_scores.data(), visible));
             }
           }
         }
+        // lse = max + log(sum); -Inf (nothing visible) where every key is masked, and where a score is
+        // NaN or +Inf (the backward then gives that query's keys nothing).
         for (std::size_t i = 0; i < seq; ++i) {
-          if (l[i] > A(0) && !std::isinf(m[i])) lse[(b * n_heads + h) * seq + i] = m[i] + std::log(l[i]);
+          const A mx = state[i].max();
+          const A l = state[i].sum();
+          if (l > A(0) && !std::isinf(mx)) lse[(b * n_heads + h) * seq + i] = mx + std::log(l);
         }
       }
     }
@@ -732,6 +751,28 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
 ///         inconsistent (no heads, n_kv_heads not dividing n_heads, a block of 0, a scale not finite), or
 ///         a tensor's size is not its shape's (as `attention_log_sum_exp`; checked in the order of
 ///         `attention_backward_inputs`' members, then the gradients', validity last).
+namespace detail {
+/// p_j = exp(scale · s_j − lse) for j < n, one query's probabilities recomputed from its log-sum-exp:
+/// for float, the vectorised exp (softmax_rows-inl.hpp `exp_affine`, within 2 ulp; the same bits at
+/// AVX2 and AVX-512) when the CPU has AVX2; `std::exp` otherwise.
+template <class A>
+void attention_probabilities(const A* s, A* p, std::size_t n, A scale, A lse) {
+#if MIXPREC_X86_DISPATCH
+  if constexpr (std::same_as<A, float>) {
+    if (simd_rows_active()) {
+      if (avx512_rows_active()) {
+        mixprec::detail::simd_avx512::softmax::exp_affine(s, p, n, scale, lse);
+      } else {
+        mixprec::detail::simd_avx2::softmax::exp_affine(s, p, n, scale, lse);
+      }
+      return;
+    }
+  }
+#endif
+  for (std::size_t j = 0; j < n; ++j) p[j] = std::exp(scale * s[j] - lse);
+}
+}  // namespace detail
+
 template <class C>
 void attention_backward(const attention_backward_inputs<C>& in, const attention_backward_problem& problem,
                         const attention_backward_gradients<accumulator_t<C>>& grads) {
@@ -792,12 +833,21 @@ void attention_backward(const attention_backward_inputs<C>& in, const attention_
             sc.noalias() = qh.middleRows(ei0, ni) * kg.middleRows(ej0, nj).transpose();
             pr.resize(ni, nj);
             for (Eigen::Index i = 0; i < ni; ++i) {
+              // P_ij = exp(scale S_ij - lse_i) for the keys query i sees (j <= i under causal; none when
+              // all its keys are masked: lse = -Inf), 0 for the others and for padding keys.
               const std::size_t qi = i0 + static_cast<std::size_t>(i);
-              for (Eigen::Index j = 0; j < nj; ++j) {
-                const std::size_t kj = j0 + static_cast<std::size_t>(j);
-                const bool masked =
-                    (c.causal && kj > qi) || std::isinf(lse[qi]) || (!valid.empty() && valid[b * seq + kj] == 0);
-                pr(i, j) = masked ? A(0) : std::exp(scale * sc(i, j) - lse[qi]);
+              const auto cols = static_cast<std::size_t>(nj);
+              std::size_t visible = cols;
+              if (c.causal) visible = qi >= j0 ? std::min(cols, qi - j0 + 1) : 0;
+              if (std::isinf(lse[qi])) visible = 0;
+              A* p_row = pr.data() + static_cast<std::size_t>(i) * cols;
+              detail::attention_probabilities(sc.data() + static_cast<std::size_t>(i) * cols, p_row, visible, scale,
+                                              lse[qi]);
+              std::fill(p_row + visible, p_row + cols, A(0));
+              if (!valid.empty()) {
+                for (std::size_t j = 0; j < visible; ++j) {
+                  if (valid[b * seq + j0 + j] == 0) p_row[j] = A(0);
+                }
               }
             }
             if (do_finite) {

@@ -454,8 +454,12 @@ class embedding {
                              vocab == 0 ? std::string("none") : std::to_string(vocab - 1), ")"));
       }
       const param_type* row = table_.data() + static_cast<std::size_t>(static_cast<long long>(id_data[n])) * f;
-      for (std::size_t j = 0; j < f; ++j) {
-        out[n * f + j] = internal::round_to<O>(internal::round_to<C>(row[j]));
+      if constexpr (std::is_same_v<O, accumulator_t<C>> && !internal::is_complex_v<C>) {
+        internal::round_widen_n<C>(row, f, out + n * f);  // the same rounding, in bulk (F16C, AVX-512)
+      } else {
+        for (std::size_t j = 0; j < f; ++j) {
+          out[n * f + j] = internal::round_to<O>(internal::round_to<C>(row[j]));
+        }
       }
     }
   }

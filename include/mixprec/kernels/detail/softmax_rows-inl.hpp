@@ -262,6 +262,22 @@ MIXPREC_SIMD_FN inline float exp_shift_in_place(float* s, std::size_t n, float m
   return reduce_add(add(s0, s1));
 }
 
+/// y_j = exp(scale · s_j − offset) for j < n: the argument rounded twice (the product, then the
+/// difference; no FMA), as the scalar `std::exp(scale * s - offset)` rounds it, then `exp` (exp.hpp: at
+/// most 2 ulp from the exact exp of that argument; +Inf, NaN and underflow as `std::exp`). Attention's
+/// backward recomputes its probabilities so from the forward's log-sum-exps. Elementwise: the same bits
+/// at 8 and 16 lanes.
+MIXPREC_SIMD_FN inline void exp_affine(const float* s, float* y, std::size_t n, float scale, float offset) noexcept {
+  const vf sv = set<vf>(scale);
+  const vf ov = set<vf>(offset);
+  std::size_t j = 0;
+  for (; n - j >= lanes; j += lanes) store(y + j, exp(sub(mul(load<vf>(s + j), sv), ov)));
+  if (j < n) {
+    const std::size_t t = n - j;
+    store_first(y + j, exp(sub(mul(load_first<vf>(s + j, t), sv), ov)), t);
+  }
+}
+
 }  // namespace MIXPREC_SIMD_NS::softmax
 
 #endif  // MIXPREC_SIMD_NS
