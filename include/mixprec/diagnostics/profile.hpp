@@ -111,7 +111,7 @@ class profile {
                   static_cast<unsigned long long>(r.calls), r.self_seconds * 1e3,
                   total > 0 ? 100.0 * r.self_seconds / total : 0.0, r.seconds * 1e3,
                   r.calls > 0 ? r.self_seconds * 1e6 / static_cast<double>(r.calls) : 0.0);
-    out += "| `" + r.name + "`" + line;
+    out.append("| `").append(r.name).append("`").append(line);
   }
   std::snprintf(line, sizeof line, "\nTotal self time %.1f ms over %zu regions.\n", total * 1e3, regions.size());
   out += line;

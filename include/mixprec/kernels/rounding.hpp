@@ -16,6 +16,7 @@
 #include <string>
 #include <type_traits>
 
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/accumulator.hpp"
 #include "mixprec/formats/basic_float.hpp"
 #include "mixprec/formats/bfloat16.hpp"
@@ -165,9 +166,9 @@ template <class T>
   } else if constexpr (std::same_as<T, double>) {
     return "f64";
   } else if constexpr (small_float<T>) {
-    return "e" + std::to_string(T::format.exponent_bits) + "m" + std::to_string(T::format.mantissa_bits);
+    return internal::concat("e", T::format.exponent_bits, "m", T::format.mantissa_bits);
   } else if constexpr (is_complex_v<T>) {
-    return "c" + std::to_string(8 * sizeof(T));
+    return internal::concat("c", 8 * sizeof(T));
   } else {
     return "other";
   }

@@ -40,10 +40,10 @@
 #include "mixprec/arch/message.hpp"
 #include "mixprec/arch/profile.hpp"
 #include "mixprec/arrays/row_major.hpp"
-#include "mixprec/diagnostics/probe.hpp"
 #include "mixprec/nn/cross_entropy.hpp"
 #include "mixprec/nn/embedding.hpp"
 #include "mixprec/nn/parameters.hpp"
+#include "mixprec/nn/probe.hpp"
 #include "mixprec/nn/repeated.hpp"
 #include "mixprec/nn/rms_norm.hpp"
 #include "mixprec/nn/transformer_block.hpp"
@@ -141,7 +141,8 @@ class causal_lm : public parameter_walks<causal_lm<P, Norm>> {
   /// the policy's product.
   template <class F>
   void for_each_projection(F&& f) {
-    layers.for_each_projection([&](const std::string& name, auto& layer) { f("layers." + name, layer); });
+    layers.for_each_projection(
+        [&](const std::string& name, auto& layer) { f(internal::concat("layers.", name), layer); });
   }
 
   /// Logits [B, T, vocab] in value_type for ids [B, T]: the inference path (no saved context).
@@ -263,7 +264,7 @@ class causal_lm : public parameter_walks<causal_lm<P, Norm>> {
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const Norm& next = l + 1 < layers.size() ? layers[l + 1].ln_1() : ln_f;
       std::string site;
-      if constexpr (diagnostics::probe_enabled_v<Probe>) site = "layers." + std::to_string(l);
+      if constexpr (diagnostics::probe_enabled_v<Probe>) site = internal::concat("layers.", l);
       layers[l].decode_into(s.x_, s.residual_, s.hidden_, s.caches_[l], next, s.ws_, probe, site);
     }
     observe("final_norm", s.x_);

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/tree.hpp"
 
 namespace mixprec::nn {
@@ -49,8 +50,8 @@ template <class T, class Name, class Tensor>
   if constexpr (std::is_same_v<E, T>) {
     return std::span<T>(tensor.data(), tensor.size());
   } else {
-    throw std::invalid_argument(std::string(who) + ": " + what + " \"" + std::string(std::string_view(name)) +
-                                "\" has another element type than the one asked for; pass it as T");
+    throw std::invalid_argument(internal::concat(who, ": ", what, " \"", std::string_view(name),
+                                                 "\" has another element type than the one asked for; pass it as T"));
   }
 }
 
@@ -60,8 +61,8 @@ void insert_named(std::map<std::string, std::span<T>>& out, const char* who, con
                   std::span<T> s) {
   std::string key{std::string_view(name)};
   if (!out.emplace(key, s).second) {
-    throw std::invalid_argument(std::string(who) + ": two " + what + "s are named \"" + key +
-                                "\"; give the parts of the model distinct names");
+    throw std::invalid_argument(
+        internal::concat(who, ": two ", what, "s are named \"", key, "\"; give the parts of the model distinct names"));
   }
 }
 }  // namespace detail
