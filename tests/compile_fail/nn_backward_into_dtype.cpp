@@ -1,6 +1,6 @@
 // Must not compile: backward_into a dx whose element type is not the forward input's stops at the
-// static_assert sentence of mixprec/nn/dense.hpp. The twin writes into a float dx (the input's type), and
-// compiles.
+// static_assert sentence of mixprec/nn/detail/arrays.hpp. The twin writes into a float dx (the input's
+// type), and compiles.
 #include <mixprec/nn/dense.hpp>
 
 using P = mixprec::mixed_bfloat16;

@@ -389,14 +389,10 @@ class dense {
   ///   on the last axis (checked before anything is added to `grads`).
   template <class T, detail::layer_input DY, detail::layer_output DXOut>
   void backward_into(DXOut& dx_out, const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
-    auto&& dx = detail::as_output(dx_out);
-    static_assert(std::is_same_v<detail::value_t<std::remove_cvref_t<decltype(dx)>>, T>,
-                  "dense::backward_into: dx's element type must be the forward input's (the T of saved<T>); make "
-                  "dx with that type, or use the value-returning backward.");
-    const auto& dy = detail::as_array(dy_in);
-    check_backward(ctx, dy, grads, "dense::backward_into");
-    detail::check_dx_shape("dense::backward_into", dx, dy, in_features());
-    backward_to(ctx, dy, grads, detail::flat(dx));
+    detail::backward_into<T>(
+        "dense::backward_into", dx_out, dy_in, in_features(),
+        [&](const auto& dy) { check_backward(ctx, dy, grads, "dense::backward_into"); },
+        [&](const auto& dy, auto& dx) { backward_to(ctx, dy, grads, detail::flat(dx)); });
   }
 
   /// As `backward`, for a cotangent dy [rows, out] given as a span, but **adds** dx = dy · kernelᵀ into

@@ -321,14 +321,10 @@ class feed_forward {
   ///   on the last axis (checked before anything is added to `grads`).
   template <class T, detail::layer_input DY, detail::layer_output DXOut>
   void backward_into(DXOut& dx_out, const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
-    auto&& dx = detail::as_output(dx_out);
-    static_assert(std::is_same_v<detail::value_t<std::remove_cvref_t<decltype(dx)>>, T>,
-                  "feed_forward::backward_into: dx's element type must be the forward input's (the T of saved<T>); "
-                  "make dx with that type, or use the value-returning backward.");
-    const auto& dy = detail::as_array(dy_in);
-    check_backward(ctx, dy, grads, "feed_forward::backward_into");
-    detail::check_dx_shape("feed_forward::backward_into", dx, dy, in_features());
-    backward_to(ctx, dy, grads, dx.data());
+    detail::backward_into<T>(
+        "feed_forward::backward_into", dx_out, dy_in, in_features(),
+        [&](const auto& dy) { check_backward(ctx, dy, grads, "feed_forward::backward_into"); },
+        [&](const auto& dy, auto& dx) { backward_to(ctx, dy, grads, dx.data()); });
   }
 
  private:

@@ -184,14 +184,10 @@ class layer_norm : public detail::norm_params<P> {
   ///   anything is added to `grads`).
   template <class T, detail::layer_input DY, detail::layer_output DXOut>
   void backward_into(DXOut& dx_out, const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
-    auto&& dx = detail::as_output(dx_out);
-    static_assert(std::is_same_v<detail::value_t<std::remove_cvref_t<decltype(dx)>>, T>,
-                  "layer_norm::backward_into: dx's element type must be the forward input's (the T of saved<T>); "
-                  "make dx with that type, or use the value-returning backward.");
-    const auto& dy = detail::as_array(dy_in);
-    check_backward(ctx, dy, grads, "layer_norm::backward_into");
-    detail::check_dx_shape("layer_norm::backward_into", dx, dy, features_);
-    backward_to(ctx, dy, grads, dx.data());
+    detail::backward_into<T>(
+        "layer_norm::backward_into", dx_out, dy_in, features_,
+        [&](const auto& dy) { check_backward(ctx, dy, grads, "layer_norm::backward_into"); },
+        [&](const auto& dy, auto& dx) { backward_to(ctx, dy, grads, dx.data()); });
   }
 
  private:

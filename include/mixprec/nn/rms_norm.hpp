@@ -415,18 +415,18 @@ class rms_norm {
   ///   anything is added to `grads`).
   template <class T, detail::layer_input DY, detail::layer_output DXOut>
   void backward_into(DXOut& dx_out, const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
-    auto&& dx = detail::as_output(dx_out);
-    static_assert(std::is_same_v<detail::value_t<std::remove_cvref_t<decltype(dx)>>, T>,
-                  "rms_norm::backward_into: dx's element type must be the forward input's (the T of saved<T>); "
-                  "make dx with that type, or use the value-returning backward.");
-    const auto& dy = detail::as_array(dy_in);
-    if (ctx.fused) {
-      throw std::invalid_argument(
-          "rms_norm::backward_into: the context was saved by the fused form, whose cotangent is the stream's; "
-          "call backward(ctx, dnormed, dnew_residual, grads) or backward_fused(ctx, dnormed, grads)");
-    }
-    detail::check_dx_shape("rms_norm::backward_into", dx, dy, features_);
-    backward_rows<T>(ctx, dy, static_cast<const typename saved<T>::stat_type*>(nullptr), grads, dx.data(), 1.0);
+    detail::backward_into<T>(
+        "rms_norm::backward_into", dx_out, dy_in, features_,
+        [&](const auto&) {
+          if (ctx.fused) {
+            throw std::invalid_argument(
+                "rms_norm::backward_into: the context was saved by the fused form, whose cotangent is the "
+                "stream's; call backward(ctx, dnormed, dnew_residual, grads) or backward_fused(ctx, dnormed, grads)");
+          }
+        },
+        [&](const auto& dy, auto& dx) {
+          backward_rows<T>(ctx, dy, static_cast<const typename saved<T>::stat_type*>(nullptr), grads, dx.data(), 1.0);
+        });
   }
 
   /// The VJP of the fused form: given the cotangents of the normalised output (`dnormed`, any floating

@@ -182,13 +182,9 @@ class transformer_block : public parameter_walks<transformer_block<P, Norm>> {
   ///   anything is added to `grads`).
   template <class S, detail::layer_input DY, detail::layer_output DXOut>
   void backward_into(DXOut& dx_out, const saved<S>& ctx, const DY& dy_in, gradients& grads) const {
-    auto&& dx = detail::as_output(dx_out);
-    static_assert(std::is_same_v<detail::value_t<std::remove_cvref_t<decltype(dx)>>, S>,
-                  "transformer_block::backward_into: dx's element type must be the stream's (the S of saved<S>); "
-                  "make dx with that type, or use the value-returning backward.");
-    const auto& dy = detail::as_array(dy_in);
-    detail::check_dx_shape("transformer_block::backward_into", dx, dy, features());
-    backward_to(ctx, dy, grads, dx);
+    detail::backward_into<S>(
+        "transformer_block::backward_into", dx_out, dy_in, features(), [](const auto&) {},
+        [&](const auto& dy, auto& dx) { backward_to(ctx, dy, grads, dx); });
   }
 
   /// Calls `f(name, dense<P>&)` on every projection, the matrix products a float8 run replaces (dot

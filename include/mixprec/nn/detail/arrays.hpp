@@ -189,34 +189,52 @@ void check_output_shape(const char* layer, const char* what, const Out& out, con
   }
 }
 
+/// \throws std::invalid_argument unless `out` (named `out_name`) has `in`'s shape (named `in_name`)
+/// with `last` elements on its last axis.
+template <class Out, class In>
+void check_last_axis(const char* layer, const char* out_name, const Out& out, const char* in_name, const In& in,
+                     std::size_t last) {
+  const auto& is = in.shape();
+  const auto& os = out.shape();
+  const bool ok = is.size() == os.size() && is.size() > 0 && std::equal(is.begin(), is.end() - 1, os.begin()) &&
+                  os[os.size() - 1] == last;
+  if (!ok) {
+    throw std::invalid_argument(internal::concat(layer, ": ", out_name, " has shape ", shape_string(os), " but ",
+                                                 in_name, " has shape ", shape_string(is), "; make ", out_name,
+                                                 " with ", in_name, "'s shape and ", last,
+                                                 " elements on its last axis (it is written, not resized)"));
+  }
+}
+
 /// \throws std::invalid_argument unless `out` (a caller's output array) has x's shape with `last`
 /// elements on its last axis.
 template <class Out, class X>
 void check_output_features(const char* layer, const Out& out, const X& x, std::size_t last) {
-  const auto& xs = x.shape();
-  const auto& os = out.shape();
-  const bool ok = xs.size() == os.size() && xs.size() > 0 && std::equal(xs.begin(), xs.end() - 1, os.begin()) &&
-                  os[os.size() - 1] == last;
-  if (!ok) {
-    throw std::invalid_argument(internal::concat(layer, ": out has shape ", shape_string(os), " but x has shape ",
-                                                 shape_string(xs), "; make out with x's shape and ", last,
-                                                 " elements on its last axis (it is written, not resized)"));
-  }
+  check_last_axis(layer, "out", out, "x", x, last);
 }
 
 /// \throws std::invalid_argument unless `dx` (a caller's array for a backward pass's input cotangent)
 /// has dy's shape with `last` elements on its last axis.
 template <class DX, class DY>
 void check_dx_shape(const char* layer, const DX& dx, const DY& dy, std::size_t last) {
-  const auto& ys = dy.shape();
-  const auto& xs = dx.shape();
-  const bool ok = ys.size() == xs.size() && ys.size() > 0 && std::equal(ys.begin(), ys.end() - 1, xs.begin()) &&
-                  xs[xs.size() - 1] == last;
-  if (!ok) {
-    throw std::invalid_argument(internal::concat(layer, ": dx has shape ", shape_string(xs), " but dy has shape ",
-                                                 shape_string(ys), "; make dx with dy's shape and ", last,
-                                                 " elements on its last axis (it is written, not resized)"));
-  }
+  check_last_axis(layer, "dx", dx, "dy", dy, last);
+}
+
+/// The frame every layer's `backward_into(dx_out, ctx, dy, grads)` shares: `dx_out` seen as the buffer
+/// to write (a `static_assert` sentence unless its element type is T, the forward input's), dy as an
+/// array; then `check(dy)` (the layer's backward checks), dx's shape against dy's with `in_features`
+/// last, and `run(dy, dx)` — all checks before anything is written or added to the gradients.
+template <class T, class DXOut, class DY, class Check, class Run>
+void backward_into(const char* where, DXOut& dx_out, const DY& dy_in, std::size_t in_features, Check&& check,
+                   Run&& run) {
+  auto&& dx = as_output(dx_out);
+  static_assert(std::is_same_v<value_t<std::remove_cvref_t<decltype(dx)>>, T>,
+                "backward_into: dx's element type must be the forward input's (the T of the layer's saved<T>); "
+                "make dx with that type, or use the value-returning backward.");
+  const auto& dy = as_array(dy_in);
+  check(dy);
+  check_dx_shape(where, dx, dy, in_features);
+  run(dy, dx);
 }
 
 /// An uninitialised container like `x` (same kind and rank) of element type U whose last axis has
