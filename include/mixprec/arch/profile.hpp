@@ -94,8 +94,8 @@ class profile_scope {
   }
   /// A region whose name `make_name()` builds (a product's shape), called only when profiling is on.
   template <class MakeName>
-  requires std::is_invocable_r_v<std::string, MakeName&>
-  explicit profile_scope(MakeName&& make_name) {
+  requires std::is_invocable_r_v<std::string, const MakeName&>
+  explicit profile_scope(const MakeName& make_name) {
     if (profiling()) open(make_name());
   }
   profile_scope(const profile_scope&) = delete;

@@ -79,7 +79,9 @@ class profile {
     const std::lock_guard lock(state.mutex);
     for (auto& table : state.tables) {
       const std::lock_guard table_lock(table->mutex);
-      for (const auto& [name, t] : table->regions) {
+      for (const auto& entry : table->regions) {
+        const std::string& name = entry.first;
+        const internal::profile_totals& t = entry.second;
         auto found = std::find_if(out.begin(), out.end(), [&](const profile_region& r) { return r.name == name; });
         if (found == out.end()) found = out.insert(out.end(), profile_region{name});
         found->calls += t.calls;
