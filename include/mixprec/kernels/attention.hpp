@@ -345,15 +345,9 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
           // as 1/sqrt(64) is).
           const A q_scale = packed ? scale : A{1};
           for (std::size_t r = 0; r < rows; ++r) {
-            if constexpr (small_float<C> && std::same_as<A, float>) {
-              // Widened exactly in bulk (F16C for float16), then scaled: the same values.
-              mixprec::convert(std::span<const C>(q_src + r * n_heads * hd, hd), std::span<float>(q + r * hd, hd));
-              for (std::size_t i = 0; i < hd; ++i) q[r * hd + i] *= q_scale;
-            } else {
-              for (std::size_t i = 0; i < hd; ++i) {
-                q[r * hd + i] = internal::widen(q_src[r * n_heads * hd + i]) * q_scale;
-              }
-            }
+            // Widened exactly in bulk (F16C for float16), then scaled: the same values.
+            internal::round_widen_n<C>(q_src + r * n_heads * hd, hd, q + r * hd);
+            for (std::size_t i = 0; i < hd; ++i) q[r * hd + i] *= q_scale;
           }
           std::fill_n(acc, rows * hd, A{0});
 #if MIXPREC_X86_DISPATCH
@@ -623,17 +617,16 @@ template <class C, class Mat>
 void gather_attention_head(const C* src, std::size_t seq, std::size_t width, std::size_t col, std::size_t hd,
                            std::span<const std::uint8_t> validity, std::size_t b, Mat& out) {
   using A = typename Mat::Scalar;
-  static_assert(Mat::IsRowMajor, "gather_attention_head writes rows of a row-major matrix");
+  static_assert(Mat::IsRowMajor && std::same_as<A, accumulator_t<C>>,
+                "gather_attention_head writes rows of a row-major matrix of the accumulator type");
   out.resize(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
   for (std::size_t j = 0; j < seq; ++j) {
     A* row = out.data() + j * hd;
     const C* in = src + j * width + col;
     if (!validity.empty() && validity[b * seq + j] == 0) {
       std::fill_n(row, hd, A(0));
-    } else if constexpr (small_float<C> && std::same_as<A, float>) {
-      mixprec::convert(std::span<const C>(in, hd), std::span<float>(row, hd));  // exact, in bulk (F16C...)
     } else {
-      for (std::size_t e = 0; e < hd; ++e) row[e] = internal::widen(in[e]);
+      internal::round_widen_n<C>(in, hd, row);  // exact, in bulk (F16C for float16)
     }
   }
 }

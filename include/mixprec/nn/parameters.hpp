@@ -55,15 +55,19 @@ template <class T, class Name, class Tensor>
   }
 }
 
-/// `out[name] = s`. \throws std::invalid_argument when the name is already there.
-template <class T, class Name>
-void insert_named(std::map<std::string, std::span<T>>& out, const char* who, const char* what, const Name& name,
-                  std::span<T> s) {
-  std::string key{std::string_view(name)};
-  if (!out.emplace(key, s).second) {
-    throw std::invalid_argument(
-        internal::concat(who, ": two ", what, "s are named \"", key, "\"; give the parts of the model distinct names"));
-  }
+/// Every tensor that `walk(f)` passes to `f(name, tensor)` as a span keyed by its name.
+/// \throws std::invalid_argument (from `who`, naming the tensor) for another element type or a repeated name.
+template <class T, class Walk>
+[[nodiscard]] std::map<std::string, std::span<T>> named_spans(const char* who, const char* what, Walk&& walk) {
+  std::map<std::string, std::span<T>> out;
+  walk([&](const auto& name, auto& tensor) {
+    std::string key{std::string_view(name)};
+    if (!out.emplace(key, span_of<T>(who, what, name, tensor)).second) {
+      throw std::invalid_argument(internal::concat(who, ": two ", what, "s are named \"", key,
+                                                   "\"; give the parts of the model distinct names"));
+    }
+  });
+  return out;
 }
 }  // namespace detail
 
@@ -153,12 +157,8 @@ template <class Model, class T = typename Model::policy_type::param_type>
 /// \throws std::invalid_argument when a parameter has another element type, or a name repeats (naming it).
 template <class Model, class T = typename Model::policy_type::param_type>
 [[nodiscard]] std::map<std::string, std::span<T>> named_parameters(Model& model) {
-  std::map<std::string, std::span<T>> out;
-  model.for_each_parameter([&out](const auto& name, auto& tensor) {
-    detail::insert_named(out, "nn::named_parameters", "parameter", name,
-                         detail::span_of<T>("nn::named_parameters", "parameter", name, tensor));
-  });
-  return out;
+  return detail::named_spans<T>("nn::named_parameters", "parameter",
+                                [&model](auto&& f) { model.for_each_parameter(f); });
 }
 
 /// Every gradient of a gradients tree (a layer's or model's `gradients`, its `for_each` walk) as a span
@@ -167,12 +167,7 @@ template <class Model, class T = typename Model::policy_type::param_type>
 /// \throws std::invalid_argument when a gradient has another element type, or a name repeats.
 template <class T = float, class Grads>
 [[nodiscard]] std::map<std::string, std::span<T>> named_gradients(Grads& grads) {
-  std::map<std::string, std::span<T>> out;
-  grads.for_each([&out](const auto& name, auto& tensor) {
-    detail::insert_named(out, "nn::named_gradients", "gradient", name,
-                         detail::span_of<T>("nn::named_gradients", "gradient", name, tensor));
-  });
-  return out;
+  return detail::named_spans<T>("nn::named_gradients", "gradient", [&grads](auto&& f) { grads.for_each(f); });
 }
 
 /// The number of parameter elements of a layer or model (its `for_each_parameter` walk): PyTorch's
