@@ -43,6 +43,8 @@
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/kernels/compiled.hpp"
 #include "mixprec/kernels/detail/gemm_engine.hpp"
+#include "mixprec/kernels/gemm.hpp"
+#include "mixprec/kernels/matmul_accumulate.hpp"
 #include "mixprec/kernels/rounding.hpp"
 #include "mixprec/kernels/softmax.hpp"
 #include "mixprec/kernels/threads.hpp"
@@ -739,7 +741,7 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
 /// and contribute nothing, even when their keys or values are Inf or NaN, or the cotangent of a query
 /// that does not see them is: keys and values of padding are read as zero, and a non-finite row of dO
 /// reaches dV only through its query's nonzero weights. The gradient is that of the opmath softmax.
-/// Memory: O(seq · head_dim) per head (the tiles' products in Eigen, no seq × seq matrix).
+/// Memory: O(seq · head_dim) per head (the tiles' products on `matmul`'s engine, no seq × seq matrix).
 /// \throws std::invalid_argument (messages starting "kernels::attention_backward:") when the problem is
 ///         inconsistent (no heads, n_kv_heads not dividing n_heads, a block of 0, a scale not finite), or
 ///         a tensor's size is not its shape's (as `attention_log_sum_exp`; checked in the order of
@@ -763,6 +765,20 @@ void attention_probabilities(const A* s, A* p, std::size_t n, A scale, A lse) {
   }
 #endif
   for (std::size_t j = 0; j < n; ++j) p[j] = std::exp(scale * s[j] - lse);
+}
+}  // namespace detail
+
+namespace detail {
+/// y[m, n] = a[m, k] · op(b) in opmath A, one product of the attention backward's tiles: `kernels::matmul`'s
+/// engine (the blocked GEMM for float on the AVX2 level and above, Eigen's product otherwise).
+template <class A>
+void attention_product(const A* a, const A* b, b_layout lb, A* y, matmul_shape s) {
+  matmul_impl<A>(a, b, static_cast<const A*>(nullptr), y, s, lb, matmul_block_elements);
+}
+/// y[m, n] += op(a) · b[k, n] in opmath A (`kernels::matmul_accumulate`'s engine).
+template <class A>
+void attention_accumulate(const A* a, a_layout la, const A* b, A* y, matmul_shape s) {
+  matmul_accumulate_impl<A>(a, la, b, b_layout::k_n, y, s);
 }
 }  // namespace detail
 
@@ -823,19 +839,25 @@ void attention_backward(const attention_backward_inputs<C>& in, const attention_
             if (c.causal && j0 > i0 + static_cast<std::size_t>(ni) - 1) break;  // tiles above the diagonal
             const auto nj = static_cast<Eigen::Index>(std::min(bk, seq - j0));
             const auto ej0 = static_cast<Eigen::Index>(j0);
-            sc.noalias() = qh.middleRows(ei0, ni) * kg.middleRows(ej0, nj).transpose();
+            const auto cols = static_cast<std::size_t>(nj);
+            const auto rows = static_cast<std::size_t>(ni);
+            const A* q_blk = qh.data() + i0 * hd;    // [rows, hd]
+            const A* do_blk = doh.data() + i0 * hd;  // [rows, hd]
+            const A* k_tile = kg.data() + j0 * hd;   // [cols, hd]
+            const A* v_tile = vg.data() + j0 * hd;   // [cols, hd]
+            sc.resize(ni, nj);
             pr.resize(ni, nj);
-            for (Eigen::Index i = 0; i < ni; ++i) {
+            dpr.resize(ni, nj);
+            detail::attention_product(q_blk, k_tile, b_layout::n_k, sc.data(), {rows, hd, cols});  // S = Q Kᵀ
+            for (std::size_t i = 0; i < rows; ++i) {
               // P_ij = exp(scale S_ij - lse_i) for the keys query i sees (j <= i under causal; none when
               // all its keys are masked: lse = -Inf), 0 for the others and for padding keys.
-              const std::size_t qi = i0 + static_cast<std::size_t>(i);
-              const auto cols = static_cast<std::size_t>(nj);
+              const std::size_t qi = i0 + i;
               std::size_t visible = cols;
               if (c.causal) visible = qi >= j0 ? std::min(cols, qi - j0 + 1) : 0;
               if (std::isinf(lse[qi])) visible = 0;
-              A* p_row = pr.data() + static_cast<std::size_t>(i) * cols;
-              detail::attention_probabilities(sc.data() + static_cast<std::size_t>(i) * cols, p_row, visible, scale,
-                                              lse[qi]);
+              A* p_row = pr.data() + i * cols;
+              detail::attention_probabilities(sc.data() + i * cols, p_row, visible, scale, lse[qi]);
               std::fill(p_row + visible, p_row + cols, A(0));
               if (!valid.empty()) {
                 for (std::size_t j = 0; j < visible; ++j) {
@@ -843,8 +865,9 @@ void attention_backward(const attention_backward_inputs<C>& in, const attention_
                 }
               }
             }
+            A* dv_tile = dvg.data() + j0 * hd;
             if (do_finite) {
-              dvg.middleRows(ej0, nj).noalias() += pr.transpose() * doh.middleRows(ei0, ni);
+              detail::attention_accumulate(pr.data(), a_layout::k_m, do_blk, dv_tile, {cols, rows, hd});  // Pᵀ dO
             } else {
               // 0 × NaN = NaN: a non-finite row of dO reaches only the keys its query sees (P ≠ 0), so
               // that masked keys get exactly nothing from it; the finite rows take the product.
@@ -856,16 +879,22 @@ void attention_backward(const attention_backward_inputs<C>& in, const attention_
                   if (pr(i, j) != A(0)) dvg.row(ej0 + j) += pr(i, j) * doh.row(ei0 + i);
                 }
               }
-              dvg.middleRows(ej0, nj).noalias() += pr.transpose() * finite_do;
+              detail::attention_accumulate(pr.data(), a_layout::k_m, finite_do.data(), dv_tile, {cols, rows, hd});
             }
-            dpr.noalias() = doh.middleRows(ei0, ni) * vg.middleRows(ej0, nj).transpose();
-            // dS = P ⊙ (dP − D); P = 0 exactly where masked, so masked keys contribute nothing.
-            for (Eigen::Index i = 0; i < ni; ++i) {
-              const A di = dd(ei0 + i);
-              for (Eigen::Index j = 0; j < nj; ++j) pr(i, j) = pr(i, j) == A(0) ? A(0) : pr(i, j) * (dpr(i, j) - di);
+            detail::attention_product(do_blk, v_tile, b_layout::n_k, dpr.data(), {rows, hd, cols});  // dP = dO Vᵀ
+            // scale · dS = scale · P ⊙ (dP − D); P = 0 exactly where masked, so masked keys contribute nothing.
+            for (std::size_t i = 0; i < rows; ++i) {
+              const A di = dd(ei0 + static_cast<Eigen::Index>(i));
+              A* p_row = pr.data() + i * cols;
+              const A* dp_row = dpr.data() + i * cols;
+              for (std::size_t j = 0; j < cols; ++j) {
+                p_row[j] = p_row[j] == A(0) ? A(0) : scale * (p_row[j] * (dp_row[j] - di));
+              }
             }
-            dqh.middleRows(ei0, ni).noalias() += scale * (pr * kg.middleRows(ej0, nj));
-            dkg.middleRows(ej0, nj).noalias() += scale * (pr.transpose() * qh.middleRows(ei0, ni));
+            detail::attention_accumulate(pr.data(), a_layout::m_k, k_tile, dqh.data() + i0 * hd,
+                                         {rows, cols, hd});  // dQ += scale dS K
+            detail::attention_accumulate(pr.data(), a_layout::k_m, q_blk, dkg.data() + j0 * hd,
+                                         {cols, rows, hd});  // dK += scale dSᵀ Q
           }
         }
         detail::scatter_attention_head(dqh, grads.d_queries.data() + head, seq, q_width, h * hd, hd);
