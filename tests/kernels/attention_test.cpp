@@ -314,10 +314,11 @@ TEMPLATE_TEST_CASE("kernels::attention_backward and attention_log_sum_exp match 
 
 /// Keys and values [batch, seq, n_kv_heads, head_dim] served to kernels::attention as [keys, head_dim]
 /// per batch row and kv head, with the validity of each row.
+template <class T>
 struct split_source {
-  std::vector<std::vector<double>> k, v;
+  std::vector<std::vector<T>> k, v;
   std::vector<std::vector<std::uint8_t>> valid;
-  split_source(const attention_backward_problem& p, const std::vector<double>& keys, const std::vector<double>& values,
+  split_source(const attention_backward_problem& p, const std::vector<T>& keys, const std::vector<T>& values,
                const std::vector<std::uint8_t>& validity) {
     for (std::size_t b = 0; b < p.batch; ++b) {
       valid.emplace_back(validity.begin() + static_cast<std::ptrdiff_t>(b * p.seq),
@@ -335,8 +336,8 @@ struct split_source {
     }
   }
   std::size_t n_kv_heads() const { return k.size() / valid.size(); }
-  [[nodiscard]] std::span<const double> keys(std::size_t b, std::size_t g) const { return k[b * n_kv_heads() + g]; }
-  [[nodiscard]] std::span<const double> values(std::size_t b, std::size_t g) const { return v[b * n_kv_heads() + g]; }
+  [[nodiscard]] std::span<const T> keys(std::size_t b, std::size_t g) const { return k[b * n_kv_heads() + g]; }
+  [[nodiscard]] std::span<const T> values(std::size_t b, std::size_t g) const { return v[b * n_kv_heads() + g]; }
   [[nodiscard]] std::span<const std::uint8_t> validity(std::size_t b) const { return valid[b]; }
 };
 
@@ -391,6 +392,88 @@ TEST_CASE("kernels::attention_backward is the gradient of kernels::attention (ce
     gradcheck::require_close("dk", std::span<const double>(dk), gradcheck::numeric_gradient(k.data(), k.size(), loss));
     gradcheck::require_close("dv", std::span<const double>(dv), gradcheck::numeric_gradient(v.data(), v.size(), loss));
   }
+}
+
+/// The forward problem of a backward problem (whole sequences: keys = capacity = seq).
+attention_problem forward_of(const attention_backward_problem& p) {
+  return {.batch = p.batch,
+          .seq = p.seq,
+          .n_heads = p.n_heads,
+          .n_kv_heads = p.n_kv_heads,
+          .head_dim = p.head_dim,
+          .keys = p.seq,
+          .capacity = p.seq,
+          .query_block = p.query_block,
+          .key_block = p.key_block,
+          .causal = p.causal,
+          .scale = p.scale};
+}
+
+TEMPLATE_TEST_CASE("kernels::attention writes the log-sum-exps attention_backward reads",
+                   "[kernels][attention][backward]", double, float, mixprec::bfloat16) {
+  using C = TestType;
+  using A = mixprec::accumulator_t<C>;
+  const double tolerance = 64.0 * std::numeric_limits<A>::epsilon();
+  // The small problem (Eigen's tiles), and one the packed path takes (head_dim and key_block multiples
+  // of 16, 16 queries a block; with scale 1/4, bfloat16 scores on VDPBF16PS where the CPU has it),
+  // each with left padding and a padding key in the middle.
+  attention_backward_problem packed{.batch = 2,
+                                    .seq = 40,
+                                    .n_heads = 4,
+                                    .n_kv_heads = 2,
+                                    .head_dim = 16,
+                                    .query_block = 16,
+                                    .key_block = 16,
+                                    .scale = 0.25};
+  std::vector<std::uint8_t> packed_validity(80, 1);
+  packed_validity[0] = packed_validity[1] = packed_validity[40 + 17] = 0;
+  for (const bool causal : {true, false}) {
+    for (const double scale : {0.25, 0.3}) {
+      for (const bool small : {true, false}) {
+        INFO("causal " << causal << ", scale " << scale << ", small problem " << small);
+        attention_backward_problem p = small ? backward_problem_of(causal) : packed;
+        p.causal = causal;
+        p.scale = scale;
+        const std::vector<std::uint8_t>& validity = small ? backward_validity : packed_validity;
+        const std::size_t q_size = p.batch * p.seq * p.n_heads * p.head_dim;
+        const std::size_t kv_size = p.batch * p.seq * p.n_kv_heads * p.head_dim;
+        const auto q = in_type<C>(gradcheck::uniform(q_size, 21, -1.5, 1.5));
+        const auto k = in_type<C>(gradcheck::uniform(kv_size, 22, -1.5, 1.5));
+        const auto v = in_type<C>(gradcheck::uniform(kv_size, 23));
+        const reference_attention ref = reference_of<C>(p, q, k, v, validity, std::vector<double>(q_size, 0.0));
+        const std::vector<C> qc = as_type<C>(q), kc = as_type<C>(k), vc = as_type<C>(v);
+        const split_source<C> kv(p, kc, vc, validity);
+        mixprec::kernels::attention_buffers<A> buffers;
+        std::vector<C> out(q_size), out_without(q_size);
+        std::vector<A> lse(p.batch * p.n_heads * p.seq, A(7)), recomputed(lse.size());
+        mixprec::kernels::attention<C>(qc, kv, forward_of(p), out, lse, buffers);
+        mixprec::kernels::attention<C>(qc, kv, forward_of(p), out_without, buffers);
+        CHECK(out == out_without);  // the same outputs, bit for bit
+        mixprec::kernels::attention_log_sum_exp<C>(qc, kc, validity, p, recomputed);
+        for (std::size_t i = 0; i < lse.size(); ++i) {
+          INFO("lse " << i << ": " << static_cast<double>(lse[i]) << " against " << ref.lse[i]);
+          if (std::isinf(ref.lse[i])) {
+            CHECK(lse[i] == -std::numeric_limits<A>::infinity());  // a query that sees no key
+            CHECK(recomputed[i] == lse[i]);
+          } else {
+            CHECK(std::abs(static_cast<double>(lse[i]) - ref.lse[i]) <= tolerance * (1.0 + std::abs(ref.lse[i])));
+          }
+        }
+      }
+    }
+  }
+  // A log_sum_exp of the wrong size is refused before anything is written.
+  const attention_backward_problem p = backward_problem_of(true);
+  const std::vector<C> qc(p.batch * p.seq * p.n_heads * p.head_dim, C(1.0F));
+  const std::vector<C> kc(p.batch * p.seq * p.n_kv_heads * p.head_dim, C(1.0F));
+  const split_source<C> kv(p, kc, kc, backward_validity);
+  mixprec::kernels::attention_buffers<A> buffers;
+  std::vector<C> out(qc.size());
+  std::vector<A> short_lse(3, A(7));
+  CHECK_THROWS_WITH(mixprec::kernels::attention<C>(qc, kv, forward_of(p), out, short_lse, buffers),
+                    Catch::Contains("kernels::attention: log_sum_exp has 3 elements but [batch, n_heads, seq] = "
+                                    "[2, 4, 7] needs 56 (or none)"));
+  CHECK(short_lse[0] == A(7));
 }
 
 TEST_CASE("kernels::attention_backward and attention_log_sum_exp refuse a bad problem, naming it",

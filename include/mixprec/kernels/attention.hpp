@@ -32,6 +32,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mixprec/arch/isa.hpp"
@@ -157,6 +158,17 @@ struct attention_buffers {
   }
 };
 
+namespace detail {
+/// max + log(sum) of a finished online softmax: its scores' log-sum-exp; −Inf where it saw no key
+/// (sum 0), and where a score was NaN or +Inf (the backward then gives that query's keys nothing).
+template <class A>
+A log_sum_exp_of(const online_softmax<A>& state) {
+  const A mx = state.max();
+  const A l = state.sum();
+  return l > A(0) && !std::isinf(mx) ? mx + std::log(l) : -std::numeric_limits<A>::infinity();
+}
+}  // namespace detail
+
 /// The tiled online-softmax attention (FlashAttention's loop, Dao et al. 2022) of projected queries
 /// against the keys and values of `kv` (nn::kv_cache), for `problem`: out[b, t, h, :] = softmax(scale ·
 /// q·kᵀ, masked) · v, in opmath A = accumulator_t<C>, each output rounded once to C. Its buffers come from
@@ -177,14 +189,20 @@ struct attention_buffers {
 /// Eigen's products on the tile, its keys and values widened per tile. Memory: the packed copies are
 /// O(S) (2 × S × head_dim floats per call, or S × head_dim floats and as many bfloat16 key patterns),
 /// never O(S²).
+///
+/// `log_sum_exp`, when not empty, receives each query's log-sum-exp of its visible scores,
+/// lse = max + log(sum) of its online softmax after the last tile, [batch, n_heads, seq] (−Inf for a
+/// query that sees no key): the statistics FlashAttention-2's forward saves for its backward (Dao 2023,
+/// Algorithm 1's L), which `attention_backward` reads. With `softmax_precision::compute` they are those
+/// of the rounded scores.
 /// \throws std::invalid_argument when `queries` or `out` do not hold [batch, seq, n_heads, head_dim]
-///         (the message starts "scaled_dot_product_attention:", the operation nn exposes), or when the
-///         problem is inconsistent: n_kv_heads not dividing n_heads, a block of 0, seq > keys or
-///         keys > capacity.
+///         (the message starts "scaled_dot_product_attention:", the operation nn exposes), when
+///         `log_sum_exp` is neither empty nor [batch, n_heads, seq], or when the problem is inconsistent:
+///         n_kv_heads not dividing n_heads, a block of 0, seq > keys or keys > capacity.
 template <class C, class KV, class Scratch>
 requires attention_kv_source<KV, C>
 void attention(std::span<const C> queries, const KV& kv, const attention_problem& problem, std::span<C> out,
-               Scratch&& scratch) {
+               std::span<accumulator_t<C>> log_sum_exp, Scratch&& scratch) {
   const internal::profile_scope region("kernels::attention");
   static_assert(std::same_as<C, float> || std::same_as<C, double> || small_float<C>,
                 "scaled_dot_product_attention: the compute type must be real (float, double or a mixprec small "
@@ -217,6 +235,11 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
         "kernels::attention: the problem is inconsistent (n_heads ", n_heads, ", n_kv_heads ", c.n_kv_heads,
         ", query_block ", c.query_block, ", key_block ", c.key_block, ", seq ", seq, ", keys ", total, ", capacity ",
         c.capacity, "): n_kv_heads must divide n_heads, the blocks must be positive, and seq <= keys <= capacity"));
+  }
+  if (!log_sum_exp.empty() && log_sum_exp.size() != batch * n_heads * seq) {
+    throw std::invalid_argument(internal::concat("kernels::attention: log_sum_exp has ", log_sum_exp.size(),
+                                                 " elements but [batch, n_heads, seq] = [", batch, ", ", n_heads, ", ",
+                                                 seq, "] needs ", batch * n_heads * seq, " (or none)"));
   }
   if (expected == 0) return;
 
@@ -494,6 +517,11 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
               dst[i] = internal::round_out<C>(buffers.softmax[r].normalize(acc[r * hd + i]));
             }
           }
+          if (!log_sum_exp.empty()) {
+            for (std::size_t r = 0; r < rows; ++r) {
+              log_sum_exp[(b * n_heads + h) * seq + t0 + r] = detail::log_sum_exp_of(buffers.softmax[r]);
+            }
+          }
         }
       }
     }
@@ -505,6 +533,16 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
       for (std::size_t task = slot; task < tasks; task += slots) run(task, slot);
     });
   }
+}
+
+/// `attention` without its log-sum-exps (inference, and the training forward under
+/// `softmax_precision::compute`).
+/// \throws std::invalid_argument as the overload above.
+template <class C, class KV, class Scratch>
+requires attention_kv_source<KV, C>
+void attention(std::span<const C> queries, const KV& kv, const attention_problem& problem, std::span<C> out,
+               Scratch&& scratch) {
+  attention<C>(queries, kv, problem, out, std::span<accumulator_t<C>>(), std::forward<Scratch>(scratch));
 }
 
 // ---- backward (training: whole sequences, no cache) ----
@@ -648,8 +686,9 @@ void scatter_attention_head(const Mat& in, A* dst, std::size_t seq, std::size_t 
 
 /// The log-sum-exp of each query's visible scores, lse_i = log Σ_j exp(scale q_i · k_j) over the keys
 /// it sees (causal, valid), in opmath A = accumulator_t<C>: the statistics FlashAttention-2 saves for
-/// its backward (Dao 2023, Algorithm 1's L), recomputed from the forward's q and k (the tiled forward
-/// keeps only running values). Tile by tile (query_block × key_block score products in A), then one
+/// its backward (Dao 2023, Algorithm 1's L), recomputed from the forward's q and k in opmath: for a
+/// forward that did not write them (`attention`'s `log_sum_exp`), as under `softmax_precision::compute`,
+/// whose backward differentiates the opmath softmax. Tile by tile (query_block × key_block score products in A), then one
 /// online log-sum-exp per score in key order. `lse` [batch, n_heads, seq] is written; a query with no
 /// visible key gets −Inf. Memory O(seq · head_dim).
 /// \throws std::invalid_argument (messages starting "kernels::attention_log_sum_exp:") when the problem
@@ -678,7 +717,6 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
   const std::size_t q_width = n_heads * hd;
   const std::size_t kv_width = c.n_kv_heads * hd;
   const A scale = static_cast<A>(c.scale);
-  std::fill(lse.begin(), lse.end(), -std::numeric_limits<A>::infinity());
   const std::size_t bq = std::min(c.query_block, seq);
   const std::size_t bk = std::min(c.key_block, seq);
   Mat kg, qh, sc;
@@ -715,13 +753,7 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
             }
           }
         }
-        // lse = max + log(sum); -Inf (nothing visible) where every key is masked, and where a score is
-        // NaN or +Inf (the backward then gives that query's keys nothing).
-        for (std::size_t i = 0; i < seq; ++i) {
-          const A mx = state[i].max();
-          const A l = state[i].sum();
-          if (l > A(0) && !std::isinf(mx)) lse[(b * n_heads + h) * seq + i] = mx + std::log(l);
-        }
+        for (std::size_t i = 0; i < seq; ++i) lse[(b * n_heads + h) * seq + i] = detail::log_sum_exp_of(state[i]);
       }
     }
   }

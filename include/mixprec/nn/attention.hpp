@@ -681,7 +681,16 @@ class attention {
     if (key_mask != nullptr) valid = std::span<const bool>(key_mask->data(), key_mask->size());
     kv.append(std::span<const C>(k), std::span<const C>(v), seq, valid);
 
-    scaled_dot_product_attention<C>(std::span<const C>(q), kv, seq, config_, attended, ws);
+    // Training under the opmath softmax: the forward writes the log-sum-exps the backward reads
+    // (FlashAttention-2's L). Under softmax_precision::compute they are recomputed from q and k in
+    // opmath instead (save_for_backward), since the backward differentiates the opmath softmax.
+    std::span<accumulator_t<C>> lse;
+    const bool lse_from_forward = ctx != nullptr && config_.softmax == kernels::softmax_precision::opmath;
+    if (lse_from_forward) {
+      ctx->lse.resize(batch * config_.n_heads * seq);
+      lse = ctx->lse;
+    }
+    scaled_dot_product_attention<C>(std::span<const C>(q), kv, seq, config_, attended, lse, ws);
 
     if constexpr (diagnostics::probe_enabled_v<Probe>) {
       probe.observe(internal::concat(site, ".context"), std::span<const C>(attended));
@@ -693,7 +702,7 @@ class attention {
     }
     if (ctx != nullptr) {
       save_for_backward(*ctx, batch, seq, std::move(q_kept), std::move(k_kept), std::move(v_kept),
-                        std::move(attended_kept), valid);
+                        std::move(attended_kept), valid, lse_from_forward);
     }
   }
 
@@ -710,16 +719,18 @@ class attention {
             .scale = *config_.scale};
   }
 
-  /// Fills the training context after a forward: the tensors, and each query's log-sum-exp of its
-  /// visible scores (kernels::attention_log_sum_exp: the tiled forward keeps only running values).
+  /// Fills the training context after a forward: the tensors, and, unless the forward wrote them
+  /// (`lse_saved`), each query's log-sum-exp of its visible scores (kernels::attention_log_sum_exp).
   template <class T, class C>
   void save_for_backward(saved<T>& ctx, std::size_t batch, std::size_t seq, std::vector<C> q, std::vector<C> k,
-                         std::vector<C> v, std::vector<C> attended, std::span<const bool> valid) const {
+                         std::vector<C> v, std::vector<C> attended, std::span<const bool> valid, bool lse_saved) const {
     ctx.batch = batch;
     ctx.seq = seq;
     ctx.valid.assign(valid.begin(), valid.end());
-    ctx.lse.resize(batch * config_.n_heads * seq);
-    kernels::attention_log_sum_exp<C>(q, k, ctx.valid, backward_problem(batch, seq), ctx.lse);
+    if (!lse_saved) {
+      ctx.lse.resize(batch * config_.n_heads * seq);
+      kernels::attention_log_sum_exp<C>(q, k, ctx.valid, backward_problem(batch, seq), ctx.lse);
+    }
     ctx.attended.rows = batch * seq;
     ctx.attended.x = std::move(attended);
     ctx.q = std::move(q);

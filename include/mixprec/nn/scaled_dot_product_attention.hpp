@@ -106,7 +106,8 @@ inline constexpr bool attention_real_v = std::same_as<T, float> || std::same_as<
 /// resolved and checked against the cache.
 template <class C, class Scratch>
 void checked_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
-                       const attention_config& config, std::span<C> out, Scratch&& scratch) {
+                       const attention_config& config, std::span<C> out, std::span<accumulator_t<C>> log_sum_exp,
+                       Scratch&& scratch) {
   static_assert(detail::attention_real_v<C>,
                 "scaled_dot_product_attention: the compute type must be real (float, double or a mixprec small "
                 "float); attention over complex values is not supported.");
@@ -135,7 +136,7 @@ void checked_attention(std::span<const C> queries, const kv_cache<C>& cache, std
                                            .causal = c.causal,
                                            .scale = *c.scale,
                                            .softmax = c.softmax};
-  kernels::attention<C>(queries, cache, problem, out, std::forward<Scratch>(scratch));
+  kernels::attention<C>(queries, cache, problem, out, log_sum_exp, std::forward<Scratch>(scratch));
 }
 
 }  // namespace detail
@@ -162,7 +163,7 @@ template <class C>
 void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
                                   const attention_config& config, std::span<C> out,
                                   attention_workspace<accumulator_t<C>>& workspace) {
-  detail::checked_attention<C>(queries, cache, seq, config, out, workspace);
+  detail::checked_attention<C>(queries, cache, seq, config, out, {}, workspace);
 }
 
 /// `scaled_dot_product_attention` with its buffers taken from `ws` (nn/workspace.hpp): no allocation
@@ -171,19 +172,32 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
 template <class C>
 void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
                                   const attention_config& config, std::span<C> out, workspace& ws) {
+  scaled_dot_product_attention<C>(queries, cache, seq, config, out, {}, ws);
+}
+
+/// `scaled_dot_product_attention` that also writes each query's log-sum-exp of its visible scores into
+/// `log_sum_exp` [batch, n_heads, seq] in opmath (−Inf for a query that sees no key): what
+/// `kernels::attention_backward` reads (FlashAttention-2's L; PyTorch's flash attention returns it as
+/// `logsumexp`). An empty span writes none. Same outputs, bit for bit.
+/// \throws std::invalid_argument as above, or when `log_sum_exp` is neither empty nor [batch, n_heads, seq].
+template <class C>
+void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
+                                  const attention_config& config, std::span<C> out,
+                                  std::span<accumulator_t<C>> log_sum_exp, workspace& ws) {
   using A = accumulator_t<C>;
   const workspace::frame frame(ws);
-  detail::checked_attention<C>(queries, cache, seq, config, out, [&](const kernels::attention_scratch_sizes& n) {
-    return kernels::attention_scratch<A>{ws.take<A>(n.queries),
-                                         ws.take<A>(n.queries),
-                                         ws.take<A>(n.scores),
-                                         ws.take<A>(n.keys),
-                                         ws.take<A>(n.values),
-                                         ws.take<kernels::online_softmax<A>>(n.softmax),
-                                         ws.take<A>(n.packed),
-                                         ws.take<std::uint16_t>(n.key_pairs),
-                                         ws.take<std::uint32_t>(n.query_pairs)};
-  });
+  detail::checked_attention<C>(queries, cache, seq, config, out, log_sum_exp,
+                               [&](const kernels::attention_scratch_sizes& n) {
+                                 return kernels::attention_scratch<A>{ws.take<A>(n.queries),
+                                                                      ws.take<A>(n.queries),
+                                                                      ws.take<A>(n.scores),
+                                                                      ws.take<A>(n.keys),
+                                                                      ws.take<A>(n.values),
+                                                                      ws.take<kernels::online_softmax<A>>(n.softmax),
+                                                                      ws.take<A>(n.packed),
+                                                                      ws.take<std::uint16_t>(n.key_pairs),
+                                                                      ws.take<std::uint32_t>(n.query_pairs)};
+                               });
 }
 
 }  // namespace mixprec::nn
@@ -196,7 +210,7 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
   E template void mixprec::kernels::attention<C, mixprec::nn::kv_cache<C>,                                           \
                                               mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&>(      \
       std::span<const C>, const mixprec::nn::kv_cache<C>&, const mixprec::kernels::attention_problem&, std::span<C>, \
-      mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&);
+      std::span<mixprec::accumulator_t<C>>, mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&);
 #define MIXPREC_ATTENTION_INSTANTIATIONS(E) MIXPREC_FOR_REAL_COMPUTE_TYPES(MIXPREC_ATTENTION_INSTANTIATION, E)
 // NOLINTEND(bugprone-macro-parentheses)
 #if MIXPREC_EXTERN_KERNELS
