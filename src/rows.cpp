@@ -1,5 +1,6 @@
 // The compiled library (mixprec/kernels/compiled.hpp): the SIMD rows of the activations, norms and
-// softmax.
+// softmax, and the AdamW step.
+#include "mixprec/kernels/adamw.hpp"
 #include "mixprec/kernels/detail/activation_rows.hpp"
 #include "mixprec/kernels/detail/norm_rows.hpp"
 #include "mixprec/kernels/softmax.hpp"
@@ -9,3 +10,4 @@ MIXPREC_ACTIVATION_ROW_INSTANTIATIONS()
 #endif
 MIXPREC_NORM_ROW_INSTANTIATIONS()
 MIXPREC_SOFTMAX_ROW_INSTANTIATIONS()
+MIXPREC_ADAMW_INSTANTIATIONS()

@@ -10,7 +10,7 @@
 ///   and links the library): the kernels' headers declare the instantiations listed at their end
 ///   (`MIXPREC_*_INSTANTIATIONS` in kernels/gemm.hpp, kernels/packed_b.hpp,
 ///   kernels/matmul_accumulate.hpp, kernels/detail/activation_rows.hpp, kernels/detail/norm_rows.hpp,
-///   kernels/softmax.hpp, kernels/attention.hpp, nn/scaled_dot_product_attention.hpp) `extern
+///   kernels/softmax.hpp, kernels/attention.hpp, kernels/adamw.hpp, nn/scaled_dot_product_attention.hpp) `extern
 ///   template`, and the library (src/) defines them once. A translation unit then parses the
 ///   templates but generates none of those functions. Anything the lists do not hold (a float8
 ///   compute type, a caller's own scratch type for `attention`) is instantiated from the header as in

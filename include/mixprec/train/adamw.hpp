@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "mixprec/arrays/xtensor.hpp"
+#include "mixprec/kernels/adamw.hpp"
 #include "mixprec/train/optimizer.hpp"
 #include "mixprec/train/safetensors.hpp"
 
@@ -96,23 +97,25 @@ class adamw : public optimizer<adamw> {
     parameter_state& st = state_for<T>(name, std::span<const T>(param.data(), param.size()), std::move(shape));
     using S = optimizer_math_t<T>;
     const double t = static_cast<double>(step_);
-    const S step_size = static_cast<S>(lr_ / (1.0 - std::pow(options_.beta1, t)));
-    const S bias_correction2_sqrt = static_cast<S>(std::sqrt(1.0 - std::pow(options_.beta2, t)));
-    const S decay_factor = static_cast<S>(1.0 - lr_ * options_.weight_decay);
-    const S w1 = static_cast<S>(1.0 - options_.beta1);
-    const S beta2 = static_cast<S>(options_.beta2);
-    const S w2 = static_cast<S>(1.0 - options_.beta2);
-    const S eps = static_cast<S>(options_.eps);
     const bool apply_decay = decay && options_.weight_decay != 0.0;
+    // theta · 1 is theta exactly: a parameter that does not decay takes decay_factor 1.
+    const kernels::adamw_coefficients<S> c{
+        .step_size = static_cast<S>(lr_ / (1.0 - std::pow(options_.beta1, t))),
+        .bias_correction2_sqrt = static_cast<S>(std::sqrt(1.0 - std::pow(options_.beta2, t))),
+        .decay_factor = apply_decay ? static_cast<S>(1.0 - lr_ * options_.weight_decay) : S(1),
+        .w1 = static_cast<S>(1.0 - options_.beta1),
+        .beta2 = static_cast<S>(options_.beta2),
+        .w2 = static_cast<S>(1.0 - options_.beta2),
+        .eps = static_cast<S>(options_.eps)};
     std::vector<S>& m = moment<S>(st, 0);
     std::vector<S>& v = moment<S>(st, 1);
+    if constexpr (std::same_as<G, S>) {
+      // The whole tensor at once (vectorised, threaded) where theta is held as S.
+      if (write_whole(st, param, [&](std::span<S> theta) { kernels::adamw_update<S>(theta, grad, m, v, c); })) return;
+    }
     write(st, param, [&](std::size_t i, S theta) -> S {
       const S g = static_cast<S>(static_cast<optimizer_math_t<G>>(grad[i]));
-      if (apply_decay) theta = theta * decay_factor;
-      m[i] = std::abs(w1) < S(0.5) ? m[i] + w1 * (g - m[i]) : g - (g - m[i]) * (S(1) - w1);
-      v[i] = v[i] * beta2 + w2 * g * g;
-      const S denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
-      return theta + -step_size * m[i] / denom;
+      return kernels::detail::adamw_element(theta, g, m[i], v[i], c);
     });
   }
 };

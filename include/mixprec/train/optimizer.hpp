@@ -234,18 +234,7 @@ class optimizer_base {
     if constexpr (std::same_as<T, float> || std::same_as<T, double>) {
       for (std::size_t i = 0; i < param.size(); ++i) param[i] = next(i, param[i]);
     } else {
-      const auto step = static_cast<std::uint64_t>(step_);
-      auto round = [&](float x, std::size_t i) {
-        if (precision_.rounding == write_back::stochastic) {
-          const std::uint16_t bits = stochastic_rounding_bits(precision_.seed, step, st.tensor_id, i);
-          if constexpr (std::same_as<T, bfloat16>) {
-            return stochastic_round_bf16(x, bits);
-          } else {
-            return stochastic_round_f16(x, bits);
-          }
-        }
-        return T(x);
-      };
+      const auto round = [&](float x, std::size_t i) { return round_back<T>(st, x, i); };
       if (!st.master.empty()) {
         for (std::size_t i = 0; i < param.size(); ++i) {
           st.master[i] = next(i, S(st.master[i]));
@@ -263,6 +252,40 @@ class optimizer_base {
         for (std::size_t i = 0; i < param.size(); ++i) param[i] = round(next(i, static_cast<float>(param[i])), i);
       }
     }
+  }
+
+  /// `write` for an update that runs over a whole tensor at once (a vectorised kernel): where theta is
+  /// held as S = optimizer_math_t<T> in memory (the parameter itself for float and double, the float32
+  /// master weights of a 16-bit parameter), `update(theta)` updates it in place, the parameter is written
+  /// back from the masters as `write` does, and true is returned. Otherwise (a 16-bit parameter without
+  /// master weights) nothing is done and false is returned: use `write`.
+  template <optimizer_parameter T, class F>
+  bool write_whole(parameter_state& st, std::span<T> param, F&& update) {
+    if constexpr (std::same_as<T, float> || std::same_as<T, double>) {
+      update(param);
+      return true;
+    } else {
+      if (st.master.empty()) return false;
+      update(std::span<float>(st.master));
+      for (std::size_t i = 0; i < param.size(); ++i) param[i] = round_back<T>(st, st.master[i], i);
+      return true;
+    }
+  }
+
+  /// x written back to a 16-bit parameter element i: rounded to nearest, or stochastically as the
+  /// options say (the same bits as `write`).
+  template <optimizer_parameter T>
+  T round_back(const parameter_state& st, float x, std::size_t i) const {
+    if (precision_.rounding == write_back::stochastic) {
+      const std::uint16_t bits =
+          stochastic_rounding_bits(precision_.seed, static_cast<std::uint64_t>(step_), st.tensor_id, i);
+      if constexpr (std::same_as<T, bfloat16>) {
+        return stochastic_round_bf16(x, bits);
+      } else {
+        return stochastic_round_f16(x, bits);
+      }
+    }
+    return T(x);
   }
 
   /// Writes `step`, master weights, compensations, moments and metadata into `ck`. Defined in

@@ -71,6 +71,17 @@ MIXPREC_SIMD_INLINE inline vf8 add(vf8 a, vf8 b) noexcept { return _mm256_add_ps
 MIXPREC_SIMD_INLINE inline vf8 sub(vf8 a, vf8 b) noexcept { return _mm256_sub_ps(a, b); }
 MIXPREC_SIMD_INLINE inline vf8 mul(vf8 a, vf8 b) noexcept { return _mm256_mul_ps(a, b); }
 MIXPREC_SIMD_INLINE inline vf8 div(vf8 a, vf8 b) noexcept { return _mm256_div_ps(a, b); }
+/// The square root of each lane, correctly rounded (IEEE), as `std::sqrt`.
+MIXPREC_SIMD_INLINE inline vf8 sqrt(vf8 a) noexcept { return _mm256_sqrt_ps(a); }
+/// v itself, as a value the compiler cannot see through: a product passed through it is rounded on
+/// its own and never contracted into an FMA with the addition that reads it (GCC and Clang contract
+/// `mul` and `add` of the intrinsics under their default -ffp-contract), for code that must give the
+/// bits of separate IEEE operations, as the scalar code of a build without FMA does.
+template <class V>
+MIXPREC_SIMD_INLINE inline V opaque(V v) noexcept {
+  asm("" : "+x"(v));
+  return v;
+}
 /// a · b + c, a · b - c and c - a · b, each rounded once (FMA).
 MIXPREC_SIMD_INLINE inline vf8 fmadd(vf8 a, vf8 b, vf8 c) noexcept { return _mm256_fmadd_ps(a, b, c); }
 MIXPREC_SIMD_INLINE inline vf8 fmsub(vf8 a, vf8 b, vf8 c) noexcept { return _mm256_fmsub_ps(a, b, c); }
@@ -292,6 +303,7 @@ MIXPREC_SIMD_INLINE inline vf add(vf a, vf b) noexcept { return _mm512_add_ps(a,
 MIXPREC_SIMD_INLINE inline vf sub(vf a, vf b) noexcept { return _mm512_sub_ps(a, b); }
 MIXPREC_SIMD_INLINE inline vf mul(vf a, vf b) noexcept { return _mm512_mul_ps(a, b); }
 MIXPREC_SIMD_INLINE inline vf div(vf a, vf b) noexcept { return _mm512_div_ps(a, b); }
+MIXPREC_SIMD_INLINE inline vf sqrt(vf a) noexcept { return _mm512_sqrt_ps(a); }
 MIXPREC_SIMD_INLINE inline vf fmadd(vf a, vf b, vf c) noexcept { return _mm512_fmadd_ps(a, b, c); }
 MIXPREC_SIMD_INLINE inline vf fmsub(vf a, vf b, vf c) noexcept { return _mm512_fmsub_ps(a, b, c); }
 MIXPREC_SIMD_INLINE inline vf fnmadd(vf a, vf b, vf c) noexcept { return _mm512_fnmadd_ps(a, b, c); }
