@@ -2,7 +2,8 @@
 // pack_a_pairs) against the portable packing it replaces for row-major float and bfloat16 a
 // (kernels/detail/gemm_pack.hpp, pack_a_pairs_from), word for word: every panel height, row lengths
 // around the 32-element steps, offsets into a larger a, and the values where rounding to bfloat16
-// decides (ties, NaN payloads, Inf, subnormals, overflow to Inf).
+// decides (ties, NaN payloads, Inf, subnormals, overflow to Inf); and pack_a_pairs_km, the pairing of
+// a bfloat16 a stored [k, m], against the same portable packing.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -92,7 +93,40 @@ void check_pack(std::size_t rows, std::size_t kc, bool native_only = false) {
   }
 }
 
+/// As check_pack for a bfloat16 a stored [k, m] (pack_a_pairs_km).
+void check_pack_km(std::size_t rows, std::size_t kc) {
+  const std::size_t i0 = 2;
+  const std::size_t p0 = 3;
+  const std::size_t m = i0 + rows + 1;
+  const std::size_t k = p0 + kc + 5;
+  const std::vector<bfloat16> a = values<bfloat16>(k * m, static_cast<std::uint32_t>(rows * 1000 + kc + 7));
+  const std::size_t panels = (rows + kd::gemm_mr - 1) / kd::gemm_mr;
+  const std::size_t words = panels * kd::gemm_mr * ((kc + 1) / 2);
+  std::vector<std::uint32_t> expected(words + 1, 0xDEADBEEFU);
+  std::vector<std::uint32_t> packed(words + 1, 0xDEADBEEFU);
+  std::vector<float> row(std::max(kc, rows));
+  std::vector<float> floats(kd::gemm_mr * std::max(kc + 1, panels * kc));
+  kd::pack_a_pairs_from<bfloat16>(a.data(), m, k, mixprec::kernels::a_layout::k_m, i0, rows, p0, kc, expected.data(),
+                                  row.data(), floats.data());
+  mixprec::detail::gemm_avx512bf16::pack_a_pairs_km(a.data() + p0 * m + i0, m, rows, kc, packed.data());
+  INFO("[k, m] a: rows " << rows << ", kc " << kc);
+  for (std::size_t w = 0; w <= words; ++w) {
+    INFO("word " << w << " of " << words << " (the last is past the panels and must stay untouched)");
+    REQUIRE(packed[w] == expected[w]);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("pack_a_pairs_km gives pack_a_pairs_from's words for a bfloat16 a stored [k, m]", "[kernels][gemm]") {
+  if (mixprec::detected_isa() < mixprec::isa::avx512bf16) {
+    WARN("this CPU has no AVX512_BF16: the [k, m] pair packing is never called here and was not compared");
+    return;
+  }
+  for (const std::size_t rows : {1, 2, 5, 6, 7, 12, 13, 95, 96}) {
+    for (const std::size_t kc : {1, 2, 3, 15, 16, 17, 64, 65, 255, 256}) check_pack_km(rows, kc);
+  }
+}
 
 TEST_CASE("pack_a_pairs gives pack_a_pairs_from's words for float and bfloat16 rows", "[kernels][gemm]") {
   if (mixprec::detected_isa() < mixprec::isa::avx512bf16) {

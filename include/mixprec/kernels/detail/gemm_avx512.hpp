@@ -726,6 +726,40 @@ MIXPREC_TARGET_AVX512BF16 inline void pack_a_pairs(const S* a, std::size_t lda, 
   }
 }
 
+/// 8 bfloat16 patterns with each signalling NaN quieted (its quiet bit set), as the exact widening to
+/// float does.
+MIXPREC_TARGET_AVX512BF16_INLINE inline __m128i quieted(__m128i w) noexcept {
+  const __mmask8 nan =
+      _mm_cmpgt_epu16_mask(_mm_and_si128(w, _mm_set1_epi16(bf16_magnitude)), _mm_set1_epi16(bf16_infinity));
+  return _mm_mask_mov_epi16(w, nan, _mm_or_si128(w, _mm_set1_epi16(bf16_quiet_bit)));
+}
+
+/// kernels::detail::pack_a_pairs_from's words for a bfloat16 a stored [k, m] (`a_layout::k_m`, the
+/// xᵀ of a weight gradient): element (i, p) at a[p · lda + i], `rows` rows of kc elements, as
+/// ceil(rows / 6) pair panels of 6 × ceil(kc / 2) words (rows past `rows` zero). Each panel is written
+/// in order, 6 words per pair of a's rows: the 6 patterns of row 2t in the high halves, of row 2t + 1
+/// (zero past kc) in the low ones, with no pass through float.
+MIXPREC_TARGET_AVX512BF16 inline void pack_a_pairs_km(const bfloat16* a, std::size_t lda, std::size_t rows,
+                                                      std::size_t kc, std::uint32_t* dst) noexcept {
+  static_assert(gemm_mr == 6, "a pair panel's 6 words are written as 4 + 2");
+  const std::size_t pairs = (kc + 1) / 2;
+  const auto* patterns = reinterpret_cast<const std::uint16_t*>(a);
+  for (std::size_t r = 0; r * gemm_mr < rows; ++r) {
+    const std::size_t height = rows - r * gemm_mr < gemm_mr ? rows - r * gemm_mr : gemm_mr;
+    const auto loaded = static_cast<__mmask8>((1U << height) - 1U);
+    const std::uint16_t* column = patterns + r * gemm_mr;
+    std::uint32_t* out = dst + r * gemm_mr * pairs;
+    for (std::size_t t = 0; t < pairs; ++t) {
+      const __m128i even = quieted(_mm_maskz_loadu_epi16(loaded, column + 2 * t * lda));
+      const __m128i odd =
+          2 * t + 1 < kc ? quieted(_mm_maskz_loadu_epi16(loaded, column + (2 * t + 1) * lda)) : _mm_setzero_si128();
+      // Word ii = even[ii] << 16 | odd[ii]: words 0-3, then 4-5.
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + t * gemm_mr), _mm_unpacklo_epi16(odd, even));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + t * gemm_mr + 4), _mm_unpackhi_epi16(odd, even));
+    }
+  }
+}
+
 }  // namespace gemm_avx512bf16
 MIXPREC_END_ISA_NAMESPACE
 

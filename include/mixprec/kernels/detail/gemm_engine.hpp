@@ -316,6 +316,11 @@ void pack_pair_slice(const A* a, a_layout a_order, std::size_t m, std::size_t k,
       ::mixprec::detail::gemm_avx512bf16::pack_a_pairs<A>(a + i0 * k + p0, k, rows, kc, pairs);
       return;
     }
+    if constexpr (std::same_as<A, bfloat16>) {
+      // A bfloat16 a stored [k, m]: the patterns paired as they are (the same words).
+      ::mixprec::detail::gemm_avx512bf16::pack_a_pairs_km(a + p0 * m + i0, m, rows, kc, pairs);
+      return;
+    }
   }
 #endif
   pack_a_pairs_from<C>(a, m, k, a_order, i0, rows, p0, kc, pairs, row, a_pack);
