@@ -512,10 +512,10 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
             }
           }
           for (std::size_t r = 0; r < rows; ++r) {
-            C* dst = out.data() + ((b * seq + t0 + r) * n_heads + h) * hd;
-            for (std::size_t i = 0; i < hd; ++i) {
-              dst[i] = internal::round_out<C>(buffers.softmax[r].normalize(acc[r * hd + i]));
-            }
+            // Normalised in A, then rounded once to C in bulk (F16C for float16).
+            A* normalised = acc + r * hd;
+            for (std::size_t i = 0; i < hd; ++i) normalised[i] = buffers.softmax[r].normalize(normalised[i]);
+            internal::round_n<C>(normalised, hd, out.data() + ((b * seq + t0 + r) * n_heads + h) * hd);
           }
           if (!log_sum_exp.empty()) {
             for (std::size_t r = 0; r < rows; ++r) {
@@ -688,10 +688,10 @@ void scatter_attention_head(const Mat& in, A* dst, std::size_t seq, std::size_t 
 /// it sees (causal, valid), in opmath A = accumulator_t<C>: the statistics FlashAttention-2 saves for
 /// its backward (Dao 2023, Algorithm 1's L), recomputed from the forward's q and k in opmath: for a
 /// forward that did not write them (`attention`'s `log_sum_exp`), as under `softmax_precision::compute`,
-/// whose backward differentiates the opmath softmax. Tile by tile (query_block × key_block score products in A), then one
-/// online log-sum-exp per score in key order. `lse` [batch, n_heads, seq] is written; a query with no
-/// visible key gets −Inf. Memory O(seq · head_dim).
-/// \throws std::invalid_argument (messages starting "kernels::attention_log_sum_exp:") when the problem
+/// whose backward differentiates the opmath softmax. Tile by tile (query_block × key_block score products in A), then
+/// one online log-sum-exp per score in key order. `lse` [batch, n_heads, seq] is written; a query with no visible key
+/// gets −Inf. Memory O(seq · head_dim). \throws std::invalid_argument (messages starting
+/// "kernels::attention_log_sum_exp:") when the problem
 ///         is inconsistent (no heads, n_kv_heads not dividing n_heads, a block of 0, a scale not finite),
 ///         or a tensor's size is not its shape's (validity: [batch, seq] or empty; a shape whose element
 ///         count does not fit std::size_t is refused too).

@@ -236,6 +236,26 @@ void pack_b(const S* b, std::size_t k, std::size_t n, b_layout layout, std::size
         }
       }
     }
+  } else if constexpr (F == panel_format::f16 && std::same_as<C, float16> &&
+                       (std::same_as<S, float> || std::same_as<S, double>)) {
+    // float16 panels from a [k, n] b: each row rounded to float16 in bulk (mixprec::convert, F16C where
+    // the CPU has it) straight to the patterns the panels hold, then cut into panel rows: the values
+    // of the conversion through float below, without a scalar conversion per element.
+    constexpr std::size_t block = 512;  // a multiple of gemm_nr
+    float16 rounded[block];
+    for (std::size_t p = 0; p < k; ++p) {
+      const S* src = b + p * n + j0;
+      for (std::size_t c0 = 0; c0 < cols; c0 += block) {
+        const std::size_t w = std::min(block, cols - c0);
+        internal::round_n<float16>(src + c0, w, rounded);
+        for (std::size_t q = c0 / gemm_nr; q < gemm_panels(c0 + w); ++q) {
+          panel_element_t<F>* out = dst + q * panel_stride<F>(k) + p * gemm_nr;
+          const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
+          for (std::size_t jj = 0; jj < width; ++jj) out[jj] = rounded[q * gemm_nr + jj - c0].bits();
+          std::fill(out + width, out + gemm_nr, panel_element_t<F>{0});
+        }
+      }
+    }
   } else {
     // Row p of b(k, n) is contiguous: convert the block's part of it, then cut it into panel rows.
     for (std::size_t p = 0; p < k; ++p) {
