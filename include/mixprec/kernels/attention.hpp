@@ -184,8 +184,10 @@ A log_sum_exp_of(const online_softmax<A>& state) {
 /// tile read in place (the AVX-512 micro-kernel on the avx512 level and above, else the AVX2 one: the
 /// same bits); with bfloat16 queries and keys, a power-of-two scale and the avx512bf16 level, S = Q·Kᵀ
 /// runs on VDPBF16PS instead, from the keys packed as bfloat16 pairs (the same bits for normal
-/// operands). Tiles on the causal diagonal (where queries see different numbers of keys) do their P·V as
-/// below, so that a masked key never meets a weight. Otherwise (decode, float64, the portable level)
+/// operands). A tile on the causal diagonal (where queries see different numbers of keys) does its P·V
+/// as one product too, the weights of masked keys exactly 0, when every value a query must not see there
+/// is finite (each row then has the bits of its visible keys alone), else row by row over each query's
+/// visible keys, so that a masked Inf or NaN never meets a weight. Otherwise (decode, float64, the portable level)
 /// Eigen's products on the tile, its keys and values widened per tile. Memory: the packed copies are
 /// O(S) (2 × S × head_dim floats per call, or S × head_dim floats and as many bfloat16 key patterns),
 /// never O(S²).
@@ -440,6 +442,16 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
                 if (round_scores) {
                   for (std::size_t j = 0; j < cols; ++j) row[j] = internal::round_widen<C>(row[j]);
                 }
+              } else if (!any_padding) {
+                // The causal diagonal without padding: the keys after the query's position are masked.
+                const std::size_t visible = position >= j0 ? std::min(cols, position - j0 + 1) : 0;
+                if (!packed) {
+                  for (std::size_t j = 0; j < visible; ++j) row[j] *= row_scale;
+                }
+                if (round_scores) {
+                  for (std::size_t j = 0; j < visible; ++j) row[j] = internal::round_widen<C>(row[j]);
+                }
+                std::fill(row + visible, row + cols, neg_inf);
               } else {
                 for (std::size_t j = 0; j < cols; ++j) {
                   const std::size_t key = j0 + j;
@@ -459,19 +471,48 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
                 for (std::size_t i = 0; i < hd; ++i) acc[r * hd + i] *= alpha;
               }
             }
-            if (packed && shared == cols) {
+            if (packed) {
 #if MIXPREC_X86_DISPATCH
               if constexpr (std::same_as<A, float>) {
                 // acc += P · V on the micro-kernel: the weights read in place, the values' k-slice
-                // [j0, j0 + cols) of the packed panels.
-                if (wide) {
-                  ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32, epilogue::accumulate>(
-                      rows, hd / kd::gemm_nr, cols, s, ld, packed_values + j0 * kd::gemm_nr, kd::gemm_nr * total, acc,
-                      hd);
+                // [j0, j0 + cols) of the packed panels. Each row's sum runs over the keys in order, one
+                // FMA chain from +0 per row, whatever the other rows (gemm_avx512.hpp, fma_tile).
+                const auto product = [&](std::size_t n_rows, const A* weights, std::size_t keys, A* into) {
+                  if (wide) {
+                    ::mixprec::detail::gemm_avx512::block_rows<kd::panel_format::f32, epilogue::accumulate>(
+                        n_rows, hd / kd::gemm_nr, keys, weights, ld, packed_values + j0 * kd::gemm_nr,
+                        kd::gemm_nr * total, into, hd);
+                  } else {
+                    ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32, epilogue::accumulate>(
+                        n_rows, hd / kd::gemm_nr, keys, weights, ld, packed_values + j0 * kd::gemm_nr,
+                        kd::gemm_nr * total, into, hd);
+                  }
+                };
+                // On the causal diagonal, a query's weights for the keys after it are exactly 0, and 0 × v
+                // adds +0 to a partial sum (its value unchanged) where v is finite: the whole tile in one
+                // product then gives each row the bits of its visible keys alone. Where a value row that
+                // some query must not see is Inf or NaN (0 × NaN = NaN), each row takes its visible keys only.
+                bool whole_tile = shared == cols;
+                if (!whole_tile) {
+                  whole_tile = true;
+                  for (std::size_t q = 0; q < hd / kd::gemm_nr && whole_tile; ++q) {
+                    const A* panel = packed_values + q * kd::gemm_nr * total + (j0 + shared) * kd::gemm_nr;
+                    for (std::size_t e = 0; e < (cols - shared) * kd::gemm_nr; ++e) {
+                      if (!std::isfinite(panel[e])) {
+                        whole_tile = false;
+                        break;
+                      }
+                    }
+                  }
+                }
+                if (whole_tile) {
+                  product(rows, s, cols, acc);
                 } else {
-                  ::mixprec::detail::gemm_avx2::block_rows<kd::panel_format::f32, epilogue::accumulate>(
-                      rows, hd / kd::gemm_nr, cols, s, ld, packed_values + j0 * kd::gemm_nr, kd::gemm_nr * total, acc,
-                      hd);
+                  for (std::size_t r = 0; r < rows; ++r) {
+                    const std::size_t position = first + r;
+                    const std::size_t visible = position >= j0 ? std::min(cols, position - j0 + 1) : 0;
+                    if (visible > 0) product(1, s + r * ld, visible, acc + r * hd);
+                  }
                 }
               }
 #endif
