@@ -17,6 +17,8 @@
 #include "mixprec/kernels/adamw.hpp"
 #include "mixprec/kernels/threads.hpp"
 
+namespace adamw_test {
+
 namespace {
 
 using mixprec::kernels::adamw_coefficients;
@@ -158,3 +160,5 @@ TEST_CASE("kernels::adamw_update refuses arrays of different sizes, naming them"
       mixprec::kernels::adamw_update<float>(theta, grad, m, v, {}),
       "kernels::adamw_update: theta has 4 elements, grad 4, m 4 and v 3; all four must have the same size");
 }
+
+}  // namespace adamw_test

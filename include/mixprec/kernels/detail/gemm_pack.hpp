@@ -236,6 +236,42 @@ void pack_b(const S* b, std::size_t k, std::size_t n, b_layout layout, std::size
         }
       }
     }
+  } else if constexpr (F == panel_format::bf16 && std::same_as<C, bfloat16> &&
+                       (std::same_as<S, float> || std::same_as<S, bfloat16>)) {
+    // bfloat16 pair panels from a [k, n] b: rows p and p + 1 as bfloat16 patterns (rounded as
+    // round_through_bfloat16 rounds; a bfloat16 signalling NaN quieted, as its exact widening to float
+    // is), interleaved 16 columns at a time into the pair row (panel_index): the patterns of the
+    // conversion through float below, in loops of gemm_nr the compiler vectorises.
+    constexpr auto magnitude = static_cast<std::uint16_t>(formats::bfloat16.magnitude_mask());
+    constexpr auto infinity = static_cast<std::uint16_t>(formats::bfloat16.exponent_mask());
+    constexpr auto quiet = static_cast<std::uint16_t>(formats::bfloat16.quiet_nan_bits() & ~infinity);
+    const auto pattern = [](const S& x) -> std::uint16_t {
+      if constexpr (std::same_as<S, float>) {
+        return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(internal::round_through_bfloat16(x)) >>
+                                          bf16_pattern_bits);
+      } else {
+        const std::uint16_t u = x.bits();
+        return (u & magnitude) > infinity ? static_cast<std::uint16_t>(u | quiet) : u;
+      }
+    };
+    for (std::size_t p = 0; p < k; p += 2) {
+      const S* even = b + p * n + j0;
+      const S* odd = p + 1 < k ? b + (p + 1) * n + j0 : nullptr;
+      for (std::size_t q = 0; q < panels; ++q) {
+        const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
+        std::uint16_t e[gemm_nr] = {};
+        std::uint16_t o[gemm_nr] = {};
+        for (std::size_t jj = 0; jj < width; ++jj) e[jj] = pattern(even[q * gemm_nr + jj]);
+        if (odd != nullptr) {
+          for (std::size_t jj = 0; jj < width; ++jj) o[jj] = pattern(odd[q * gemm_nr + jj]);
+        }
+        panel_element_t<F>* out = dst + q * panel_stride<F>(k) + p * gemm_nr;  // pair row p / 2
+        for (std::size_t jj = 0; jj < gemm_nr; ++jj) {
+          out[2 * jj] = o[jj];      // row p + 1: the low half of lane jj
+          out[2 * jj + 1] = e[jj];  // row p: the high half
+        }
+      }
+    }
   } else if constexpr (F == panel_format::f16 && std::same_as<C, float16> &&
                        (std::same_as<S, float> || std::same_as<S, double>)) {
     // float16 panels from a [k, n] b: each row rounded to float16 in bulk (mixprec::convert, F16C where
