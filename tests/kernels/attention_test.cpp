@@ -341,22 +341,27 @@ struct split_source {
   [[nodiscard]] std::span<const std::uint8_t> validity(std::size_t b) const { return valid[b]; }
 };
 
+/// The forward problem of a backward problem (whole sequences: keys = capacity = seq).
+attention_problem forward_of(const attention_backward_problem& p) {
+  return {.batch = p.batch,
+          .seq = p.seq,
+          .n_heads = p.n_heads,
+          .n_kv_heads = p.n_kv_heads,
+          .head_dim = p.head_dim,
+          .keys = p.seq,
+          .capacity = p.seq,
+          .query_block = p.query_block,
+          .key_block = p.key_block,
+          .causal = p.causal,
+          .scale = p.scale};
+}
+
 TEST_CASE("kernels::attention_backward is the gradient of kernels::attention (central finite differences)",
           "[kernels][attention][backward]") {
   for (const bool causal : {true, false}) {
     INFO("causal " << causal);
     const attention_backward_problem p = backward_problem_of(causal);
-    const attention_problem forward{.batch = p.batch,
-                                    .seq = p.seq,
-                                    .n_heads = p.n_heads,
-                                    .n_kv_heads = p.n_kv_heads,
-                                    .head_dim = p.head_dim,
-                                    .keys = p.seq,
-                                    .capacity = p.seq,
-                                    .query_block = p.query_block,
-                                    .key_block = p.key_block,
-                                    .causal = p.causal,
-                                    .scale = p.scale};
+    const attention_problem forward = forward_of(p);
     const std::size_t q_size = p.batch * p.seq * p.n_heads * p.head_dim;
     const std::size_t kv_size = p.batch * p.seq * p.n_kv_heads * p.head_dim;
     auto q = gradcheck::uniform(q_size, 11, -1.5, 1.5);
@@ -392,21 +397,6 @@ TEST_CASE("kernels::attention_backward is the gradient of kernels::attention (ce
     gradcheck::require_close("dk", std::span<const double>(dk), gradcheck::numeric_gradient(k.data(), k.size(), loss));
     gradcheck::require_close("dv", std::span<const double>(dv), gradcheck::numeric_gradient(v.data(), v.size(), loss));
   }
-}
-
-/// The forward problem of a backward problem (whole sequences: keys = capacity = seq).
-attention_problem forward_of(const attention_backward_problem& p) {
-  return {.batch = p.batch,
-          .seq = p.seq,
-          .n_heads = p.n_heads,
-          .n_kv_heads = p.n_kv_heads,
-          .head_dim = p.head_dim,
-          .keys = p.seq,
-          .capacity = p.seq,
-          .query_block = p.query_block,
-          .key_block = p.key_block,
-          .causal = p.causal,
-          .scale = p.scale};
 }
 
 TEMPLATE_TEST_CASE("kernels::attention writes the log-sum-exps attention_backward reads",

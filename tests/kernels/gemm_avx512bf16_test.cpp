@@ -70,46 +70,31 @@ std::vector<S> values(std::size_t count, std::uint32_t seed, bool native_only = 
   return out;
 }
 
+/// Packs `rows` rows and kc columns of an a of S at offsets (2, 3) of a larger a, stored [m, k] (pack_a_pairs)
+/// or [k, m] (pack_a_pairs_km, bfloat16 only), and compares the words with pack_a_pairs_from's.
 template <class S>
-void check_pack(std::size_t rows, std::size_t kc, bool native_only = false) {
+void check_pack(std::size_t rows, std::size_t kc, mixprec::kernels::a_layout layout, bool native_only = false) {
+  const bool row_major = layout == mixprec::kernels::a_layout::m_k;
   const std::size_t i0 = 2;
   const std::size_t p0 = 3;
   const std::size_t m = i0 + rows + 1;
   const std::size_t k = p0 + kc + 5;
-  const std::vector<S> a = values<S>(m * k, static_cast<std::uint32_t>(rows * 1000 + kc), native_only);
+  const auto seed = static_cast<std::uint32_t>(rows * 1000 + kc + (row_major ? 0 : 7));
+  const std::vector<S> a = values<S>(m * k, seed, native_only);
   const std::size_t panels = (rows + kd::gemm_mr - 1) / kd::gemm_mr;
   const std::size_t words = panels * kd::gemm_mr * ((kc + 1) / 2);
   std::vector<std::uint32_t> expected(words + 1, 0xDEADBEEFU);
   std::vector<std::uint32_t> packed(words + 1, 0xDEADBEEFU);
   std::vector<float> row(std::max(kc, rows));
   std::vector<float> floats(kd::gemm_mr * std::max(kc + 1, panels * kc));
-  kd::pack_a_pairs_from<bfloat16>(a.data(), m, k, mixprec::kernels::a_layout::m_k, i0, rows, p0, kc, expected.data(),
-                                  row.data(), floats.data());
-  mixprec::detail::gemm_avx512bf16::pack_a_pairs<S>(a.data() + i0 * k + p0, k, rows, kc, packed.data());
-  INFO("rows " << rows << ", kc " << kc << (native_only ? ", no NaN or subnormal" : ""));
-  for (std::size_t w = 0; w <= words; ++w) {
-    INFO("word " << w << " of " << words << " (the last is past the panels and must stay untouched)");
-    REQUIRE(packed[w] == expected[w]);
+  kd::pack_a_pairs_from<bfloat16>(a.data(), m, k, layout, i0, rows, p0, kc, expected.data(), row.data(), floats.data());
+  if (row_major) {
+    mixprec::detail::gemm_avx512bf16::pack_a_pairs<S>(a.data() + i0 * k + p0, k, rows, kc, packed.data());
+  } else if constexpr (std::is_same_v<S, bfloat16>) {
+    mixprec::detail::gemm_avx512bf16::pack_a_pairs_km(a.data() + p0 * m + i0, m, rows, kc, packed.data());
   }
-}
-
-/// As check_pack for a bfloat16 a stored [k, m] (pack_a_pairs_km).
-void check_pack_km(std::size_t rows, std::size_t kc) {
-  const std::size_t i0 = 2;
-  const std::size_t p0 = 3;
-  const std::size_t m = i0 + rows + 1;
-  const std::size_t k = p0 + kc + 5;
-  const std::vector<bfloat16> a = values<bfloat16>(k * m, static_cast<std::uint32_t>(rows * 1000 + kc + 7));
-  const std::size_t panels = (rows + kd::gemm_mr - 1) / kd::gemm_mr;
-  const std::size_t words = panels * kd::gemm_mr * ((kc + 1) / 2);
-  std::vector<std::uint32_t> expected(words + 1, 0xDEADBEEFU);
-  std::vector<std::uint32_t> packed(words + 1, 0xDEADBEEFU);
-  std::vector<float> row(std::max(kc, rows));
-  std::vector<float> floats(kd::gemm_mr * std::max(kc + 1, panels * kc));
-  kd::pack_a_pairs_from<bfloat16>(a.data(), m, k, mixprec::kernels::a_layout::k_m, i0, rows, p0, kc, expected.data(),
-                                  row.data(), floats.data());
-  mixprec::detail::gemm_avx512bf16::pack_a_pairs_km(a.data() + p0 * m + i0, m, rows, kc, packed.data());
-  INFO("[k, m] a: rows " << rows << ", kc " << kc);
+  INFO((row_major ? "[m, k]" : "[k, m]") << " a: rows " << rows << ", kc " << kc
+                                         << (native_only ? ", no NaN or subnormal" : ""));
   for (std::size_t w = 0; w <= words; ++w) {
     INFO("word " << w << " of " << words << " (the last is past the panels and must stay untouched)");
     REQUIRE(packed[w] == expected[w]);
@@ -124,7 +109,9 @@ TEST_CASE("pack_a_pairs_km gives pack_a_pairs_from's words for a bfloat16 a stor
     return;
   }
   for (const std::size_t rows : {1, 2, 5, 6, 7, 12, 13, 95, 96}) {
-    for (const std::size_t kc : {1, 2, 3, 15, 16, 17, 64, 65, 255, 256}) check_pack_km(rows, kc);
+    for (const std::size_t kc : {1, 2, 3, 15, 16, 17, 64, 65, 255, 256}) {
+      check_pack<bfloat16>(rows, kc, mixprec::kernels::a_layout::k_m);
+    }
   }
 }
 
@@ -135,9 +122,9 @@ TEST_CASE("pack_a_pairs gives pack_a_pairs_from's words for float and bfloat16 r
   }
   for (const std::size_t rows : {1, 2, 5, 6, 7, 12, 13, 95, 96}) {
     for (const std::size_t kc : {1, 2, 3, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 127, 255, 256}) {
-      check_pack<float>(rows, kc);
-      check_pack<float>(rows, kc, true);
-      check_pack<bfloat16>(rows, kc);
+      check_pack<float>(rows, kc, mixprec::kernels::a_layout::m_k);
+      check_pack<float>(rows, kc, mixprec::kernels::a_layout::m_k, true);
+      check_pack<bfloat16>(rows, kc, mixprec::kernels::a_layout::m_k);
     }
   }
   // The specials themselves, spelled out: 1 + 2^-8 ties to 1.0 (0x3F80), float max rounds to Inf,
