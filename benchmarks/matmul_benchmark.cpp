@@ -4,7 +4,8 @@
 //
 // Y[m, n] = X[m, k] · W with W stored [n, k] (PyTorch / llama2.c "out, in"), float32 accumulation.
 // Arguments {m, k, n, threads}: the shapes M2048·K1024·N4096, M2048·K4096·N1024, M1024·K1024·N1024
-// and the single-row product M1·K4096·N4096, each with 1 and 2 threads.
+// and the single-row product M1·K4096·N4096, each with 1 and 2 threads; the training shapes
+// M768·K128·N384, M768·K512·N128 and M768·K128·N65 on 1 thread.
 //
 //  - dense/<policy>:      nn::dense<P> with its weights cached (packed once, before timing), through
 //                         dense::project into a caller's buffer: p=f32 | p=f32,c=bf16 | p=f16 (float16
@@ -202,6 +203,11 @@ void shapes(benchmark::internal::Benchmark* b) {
     b->Args({1024, 1024, 1024, threads});
     b->Args({1, 4096, 4096, threads});
   }
+  // The training shapes of nanoGPT's shakespeare_char recipe, one worker's rows (issue 38): attention's
+  // projections and the feed-forward's two products, and the classifier.
+  b->Args({768, 128, 384, 1});
+  b->Args({768, 512, 128, 1});
+  b->Args({768, 128, 65, 1});
   b->Args({3, 40, 20, 1});  // tiny: the ctest smoke run (--benchmark_filter=/m:3/)
   b->ArgNames({"m", "k", "n", "threads"});
   b->Unit(benchmark::kMillisecond);

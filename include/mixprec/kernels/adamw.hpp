@@ -5,7 +5,7 @@
 /// tensors. `train::adamw` calls it for every parameter whose values it holds as float or double (the
 /// parameter itself, or the float32 master weights of a 16-bit parameter).
 ///
-/// Every element is independent and each lane does `detail::adamw_element` operation for operation
+/// Every element is independent and each lane does `adamw_element` operation for operation
 /// (IEEE operations, each rounded once, none fused): the same bits at every level and thread count as
 /// the scalar code of a build without FMA contraction (the default, no `-march`).
 #pragma once
@@ -18,8 +18,8 @@
 
 #include "mixprec/arch/isa.hpp"
 #include "mixprec/arch/message.hpp"
+#include "mixprec/kernels/adamw_element.hpp"
 #include "mixprec/kernels/compiled.hpp"
-#include "mixprec/kernels/detail/adamw_element.hpp"
 #include "mixprec/kernels/detail/adamw_rows.hpp"
 #include "mixprec/kernels/threads.hpp"
 
@@ -30,7 +30,7 @@ namespace mixprec::kernels {
 inline constexpr std::size_t adamw_chunk = std::size_t{1} << 14;
 
 /// One AdamW step (PyTorch's single-tensor AdamW; docs/training.md, "Optimisers") over n elements:
-/// for each i, `theta[i]`, `m[i]` and `v[i]` are updated from `grad[i]` by `detail::adamw_element` with
+/// for each i, `theta[i]`, `m[i]` and `v[i]` are updated from `grad[i]` by `adamw_element` with
 /// the step's scalars `c` (decoupled weight decay on the pre-update value, lerp for the first moment,
 /// bias corrections, eps after the square root). S is float (vectorised) or double.
 /// \throws std::invalid_argument when grad, m or v do not hold as many elements as theta.
@@ -61,7 +61,7 @@ void adamw_update(std::span<S> theta, std::span<const S> grad, std::span<S> m, s
       }
     }
 #endif
-    for (std::size_t i = 0; i < count; ++i) t[i] = detail::adamw_element(t[i], g[i], mi[i], vi[i], c);
+    for (std::size_t i = 0; i < count; ++i) t[i] = adamw_element(t[i], g[i], mi[i], vi[i], c);
   };
   const std::size_t threads = std::min(num_threads(), n / adamw_chunk);
   if (threads <= 1) {

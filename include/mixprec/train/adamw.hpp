@@ -115,7 +115,7 @@ class adamw : public optimizer<adamw> {
     }
     write(st, param, [&](std::size_t i, S theta) -> S {
       const S g = static_cast<S>(static_cast<optimizer_math_t<G>>(grad[i]));
-      return kernels::detail::adamw_element(theta, g, m[i], v[i], c);
+      return kernels::adamw_element(theta, g, m[i], v[i], c);
     });
   }
 };

@@ -8,7 +8,7 @@
 
 namespace MIXPREC_SIMD_NS::adamw {
 
-/// One AdamW step of `lanes` elements: kernels/adamw.hpp's `adamw_element`, operation for operation
+/// One AdamW step of `lanes` elements: kernels/adamw_element.hpp's `adamw_element`, operation for operation
 /// (`Small`: the lerp's form for |w1| < 0.5), no operation fused.
 template <bool Small, class V>
 MIXPREC_SIMD_INLINE inline void step(float* theta, const float* grad, float* m, float* v,

@@ -1,7 +1,8 @@
 /// \file
-/// \brief Private: one element of an AdamW step (`kernels::adamw_element`) and the step's scalars
-/// (`kernels::adamw_coefficients`), shared by the scalar path, the SIMD rows (adamw_rows-inl.hpp) and
-/// the optimiser's other parameter types (train/adamw.hpp).
+/// \brief One element of an AdamW step (`kernels::adamw_element`) and the step's scalars
+/// (`kernels::adamw_coefficients`): the formula `kernels::adamw_update` vectorises (detail/adamw_rows-inl.hpp),
+/// and what `train::adamw` calls for the parameter types it does not hold as float or double. Light:
+/// no Eigen, no xtensor.
 #pragma once
 
 #include <cmath>
@@ -23,8 +24,6 @@ struct adamw_coefficients {
   S eps = 0;                    ///< added after the bias correction
 };
 
-namespace detail {
-
 /// One element of AdamW (PyTorch's order of operations; train/adamw.hpp's file comment): updates the
 /// moments m and v from the gradient g and returns the new theta. Each operation is one IEEE operation
 /// of S; lerp is ATen's (`m + w1 (g - m)` for |w1| < 0.5, else `g - (g - m)(1 - w1)`).
@@ -36,5 +35,4 @@ template <std::floating_point S>
   return theta * c.decay_factor + -c.step_size * m / denom;
 }
 
-}  // namespace detail
 }  // namespace mixprec::kernels
