@@ -236,81 +236,84 @@ void pack_b(const S* b, std::size_t k, std::size_t n, b_layout layout, std::size
         }
       }
     }
-  } else if constexpr (F == panel_format::bf16 && std::same_as<C, bfloat16> &&
-                       (std::same_as<S, float> || std::same_as<S, bfloat16>)) {
-    // bfloat16 pair panels from a [k, n] b: rows p and p + 1 as bfloat16 patterns (rounded as
-    // round_through_bfloat16 rounds; a bfloat16 signalling NaN quieted, as its exact widening to float
-    // is), interleaved 16 columns at a time into the pair row (panel_index): the patterns of the
-    // conversion through float below, in loops of gemm_nr the compiler vectorises.
-    constexpr auto magnitude = static_cast<std::uint16_t>(formats::bfloat16.magnitude_mask());
-    constexpr auto infinity = static_cast<std::uint16_t>(formats::bfloat16.exponent_mask());
-    constexpr auto quiet = static_cast<std::uint16_t>(formats::bfloat16.quiet_nan_bits() & ~infinity);
-    const auto pattern = [](const S& x) -> std::uint16_t {
-      if constexpr (std::same_as<S, float>) {
-        return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(internal::round_through_bfloat16(x)) >>
-                                          bf16_pattern_bits);
-      } else {
-        const std::uint16_t u = x.bits();
-        return (u & magnitude) > infinity ? static_cast<std::uint16_t>(u | quiet) : u;
-      }
-    };
-    for (std::size_t p = 0; p < k; p += 2) {
-      const S* even = b + p * n + j0;
-      const S* odd = p + 1 < k ? b + (p + 1) * n + j0 : nullptr;
-      for (std::size_t q = 0; q < panels; ++q) {
-        const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
-        std::uint16_t e[gemm_nr] = {};
-        std::uint16_t o[gemm_nr] = {};
-        for (std::size_t jj = 0; jj < width; ++jj) e[jj] = pattern(even[q * gemm_nr + jj]);
-        if (odd != nullptr) {
-          for (std::size_t jj = 0; jj < width; ++jj) o[jj] = pattern(odd[q * gemm_nr + jj]);
-        }
-        panel_element_t<F>* out = dst + q * panel_stride<F>(k) + p * gemm_nr;  // pair row p / 2
-        for (std::size_t jj = 0; jj < gemm_nr; ++jj) {
-          out[2 * jj] = o[jj];      // row p + 1: the low half of lane jj
-          out[2 * jj + 1] = e[jj];  // row p: the high half
-        }
-      }
-    }
-  } else if constexpr (F == panel_format::f16 && std::same_as<C, float16> &&
-                       (std::same_as<S, float> || std::same_as<S, double>)) {
-    // float16 panels from a [k, n] b: each row rounded to float16 in bulk (mixprec::convert, F16C where
-    // the CPU has it) straight to the patterns the panels hold, then cut into panel rows: the values
-    // of the conversion through float below, without a scalar conversion per element.
-    constexpr std::size_t block = 512;  // a multiple of gemm_nr
-    float16 rounded[block];
-    for (std::size_t p = 0; p < k; ++p) {
-      const S* src = b + p * n + j0;
-      for (std::size_t c0 = 0; c0 < cols; c0 += block) {
-        const std::size_t w = std::min(block, cols - c0);
-        internal::round_n<float16>(src + c0, w, rounded);
-        for (std::size_t q = c0 / gemm_nr; q < gemm_panels(c0 + w); ++q) {
-          panel_element_t<F>* out = dst + q * panel_stride<F>(k) + p * gemm_nr;
-          const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
-          for (std::size_t jj = 0; jj < width; ++jj) out[jj] = rounded[q * gemm_nr + jj - c0].bits();
-          std::fill(out + width, out + gemm_nr, panel_element_t<F>{0});
-        }
-      }
-    }
   } else {
-    // Row p of b(k, n) is contiguous: convert the block's part of it, then cut it into panel rows.
-    for (std::size_t p = 0; p < k; ++p) {
-      const float* src = row;
-      if constexpr (std::same_as<S, float> && std::same_as<C, float>) {
-        src = b + p * n + j0;
-      } else {
-        internal::round_widen_n<C>(b + p * n + j0, cols, row);
-      }
-      for (std::size_t q = 0; q < panels; ++q) {
-        panel_element_t<F>* panel = dst + q * panel_stride<F>(k);
-        const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
-        if constexpr (F == panel_format::f32) {
-          float* out = panel + p * gemm_nr;
-          std::memcpy(out, src + q * gemm_nr, width * sizeof(float));
-          std::fill(out + width, out + gemm_nr, 0.0f);
+    // Row p of b(k, n) is contiguous.
+    if constexpr (F == panel_format::bf16 && std::same_as<C, bfloat16> &&
+                  (std::same_as<S, float> || std::same_as<S, bfloat16>)) {
+      // bfloat16 pair panels from a [k, n] b: rows p and p + 1 as bfloat16 patterns (rounded as
+      // round_through_bfloat16 rounds; a bfloat16 signalling NaN quieted, as its exact widening to float
+      // is), interleaved 16 columns at a time into the pair row (panel_index): the patterns of the
+      // conversion through float below, in loops of gemm_nr the compiler vectorises.
+      constexpr auto magnitude = static_cast<std::uint16_t>(formats::bfloat16.magnitude_mask());
+      constexpr auto infinity = static_cast<std::uint16_t>(formats::bfloat16.exponent_mask());
+      constexpr auto quiet = static_cast<std::uint16_t>(formats::bfloat16.quiet_nan_bits() & ~infinity);
+      const auto pattern = [](const S& x) -> std::uint16_t {
+        if constexpr (std::same_as<S, float>) {
+          return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(internal::round_through_bfloat16(x)) >>
+                                            bf16_pattern_bits);
         } else {
+          const std::uint16_t u = x.bits();
+          return (u & magnitude) > infinity ? static_cast<std::uint16_t>(u | quiet) : u;
+        }
+      };
+      for (std::size_t p = 0; p < k; p += 2) {
+        const S* even = b + p * n + j0;
+        const S* odd = p + 1 < k ? b + (p + 1) * n + j0 : nullptr;
+        for (std::size_t q = 0; q < panels; ++q) {
+          const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
+          std::uint16_t e[gemm_nr] = {};
+          std::uint16_t o[gemm_nr] = {};
+          for (std::size_t jj = 0; jj < width; ++jj) e[jj] = pattern(even[q * gemm_nr + jj]);
+          if (odd != nullptr) {
+            for (std::size_t jj = 0; jj < width; ++jj) o[jj] = pattern(odd[q * gemm_nr + jj]);
+          }
+          panel_element_t<F>* out = dst + q * panel_stride<F>(k) + p * gemm_nr;  // pair row p / 2
           for (std::size_t jj = 0; jj < gemm_nr; ++jj) {
-            panel[panel_index<F>(p, jj)] = jj < width ? to_panel<F>(src[q * gemm_nr + jj]) : panel_element_t<F>{0};
+            out[2 * jj] = o[jj];      // row p + 1: the low half of lane jj
+            out[2 * jj + 1] = e[jj];  // row p: the high half
+          }
+        }
+      }
+    } else if constexpr (F == panel_format::f16 && std::same_as<C, float16> &&
+                         (std::same_as<S, float> || std::same_as<S, double>)) {
+      // float16 panels from a [k, n] b: each row rounded to float16 in bulk (mixprec::convert, F16C where
+      // the CPU has it) straight to the patterns the panels hold, then cut into panel rows: the values
+      // of the conversion through float below, without a scalar conversion per element.
+      constexpr std::size_t block = 512;  // a multiple of gemm_nr
+      float16 rounded[block];
+      for (std::size_t p = 0; p < k; ++p) {
+        const S* src = b + p * n + j0;
+        for (std::size_t c0 = 0; c0 < cols; c0 += block) {
+          const std::size_t w = std::min(block, cols - c0);
+          internal::round_n<float16>(src + c0, w, rounded);
+          for (std::size_t q = c0 / gemm_nr; q < gemm_panels(c0 + w); ++q) {
+            panel_element_t<F>* out = dst + q * panel_stride<F>(k) + p * gemm_nr;
+            const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
+            for (std::size_t jj = 0; jj < width; ++jj) out[jj] = rounded[q * gemm_nr + jj - c0].bits();
+            std::fill(out + width, out + gemm_nr, panel_element_t<F>{0});
+          }
+        }
+      }
+    } else {
+      // Convert the block's part of row p, then cut it into panel rows.
+      for (std::size_t p = 0; p < k; ++p) {
+        const float* src = row;
+        if constexpr (std::same_as<S, float> && std::same_as<C, float>) {
+          src = b + p * n + j0;
+        } else {
+          internal::round_widen_n<C>(b + p * n + j0, cols, row);
+        }
+        for (std::size_t q = 0; q < panels; ++q) {
+          panel_element_t<F>* panel = dst + q * panel_stride<F>(k);
+          const std::size_t width = std::min(gemm_nr, cols - q * gemm_nr);
+          if constexpr (F == panel_format::f32) {
+            float* out = panel + p * gemm_nr;
+            std::memcpy(out, src + q * gemm_nr, width * sizeof(float));
+            std::fill(out + width, out + gemm_nr, 0.0f);
+          } else {
+            for (std::size_t jj = 0; jj < gemm_nr; ++jj) {
+              panel[panel_index<F>(p, jj)] = jj < width ? to_panel<F>(src[q * gemm_nr + jj]) : panel_element_t<F>{0};
+            }
           }
         }
       }
