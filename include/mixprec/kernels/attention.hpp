@@ -333,6 +333,7 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
     const std::size_t b = task / c.n_kv_heads;
     const std::size_t g = task % c.n_kv_heads;
     const std::span<const std::uint8_t> valid = kv.validity(b);
+    bool values_finite = false;  // this kv head's packed values (padding zeroed) hold no Inf or NaN
     {
       const C* keys = kv.keys(b, g).data();
       const C* values = kv.values(b, g).data();
@@ -356,6 +357,9 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
               }
             }
           }
+          // Whether a causal diagonal tile may do its P·V in one product (below): every packed value finite.
+          values_finite =
+              std::all_of(packed_values, packed_values + total * hd, [](float v) { return std::isfinite(v); });
         }
       }
 #endif
@@ -490,22 +494,9 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
                 };
                 // On the causal diagonal, a query's weights for the keys after it are exactly 0, and 0 × v
                 // adds +0 to a partial sum (its value unchanged) where v is finite: the whole tile in one
-                // product then gives each row the bits of its visible keys alone. Where a value row that
-                // some query must not see is Inf or NaN (0 × NaN = NaN), each row takes its visible keys only.
-                bool whole_tile = shared == cols;
-                if (!whole_tile) {
-                  whole_tile = true;
-                  for (std::size_t q = 0; q < hd / kd::gemm_nr && whole_tile; ++q) {
-                    const A* panel = packed_values + q * kd::gemm_nr * total + (j0 + shared) * kd::gemm_nr;
-                    for (std::size_t e = 0; e < (cols - shared) * kd::gemm_nr; ++e) {
-                      if (!std::isfinite(panel[e])) {
-                        whole_tile = false;
-                        break;
-                      }
-                    }
-                  }
-                }
-                if (whole_tile) {
+                // product then gives each row the bits of its visible keys alone. Where a value is Inf or
+                // NaN (0 × NaN = NaN), each row takes its visible keys only: the same bits for those rows.
+                if (shared == cols || values_finite) {
                   product(rows, s, cols, acc);
                 } else {
                   for (std::size_t r = 0; r < rows; ++r) {
@@ -729,10 +720,10 @@ void scatter_attention_head(const Mat& in, A* dst, std::size_t seq, std::size_t 
 /// it sees (causal, valid), in opmath A = accumulator_t<C>: the statistics FlashAttention-2 saves for
 /// its backward (Dao 2023, Algorithm 1's L), recomputed from the forward's q and k in opmath: for a
 /// forward that did not write them (`attention`'s `log_sum_exp`), as under `softmax_precision::compute`,
-/// whose backward differentiates the opmath softmax. Tile by tile (query_block × key_block score products in A), then
-/// one online log-sum-exp per score in key order. `lse` [batch, n_heads, seq] is written; a query with no visible key
-/// gets −Inf. Memory O(seq · head_dim). \throws std::invalid_argument (messages starting
-/// "kernels::attention_log_sum_exp:") when the problem
+/// whose backward differentiates the opmath softmax. Tile by tile (query_block × key_block score
+/// products in A), then one online log-sum-exp per score in key order. `lse` [batch, n_heads, seq] is
+/// written; a query with no visible key gets −Inf. Memory O(seq · head_dim).
+/// \throws std::invalid_argument (messages starting "kernels::attention_log_sum_exp:") when the problem
 ///         is inconsistent (no heads, n_kv_heads not dividing n_heads, a block of 0, a scale not finite),
 ///         or a tensor's size is not its shape's (validity: [batch, seq] or empty; a shape whose element
 ///         count does not fit std::size_t is refused too).
