@@ -1,6 +1,7 @@
 // The compiled library (mixprec/kernels/compiled.hpp): the SIMD rows of the activations, norms and
-// softmax, and the AdamW step.
+// softmax, the batch normalisation passes, and the AdamW step.
 #include "mixprec/kernels/adamw.hpp"
+#include "mixprec/kernels/batch_norm.hpp"
 #include "mixprec/kernels/detail/activation_rows.hpp"
 #include "mixprec/kernels/detail/norm_rows.hpp"
 #include "mixprec/kernels/softmax.hpp"
@@ -11,3 +12,4 @@ MIXPREC_ACTIVATION_ROW_INSTANTIATIONS()
 MIXPREC_NORM_ROW_INSTANTIATIONS()
 MIXPREC_SOFTMAX_ROW_INSTANTIATIONS()
 MIXPREC_ADAMW_INSTANTIATIONS()
+MIXPREC_BATCH_NORM_INSTANTIATIONS()

@@ -25,7 +25,7 @@ file(MAKE_DIRECTORY "${WORK_DIR}")
 # the SIMD bodies compiled per target, the attention tiles. Not the typed drivers above them
 # (matmul_impl and its packing and rounding functions for the operands' types), which stay in the
 # translation unit by design.
-set(kernel_code "kernels::detail::(blocked_gemm|blocked_gemm_panels|gemm_block|eigen_block_product|eigen_accumulate_product)<|gemm_avx2::|gemm_avx512(bf16)?::|simd_avx2::|simd_avx512::|kernels::attention<|kernels::attention_backward<|kernels::adamw_update<")
+set(kernel_code "kernels::detail::(blocked_gemm|blocked_gemm_panels|gemm_block|eigen_block_product|eigen_accumulate_product)<|gemm_avx2::|gemm_avx512(bf16)?::|simd_avx2::|simd_avx512::|kernels::attention<|kernels::attention_backward<|kernels::adamw_update<|kernels::batch_norm_(sums|apply)<")
 
 set(failures "")
 foreach(source ${SOURCES})

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <barrier>
-#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +20,7 @@
 
 #include "mixprec/arch/message.hpp"
 #include "mixprec/arrays/xtensor.hpp"
+#include "mixprec/kernels/batch_norm.hpp"
 #include "mixprec/kernels/rounding.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
 #include "mixprec/nn/detail/norm_params.hpp"
@@ -134,10 +134,11 @@ struct sync_slot {
 ///   for bfloat16, float16, float32; float64 for float64). Train mode: per feature, sums of d = x - x[first
 ///   row] and d^2, over blocks of 8 rows in S and then in float64 (the shift keeps them accurate for data
 ///   ~1e6 with unit spread), the mean and biased variance rounded to S; workers' partial statistics
-///   combine by Chan et al.'s pairwise rule. Two passes over x (statistics, normalisation), on the
-///   calling thread; `forward_into` writes into a caller's array. Eval mode: the running statistics. Then `(x - mean) *
-///   (rsqrt(var + eps) * scale) + bias` in S with the parameters rounded to C, rounded once to the output type. A batch
-///   of one row has variance 0 and gives `bias` (finite) under the flax convention.
+///   combine by Chan et al.'s pairwise rule. Two passes over x (statistics, normalisation:
+///   kernels/batch_norm.hpp, vectorised and split over the kernels' threads); `forward_into` writes into a caller's
+///   array. Eval mode: the running statistics. Then `(x - mean) * (rsqrt(var + eps) * scale) + bias` in S with the
+///   parameters rounded to C, rounded once to the output type. A batch of one row has variance 0 and gives `bias`
+///   (finite) under the flax convention.
 /// - **Errors** (`std::invalid_argument`, naming the sizes): zero features; an input of rank < 2 or
 ///   whose last axis is not `features()`; a train-mode batch of zero rows, or of one row under the
 ///   pytorch convention (PyTorch: "Expected more than 1 value per channel when training"); train mode
@@ -394,33 +395,14 @@ class batch_norm : public detail::norm_params<P> {
     detail::check_output_shape("batch_norm::forward_into", "out", out, x);
   }
 
-  /// Whether the passes read x in place (x needs no rounding to C, and widening it to S vectorises
-  /// inline: S itself or bfloat16), rather than rounding blocks of it into a buffer in bulk.
-  template <class T, class C, class S>
-  static constexpr bool reads_directly = std::is_same_v<T, C> &&
-                                         (std::is_same_v<T, S> || std::is_same_v<T, mixprec::bfloat16>);
-
-  /// A value of x (type C, read in place) or of the buffer (already S) as S.
-  template <class C, class S, class V>
-  static S widened(const V& v) noexcept {
-    if constexpr (std::is_same_v<V, S>) {
-      return v;
-    } else if constexpr (std::is_same_v<V, mixprec::bfloat16> && std::is_same_v<S, float>) {
-      // bfloat16 is float's upper half: the exact value (a NaN stays a NaN, made quiet by the arithmetic
-      // that follows) by a shift the compiler vectorises; the conversion operator also quiets NaNs, which
-      // costs several operations per element here.
-      return std::bit_cast<float>(static_cast<std::uint32_t>(v.bits()) << 16);
-    } else {
-      return internal::round_widen<C>(v);
-    }
-  }
-
   /// Per-feature partial statistics of this worker: rows, mean and M2 = Σ (x - mean)^2, in float64.
   struct partial {
     double rows = 0;
     std::vector<double> mean, m2;
   };
 
+  /// This worker's partial statistics of x [rows, features]: the shifted sums of kernels::batch_norm_sums
+  /// (d = x - x[first row], in blocks of 8 rows summed in S, then float64), turned into the mean and M2.
   template <class C, class T>
   partial partial_stats(const T* in, std::size_t rows) const {
     using S = statistics_t<C>;
@@ -430,59 +412,10 @@ class batch_norm : public detail::norm_params<P> {
     p.mean.assign(f, 0.0);
     p.m2.assign(f, 0.0);
     if (rows == 0) return p;
-    // d = x - x[first row], exact or nearly (both in S); blocks of `block` rows are summed in S (8 terms:
-    // within 8 u_S of the block's magnitude), then added to float64 totals. The block's rows come straight
-    // from x when x is already in S = C, else rounded to C and widened into `buf` (L1-sized).
-    constexpr bool direct = reads_directly<T, C, S>;
-    constexpr std::size_t block = 8;
-    std::vector<S> shift(f), buf(direct ? 0 : block * f);
+    std::vector<S> shift(f);
     internal::round_widen_n<C>(in, f, shift.data());
-    std::vector<double> s1(f, 0.0), s2(f, 0.0);
-    auto sum_block = [&](const auto* x, std::size_t nr) {
-      if (nr == block) {
-        for (std::size_t j = 0; j < f; ++j) {
-          S t1 = 0, t2 = 0;
-          for (std::size_t k = 0; k < block; ++k) {
-            const S d = widened<C, S>(x[k * f + j]) - shift[j];
-            t1 += d;
-            t2 += d * d;
-          }
-          s1[j] += static_cast<double>(t1);
-          s2[j] += static_cast<double>(t2);
-        }
-      } else {
-        for (std::size_t k = 0; k < nr; ++k) {
-          for (std::size_t j = 0; j < f; ++j) {
-            const S d = widened<C, S>(x[k * f + j]) - shift[j];
-            s1[j] += static_cast<double>(d);
-            s2[j] += static_cast<double>(d * d);
-          }
-        }
-      }
-    };
-    for (std::size_t r0 = 0; r0 < rows; r0 += block) {
-      const std::size_t nr = std::min(block, rows - r0);
-      if constexpr (direct) {
-        sum_block(in + r0 * f, nr);
-      } else {
-        internal::round_widen_n<C>(in + r0 * f, nr * f, buf.data());
-        sum_block(static_cast<const S*>(buf.data()), nr);
-      }
-    }
-    // A block's sum of squares overflows S when |d| nears sqrt(S's max) (float: 1.8e19): such columns
-    // (and NaN ones) are summed again element by element in float64, where squares of any float fit.
-    if constexpr (std::is_same_v<S, float>) {
-      for (std::size_t j = 0; j < f; ++j) {
-        if (std::isfinite(s2[j])) continue;
-        s1[j] = 0;
-        s2[j] = 0;
-        for (std::size_t r = 0; r < rows; ++r) {
-          const double d = static_cast<double>(internal::round_widen<C>(in[r * f + j])) - static_cast<double>(shift[j]);
-          s1[j] += d;
-          s2[j] += d * d;
-        }
-      }
-    }
+    std::vector<double> s1(f), s2(f);
+    kernels::batch_norm_sums<C>(in, rows, f, shift.data(), s1.data(), s2.data());
     const double n = p.rows;
     for (std::size_t j = 0; j < f; ++j) {
       p.mean[j] = static_cast<double>(shift[j]) + s1[j] / n;
@@ -612,40 +545,8 @@ class batch_norm : public detail::norm_params<P> {
       ctx->xhat.resize(rows * f);
       xhat = ctx->xhat.data();
     }
-    // The second pass: rows straight from x when x needs no rounding (T = C, widened inline), else
-    // rounded to C into `row` in bulk.
-    constexpr bool direct = reads_directly<T, C, S>;
-    std::vector<S> row(direct ? 0 : f);
-    constexpr bool bulk_out = std::is_same_v<S, float> && mixprec::small_float<O>;
-    std::vector<S> wide(bulk_out ? f : 0);
-    auto normalise_row = [&](const auto* src, std::size_t r) {
-      O* out = out_data + r * f;
-      if constexpr (bulk_out) {
-        // y in S into `wide`, then one bulk rounding of the row to O (mixprec::convert's): the same bits.
-        for (std::size_t j = 0; j < f; ++j) {
-          wide[j] = ((widened<C, S>(src[j]) - mean[j]) - corr[j]) * mult[j] + bias[j];
-        }
-        internal::round_n<O>(wide.data(), f, out);
-      } else {
-        for (std::size_t j = 0; j < f; ++j) {
-          const S dev = (widened<C, S>(src[j]) - mean[j]) - corr[j];
-          out[j] = internal::round_out<O>(dev * mult[j] + bias[j]);
-        }
-      }
-      if (xhat != nullptr) {
-        for (std::size_t j = 0; j < f; ++j) {
-          xhat[r * f + j] = ((widened<C, S>(src[j]) - mean[j]) - corr[j]) * rstd[j];
-        }
-      }
-    };
-    for (std::size_t r = 0; r < rows; ++r) {
-      if constexpr (direct) {
-        normalise_row(x.data() + r * f, r);
-      } else {
-        internal::round_widen_n<C>(x.data() + r * f, f, row.data());
-        normalise_row(static_cast<const S*>(row.data()), r);
-      }
-    }
+    kernels::batch_norm_apply<C>(x.data(), rows, f, mean.data(), corr.data(), mult.data(), bias.data(), rstd.data(),
+                                 out_data, xhat);
   }
 
   /// The running-statistics update of `options_.convention`, in float64, rounded to `stat_type`.

@@ -187,6 +187,9 @@ MIXPREC_SIMD_INLINE inline vd4 widen_upper(vf8 v) noexcept { return _mm256_cvtps
 MIXPREC_SIMD_INLINE inline vd4 add(vd4 a, vd4 b) noexcept { return _mm256_add_pd(a, b); }
 MIXPREC_SIMD_INLINE inline vd4 sub(vd4 a, vd4 b) noexcept { return _mm256_sub_pd(a, b); }
 MIXPREC_SIMD_INLINE inline vd4 fmadd(vd4 a, vd4 b, vd4 c) noexcept { return _mm256_fmadd_pd(a, b, c); }
+/// 4 float64 lanes loaded from p (the second argument names the type) and stored to p, unaligned.
+MIXPREC_SIMD_INLINE inline vd4 load_doubles(const double* p, vd4 /*type*/) noexcept { return _mm256_loadu_pd(p); }
+MIXPREC_SIMD_INLINE inline void store_doubles(double* p, vd4 v) noexcept { _mm256_storeu_pd(p, v); }
 /// The sum of the 4 float64 lanes: halves, then the pair.
 MIXPREC_SIMD_INLINE inline double reduce_add(vd4 v) noexcept {
   const __m128d half = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
@@ -303,7 +306,7 @@ MIXPREC_SIMD_INLINE inline vf add(vf a, vf b) noexcept { return _mm512_add_ps(a,
 MIXPREC_SIMD_INLINE inline vf sub(vf a, vf b) noexcept { return _mm512_sub_ps(a, b); }
 MIXPREC_SIMD_INLINE inline vf mul(vf a, vf b) noexcept { return _mm512_mul_ps(a, b); }
 MIXPREC_SIMD_INLINE inline vf div(vf a, vf b) noexcept { return _mm512_div_ps(a, b); }
-MIXPREC_SIMD_INLINE inline vf sqrt(vf a) noexcept { return _mm512_sqrt_ps(a); }
+MIXPREC_SIMD_INLINE inline vf sqrt(vf a) noexcept { return _mm512_maskz_sqrt_ps(all_lanes, a); }
 MIXPREC_SIMD_INLINE inline vf fmadd(vf a, vf b, vf c) noexcept { return _mm512_fmadd_ps(a, b, c); }
 MIXPREC_SIMD_INLINE inline vf fmsub(vf a, vf b, vf c) noexcept { return _mm512_fmsub_ps(a, b, c); }
 MIXPREC_SIMD_INLINE inline vf fnmadd(vf a, vf b, vf c) noexcept { return _mm512_fnmadd_ps(a, b, c); }
@@ -380,6 +383,9 @@ MIXPREC_SIMD_INLINE inline vd widen_upper(vf v) noexcept {
 MIXPREC_SIMD_INLINE inline vd add(vd a, vd b) noexcept { return _mm512_add_pd(a, b); }
 MIXPREC_SIMD_INLINE inline vd sub(vd a, vd b) noexcept { return _mm512_sub_pd(a, b); }
 MIXPREC_SIMD_INLINE inline vd fmadd(vd a, vd b, vd c) noexcept { return _mm512_fmadd_pd(a, b, c); }
+/// 8 float64 lanes loaded from p (the second argument names the type) and stored to p, unaligned.
+MIXPREC_SIMD_INLINE inline vd load_doubles(const double* p, vd /*type*/) noexcept { return _mm512_loadu_pd(p); }
+MIXPREC_SIMD_INLINE inline void store_doubles(double* p, vd v) noexcept { _mm512_storeu_pd(p, v); }
 /// Float64 lanes 0-3 and 4-7 of v.
 MIXPREC_SIMD_INLINE inline vd4 lower_half(vd v) noexcept {
   return _mm512_maskz_extractf64x4_pd(static_cast<__mmask8>(0xF), v, 0);
