@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <complex>
 #include <cstddef>
 #include <cstring>
 #include <random>
@@ -134,6 +135,17 @@ TEST_CASE("batch_norm pytorch convention: unbiased running variance, biased norm
   CHECK(torch_like.running_mean()(0) == Approx(0.2).epsilon(1e-15));
   CHECK(torch_like.running_var()(0) == Approx(1.1).epsilon(1e-15));
   CHECK(y(0, 0) == Approx(-1.0 / std::sqrt(1.00001)).epsilon(1e-15));
+  // PyTorch's own output for this case, float32 (torch 1.13.0a0, Debian's python3-torch, printed on
+  // 2026-11-29 by `bn = torch.nn.BatchNorm1d(1); y = bn(torch.tensor([[1.0], [3.0]]))`): running_mean
+  // 0.20000000298023224, running_var 1.100000023841858, y = -+0.9999949932098389, num_batches_tracked 1.
+  // CI does not install torch, so the values are written here rather than computed by it.
+  nn::batch_norm<mixprec::policy<float>> torch_f32(1, {.convention = nn::batch_norm_convention::pytorch});
+  const auto y32 = torch_f32(xt::xtensor<float, 2>{{1.0F}, {3.0F}}, nn::mode::train);
+  CHECK(static_cast<double>(torch_f32.running_mean()(0)) == 0.20000000298023224);
+  CHECK(static_cast<double>(torch_f32.running_var()(0)) == 1.100000023841858);
+  CHECK(static_cast<double>(y32(0, 0)) == Approx(-0.9999949932098389).epsilon(1e-7));  // within 1 float ulp
+  CHECK(static_cast<double>(y32(1, 0)) == Approx(0.9999949932098389).epsilon(1e-7));
+  CHECK(torch_f32.batches_tracked() == 1);
   nn::batch_norm<p_f64> flax_like(1);
   (void)flax_like(x13, nn::mode::train);
   CHECK(flax_like.running_mean()(0) == Approx(0.02).epsilon(1e-15));
@@ -198,8 +210,12 @@ TEST_CASE("batch_norm keeps float64 statistics for float64 inputs", "[nn][batch_
   const std::size_t rows = 4, f = 2;
   std::vector<double> v;
   for (std::size_t i = 0; i < rows * f; ++i) v.push_back(1e8 + static_cast<double>(i / f) * 0x1p-20);
-  nn::batch_norm<P> bn(f, {.epsilon = 0.0});
-  typename nn::batch_norm<P>::template saved<double> ctx;
+  // Input double: the running statistics hold float64 (batch_norm<P> would hold float32 and refuses a
+  // train-mode float64 call at compile time: compile_fail nn_batch_norm_running_dtype).
+  nn::batch_norm<P, double> bn(f, {.momentum = 0.0, .epsilon = 0.0});
+  STATIC_REQUIRE(std::is_same_v<typename nn::batch_norm<P>::stat_type, float>);
+  STATIC_REQUIRE(std::is_same_v<typename nn::batch_norm<P, double>::stat_type, double>);
+  typename nn::batch_norm<P, double>::template saved<double> ctx;
   STATIC_REQUIRE(std::is_same_v<typename decltype(ctx)::stat_type, double>);
   const auto y = bn.forward(tensor_from<double, 2>(v, {rows, f}), ctx, nn::mode::train);
   STATIC_REQUIRE(std::is_same_v<decltype(y)::value_type, double>);
@@ -207,8 +223,88 @@ TEST_CASE("batch_norm keeps float64 statistics for float64 inputs", "[nn][batch_
   for (std::size_t r = 0; r < rows; ++r) {
     CHECK(y(r, 0) == Approx((static_cast<double>(r) - 1.5) / std::sqrt(1.25)).margin(1e-9));
   }
+  // Momentum 0: the running statistics are the batch's, kept in float64 (float32 would round the mean to 1e8).
+  CHECK(bn.running_mean()(0) == 1e8 + 1.5 * 0x1p-20);
+  CHECK(bn.running_var()(0) == 1.25 * 0x1p-40);
+  const auto z = std::as_const(bn)(tensor_from<double, 2>(v, {rows, f}), nn::mode::eval);
+  for (std::size_t r = 0; r < rows; ++r) {
+    CHECK(z(r, 1) == Approx((static_cast<double>(r) - 1.5) / std::sqrt(1.25)).margin(1e-9));
+  }
   nn::batch_norm<p_f64> b64(f);
   STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(b64.running_mean())>::value_type, double>);
+}
+
+TEST_CASE("batch_norm of complex input: complex mean, variance mean(|x - mean|^2), complex running mean",
+          "[nn][batch_norm]") {
+  // FLIP 1777 / Flax: statistics of complex inputs with the conjugate; float64 reference written here.
+  using P = layer_tests::p_promote;
+  using cf = std::complex<float>;
+  const std::size_t rows = 13, f = 3;
+  std::mt19937 rng(5);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto x = xt::xtensor<cf, 2>::from_shape({rows, f});
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t j = 0; j < f; ++j) {
+      x(r, j) = cf(static_cast<float>(3.0 * j + normal(rng)), static_cast<float>(-2.0 + 0.5 * normal(rng)));
+    }
+  }
+  const double momentum = 0.9;
+  nn::batch_norm<P, cf> bn(f, {.momentum = momentum});
+  STATIC_REQUIRE(std::is_same_v<nn::batch_norm<P, cf>::stat_type, cf>);
+  STATIC_REQUIRE(std::is_same_v<nn::batch_norm<P, cf>::var_type, float>);
+  std::vector<std::complex<double>> ra(f, 0.0);
+  std::vector<double> rv(f, 1.0);
+  for (int step = 0; step < 3; ++step) {
+    auto xs = x;
+    for (auto& v : xs) v *= cf(1.0F + 0.25F * static_cast<float>(step), 0.0F);  // a different batch per step
+    const auto y = bn(xs, nn::mode::train);
+    STATIC_REQUIRE(std::is_same_v<decltype(y)::value_type, cf>);
+    for (std::size_t j = 0; j < f; ++j) {
+      std::complex<double> mean = 0;
+      for (std::size_t r = 0; r < rows; ++r) mean += std::complex<double>(xs(r, j));
+      mean /= static_cast<double>(rows);
+      double var = 0;
+      for (std::size_t r = 0; r < rows; ++r) var += std::norm(std::complex<double>(xs(r, j)) - mean);
+      var /= static_cast<double>(rows);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::complex<double> want = (std::complex<double>(xs(r, j)) - mean) / std::sqrt(var + 1e-5);
+        CHECK(std::abs(std::complex<double>(y(r, j)) - want) < 1e-5);
+      }
+      ra[j] = momentum * ra[j] + (1.0 - momentum) * mean;  // flax: biased variance into the running one
+      rv[j] = momentum * rv[j] + (1.0 - momentum) * var;
+    }
+  }
+  for (std::size_t j = 0; j < f; ++j) {
+    CHECK(std::abs(std::complex<double>(bn.running_mean()(j)) - ra[j]) < 1e-5 * (1.0 + std::abs(ra[j])));
+    CHECK(static_cast<double>(bn.running_var()(j)) == Approx(rv[j]).epsilon(1e-5));
+    CHECK(bn.running_mean()(j).imag() != 0.0F);  // the imaginary part of the mean is kept
+  }
+  // Eval: the running statistics, on a const layer.
+  const auto z = std::as_const(bn)(x, nn::mode::eval);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t j = 0; j < f; ++j) {
+      const std::complex<double> want = (std::complex<double>(x(r, j)) - ra[j]) / std::sqrt(rv[j] + 1e-5);
+      CHECK(std::abs(std::complex<double>(z(r, j)) - want) < 1e-4);
+    }
+  }
+  // Two synchronised workers (half the rows each) give one worker's complex statistics.
+  nn::batch_norm<P, cf> one(f), two(f);
+  const auto y1 = one(x, nn::mode::train);
+  nn::batch_sync group(2);
+  const std::size_t half = 6;
+  auto top = xt::xtensor<cf, 2>::from_shape({half, f});
+  auto bottom = xt::xtensor<cf, 2>::from_shape({rows - half, f});
+  std::copy(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(half * f), top.begin());
+  std::copy(x.begin() + static_cast<std::ptrdiff_t>(half * f), x.end(), bottom.begin());
+  xt::xtensor<cf, 2> y_top, y_bottom;
+  std::thread other([&] { y_bottom = two(bottom, nn::mode::train, {&group, 1}); });
+  y_top = two(top, nn::mode::train, {&group, 0});
+  other.join();
+  for (std::size_t j = 0; j < f; ++j) {
+    CHECK(std::abs(std::complex<double>(two.running_mean()(j)) - std::complex<double>(one.running_mean()(j))) < 1e-6);
+    CHECK(two.running_var()(j) == Approx(one.running_var()(j)).epsilon(1e-6));
+    for (std::size_t r = 0; r < half; ++r) CHECK(std::abs(std::complex<double>(y_top(r, j) - y1(r, j))) < 1e-6);
+  }
 }
 
 TEST_CASE("batch_norm eval leaves the running statistics bit-identical and is const and thread-safe",

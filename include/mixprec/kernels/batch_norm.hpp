@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -57,10 +58,21 @@ template <class C, class S, class V>
   }
 }
 
+/// |v|² in v's real type: v · v, or re² + im² for a complex v (Flax's `_abs_sq`, FLIP 1777's conjugate).
+template <class V>
+[[nodiscard]] inline auto squared_magnitude(const V& v) noexcept {
+  if constexpr (internal::is_complex_v<V>) {
+    return v.real() * v.real() + v.imag() * v.imag();
+  } else {
+    return v * v;
+  }
+}
+
 /// `batch_norm_sums` over columns [0, cols) of x (row stride ld) in portable code.
-template <class C, class T, class S>
-void batch_norm_sums_portable(const T* x, std::size_t rows, std::size_t cols, std::size_t ld, const S* shift,
-                              double* s1, double* s2) {
+template <class C, class T, class S, class A>
+void batch_norm_sums_portable(const T* x, std::size_t rows, std::size_t cols, std::size_t ld, const S* shift, A* s1,
+                              double* s2) {
+  using R = decltype(squared_magnitude(S{}));
   constexpr std::size_t block = batch_norm_block_rows;
   constexpr bool direct = batch_norm_reads_directly<T, C, S>;
   std::vector<S> buf(direct ? 0 : block * cols);
@@ -68,21 +80,21 @@ void batch_norm_sums_portable(const T* x, std::size_t rows, std::size_t cols, st
     if (nr == block) {
       for (std::size_t j = 0; j < cols; ++j) {
         S t1 = 0;
-        S t2 = 0;
+        R t2 = 0;
         for (std::size_t k = 0; k < block; ++k) {
           const S d = batch_norm_widened<C, S>(xb[k * stride + j]) - shift[j];
           t1 += d;
-          t2 += d * d;
+          t2 += squared_magnitude(d);
         }
-        s1[j] += static_cast<double>(t1);
+        s1[j] += static_cast<A>(t1);
         s2[j] += static_cast<double>(t2);
       }
     } else {
       for (std::size_t k = 0; k < nr; ++k) {
         for (std::size_t j = 0; j < cols; ++j) {
           const S d = batch_norm_widened<C, S>(xb[k * stride + j]) - shift[j];
-          s1[j] += static_cast<double>(d);
-          s2[j] += static_cast<double>(d * d);
+          s1[j] += static_cast<A>(d);
+          s2[j] += static_cast<double>(squared_magnitude(d));
         }
       }
     }
@@ -141,17 +153,20 @@ void batch_norm_apply_portable(const T* x, std::size_t begin, std::size_t end, s
 /// Per-column sums of batch normalisation's statistics pass over x [rows, n] (row-major, T; each
 /// value rounded to C and widened to S): for each column j, with d = x[r, j] - shift[j] (`shift` [n]
 /// in S, in practice the first row, so that the sums stay accurate for data far from 0),
-/// s1[j] = Σ_r d and s2[j] = Σ_r d² (float64, [n], overwritten). Rows are added in blocks of
-/// `batch_norm_block_rows`, each summed in S from 0 in row order and then added to the float64 totals;
-/// rows after the last whole block are added one by one in float64. For S float, a column whose
-/// block sums of squares overflow float (|d| near 1.8e19) or hold a NaN is summed again element by
-/// element in float64, where the square of any float fits.
-template <class C, class T, class S>
-void batch_norm_sums(const T* x, std::size_t rows, std::size_t n, const S* shift, double* s1, double* s2) {
+/// s1[j] = Σ_r d and s2[j] = Σ_r |d|² ([n], overwritten; float64, s1 complex float64 for complex S). Rows are added in
+/// blocks of `batch_norm_block_rows`, each summed in S from 0 in row order and then added to the float64 totals; rows
+/// after the last whole block are added one by one in float64. For S float, a column whose block sums of squares
+/// overflow float (|d| near 1.8e19) or hold a NaN is summed again element by element in float64, where the square of
+/// any float fits. Complex S (FLIP 1777's rule for complex inputs): d is complex and |d|² = re² + im², real.
+template <class C, class T, class S, class A>
+void batch_norm_sums(const T* x, std::size_t rows, std::size_t n, const S* shift, A* s1, double* s2) {
+  static_assert(std::is_same_v<A, std::complex<double>> || (std::is_same_v<A, double> && !internal::is_complex_v<S>),
+                "kernels::batch_norm_sums: s1 must be float64, or complex float64 for complex statistics.");
   const internal::profile_scope region("kernels::batch_norm_sums");
-  std::fill(s1, s1 + n, 0.0);
+  std::fill(s1, s1 + n, A(0));
   std::fill(s2, s2 + n, 0.0);
-  constexpr bool simd_types = detail::simd_norm_types<T, C, float> && std::is_same_v<S, float>;
+  constexpr bool simd_types =
+      detail::simd_norm_types<T, C, float> && std::is_same_v<S, float> && std::is_same_v<A, double>;
   [[maybe_unused]] const bool simd = simd_types && detail::simd_rows_active();
   [[maybe_unused]] const bool wide = simd && detail::avx512_rows_active();
   const auto columns = [&](std::size_t c0, std::size_t c1) {
@@ -174,15 +189,15 @@ void batch_norm_sums(const T* x, std::size_t rows, std::size_t n, const S* shift
 #else
     detail::batch_norm_sums_portable<C>(x + c0, rows, cols, n, shift + c0, s1 + c0, s2 + c0);
 #endif
-    if constexpr (std::is_same_v<S, float>) {
+    if constexpr (std::is_same_v<decltype(detail::squared_magnitude(S{})), float>) {
       for (std::size_t j = c0; j < c1; ++j) {
         if (std::isfinite(s2[j])) continue;
-        s1[j] = 0;
+        s1[j] = A(0);
         s2[j] = 0;
         for (std::size_t r = 0; r < rows; ++r) {
-          const double d = static_cast<double>(internal::round_widen<C>(x[r * n + j])) - static_cast<double>(shift[j]);
+          const A d = static_cast<A>(internal::round_widen<C>(x[r * n + j])) - static_cast<A>(shift[j]);
           s1[j] += d;
-          s2[j] += d * d;
+          s2[j] += detail::squared_magnitude(d);
         }
       }
     }
@@ -243,9 +258,9 @@ void batch_norm_apply(const T* x, std::size_t rows, std::size_t n, const S* mean
 // NOLINTBEGIN(bugprone-macro-parentheses)
 /// The compiled library's batch normalisation passes (kernels/compiled.hpp): float32 statistics,
 /// compute float, bfloat16 or float16, x and y each float or the compute type.
-#define MIXPREC_BATCH_NORM_SUMS_INSTANTIATION(E, C, T)                                                             \
-  E template void mixprec::kernels::batch_norm_sums<C, T, float>(const T*, std::size_t, std::size_t, const float*, \
-                                                                 double*, double*);
+#define MIXPREC_BATCH_NORM_SUMS_INSTANTIATION(E, C, T)                                                       \
+  E template void mixprec::kernels::batch_norm_sums<C, T, float, double>(const T*, std::size_t, std::size_t, \
+                                                                         const float*, double*, double*);
 #define MIXPREC_BATCH_NORM_APPLY_INSTANTIATION(E, C, T, O)                                                             \
   E template void mixprec::kernels::batch_norm_apply<C, T, float, O>(const T*, std::size_t, std::size_t, const float*, \
                                                                      const float*, const float*, const float*,         \

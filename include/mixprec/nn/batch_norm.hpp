@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <barrier>
 #include <cmath>
+#include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -123,12 +124,12 @@ struct sync_slot {
 /// - **Parameters**: optional `scale` (ones) and `bias` (zeros) [features] in `P::param_type`;
 ///   `for_each_parameter` walks "scale", "bias".
 /// - **State** (not parameters, never touched by an optimiser): running mean (zeros) and variance
-///   (ones) [features] in `stat_type = statistics_t<compute_t<P, param_type>>` = promote_types(float32,
+///   (ones) [features] in `stat_type = statistics_t<compute_t<P, input_type>>` = promote_types(float32,
 ///   compute) (FLIP 1777: "calculating statistics is by default always done in float32 ... we should now
 ///   use np.promote_types(float32, dtype) ... The running batch statistics will be stored with the same
 ///   dtype"). `for_each_buffer` walks "mean", "var" (Flax's `batch_stats` names) and, under the pytorch
 ///   convention, "num_batches_tracked" (a [1] tensor holding the count) for checkpoints.
-/// - **Input**: x [..., features], rank >= 2 (the batch axes first), real element type T; a view or map
+/// - **Input**: x [..., features], rank >= 2 (the batch axes first), element type T; a view or map
 ///   as for every layer (docs/layers.md, "Containers"). Output `output_t<P, T>`, same shape.
 /// - **Computation**: x rounded to C = `compute_t<P, T>` and widened to S = `statistics_t<C>` (float32
 ///   for bfloat16, float16, float32; float64 for float64). Train mode: per feature, sums of d = x - x[first
@@ -143,15 +144,24 @@ struct sync_slot {
 ///   whose last axis is not `features()`; a train-mode batch of zero rows, or of one row under the
 ///   pytorch convention (PyTorch: "Expected more than 1 value per channel when training"); train mode
 ///   on a const layer.
-/// - **Complex** inputs do not compile here (the running mean would be complex); `group_norm` and
-///   `layer_norm` normalise complex inputs with |x - mean|^2.
+/// - **Complex** inputs (FLIP 1777, Flax's `_compute_stats`): the mean is complex, the variance is
+///   mean(|x - mean|^2), real; the running mean is then complex (`stat_type`) and the running variance
+///   real (`var_type`): declare `batch_norm<P, std::complex<float>>`. No backward pass for them (as
+///   layer_norm's and group_norm's).
+/// - **The running statistics' dtype** is `promote_types(float32, compute_t<P, Input>)`, fixed at
+///   construction; `Input` (the second template argument) defaults to the param type. A non-const
+///   (train-capable) call with an input whose statistics are wider (a float64 input under a promote
+///   policy with float32 parameters, a complex input under a real `Input`) does not compile, as storing
+///   them would round them or drop an imaginary part: declare `batch_norm<P, double>` or
+///   `batch_norm<P, std::complex<float>>` (the static_assert says so). Eval on a const layer takes any
+///   input.
 ///
 /// **Example**:
 ///
 ///     nn::batch_norm<mixprec::policy<float, mixprec::bfloat16, mixprec::bfloat16>> bn(256);
 ///     auto y = bn(x, nn::mode::train);    // x [batch, 256]; updates bn.running_mean(), running_var()
 ///     auto z = std::as_const(bn)(x, nn::mode::eval);   // thread-safe, running statistics
-template <class P>
+template <class P, class Input = void>
 class batch_norm : public detail::norm_params<P> {
   using base = detail::norm_params<P>;
   using base::bias_;
@@ -162,8 +172,12 @@ class batch_norm : public detail::norm_params<P> {
   using typename base::grad_type;
   using typename base::gradients;
   using typename base::param_type;
-  using stat_type = statistics_t<compute_t<P, param_type>>;  ///< running statistics, promote(float32, C)
+  /// The input element type whose statistics the running statistics hold: `Input`, or the param type.
+  using input_type = std::conditional_t<std::is_void_v<Input>, param_type, Input>;
+  using stat_type = statistics_t<compute_t<P, input_type>>;  ///< running mean, promote(float32, C)
   using stat_vector = xt::xtensor<stat_type, 1>;             ///< [features]
+  using var_type = internal::real_of_t<stat_type>;           ///< running variance: stat_type's real type
+  using var_vector = xt::xtensor<var_type, 1>;               ///< [features]
 
   /// A layer for `features` features: scale ones, bias zeros, running mean zeros, running variance ones.
   /// \throws std::invalid_argument if `features` is 0 or an option is out of range (batch_norm_options).
@@ -182,8 +196,8 @@ class batch_norm : public detail::norm_params<P> {
           "batch_norm: cumulative_average is PyTorch's momentum=None; set convention = batch_norm_convention::pytorch");
     }
     running_mean_ = stat_vector(xt::zeros<stat_type>({features_}));
-    running_var_ = stat_vector(xt::ones<stat_type>({features_}));
-    batches_ = stat_vector(xt::zeros<stat_type>({1}));
+    running_var_ = var_vector(xt::ones<var_type>({features_}));
+    batches_ = var_vector(xt::zeros<var_type>({1}));
   }
 
   /// The epsilon added to the variance.
@@ -194,8 +208,8 @@ class batch_norm : public detail::norm_params<P> {
   [[nodiscard]] const batch_norm_options& options() const noexcept { return options_; }
   /// The running mean [features] in `stat_type`.
   [[nodiscard]] const stat_vector& running_mean() const noexcept { return running_mean_; }
-  /// The running variance [features] in `stat_type`.
-  [[nodiscard]] const stat_vector& running_var() const noexcept { return running_var_; }
+  /// The running variance [features] in `var_type` (`stat_type` for real statistics).
+  [[nodiscard]] const var_vector& running_var() const noexcept { return running_var_; }
   /// Train-mode calls seen (PyTorch's `num_batches_tracked`).
   [[nodiscard]] std::uint64_t batches_tracked() const noexcept { return static_cast<std::uint64_t>(batches_(0)); }
 
@@ -205,13 +219,14 @@ class batch_norm : public detail::norm_params<P> {
   struct saved {
     using stat_type = statistics_t<compute_t<P, T>>;
     mode used = mode::eval;
-    std::vector<stat_type> xhat;  ///< (x − mean) · r, this call's rows × features
-    std::vector<stat_type> rstd;  ///< r = 1 / sqrt(var + eps) per feature
-    std::size_t batch_rows = 0;   ///< rows of the whole batch (all workers) in train mode
+    std::vector<stat_type> xhat;                       ///< (x − mean) · r, this call's rows × features
+    std::vector<internal::real_of_t<stat_type>> rstd;  ///< r = 1 / sqrt(var + eps) per feature
+    std::size_t batch_rows = 0;                        ///< rows of the whole batch (all workers) in train mode
   };
 
   /// Calls `f(name, tensor)` on the state that is not a parameter (Flax's `batch_stats` collection): "mean",
-  /// "var" [features] and, under the pytorch convention, "num_batches_tracked" [1], all in `stat_type`.
+  /// "var" [features] and, under the pytorch convention, "num_batches_tracked" [1]: the mean in `stat_type`,
+  /// the others in `var_type` (the same type unless the statistics are complex).
   /// Checkpoints save and load these; optimisers must not see them.
   template <class F>
   void for_each_buffer(F&& f) {
@@ -271,6 +286,7 @@ class batch_norm : public detail::norm_params<P> {
       if (sync.group == nullptr || m == mode::eval) throw;
       out_error = e.what();
     }
+    check_storable<detail::value_t<X>>();
     partial total;
     run_into(x, out_error.empty() ? out.data() : nullptr, m, static_cast<std::nullptr_t>(nullptr), sync, &total,
              out_error);
@@ -395,17 +411,39 @@ class batch_norm : public detail::norm_params<P> {
     detail::check_output_shape("batch_norm::forward_into", "out", out, x);
   }
 
-  /// Per-feature partial statistics of this worker: rows, mean and M2 = Σ (x - mean)^2, in float64.
+  /// Whether the statistics of inputs of type T (`promote_types(float32, compute_t<P, T>)`) fit the running
+  /// statistics' `stat_type` without rounding: a float64 batch under a policy whose running statistics are
+  /// float32 (a promote policy with float32 parameters) would be rounded on storing, and a complex batch
+  /// has a complex mean.
+  template <class T>
+  static constexpr bool storable = std::is_same_v<promote_t<statistics_t<compute_t<P, T>>, stat_type>, stat_type>;
+
+  /// Train-capable calls (non-const) refuse at compile time the inputs whose statistics `stat_type` cannot hold.
+  template <class T>
+  static constexpr void check_storable() {
+    static_assert(storable<T>,
+                  "batch_norm: this input's statistics (promote_types(float32, compute_t<P, T>): float64 or complex) "
+                  "are wider than the running statistics' stat_type, fixed by the policy at construction "
+                  "(promote_types(float32, compute_t<P, input_type>), input_type the param type unless given), so "
+                  "a train-mode call would round them on storing. Declare the layer as nn::batch_norm<P, T> with T "
+                  "this input's element type (e.g. double, std::complex<float>), or call eval mode on a const "
+                  "layer (std::as_const(bn)(x, nn::mode::eval)).");
+  }
+
+  /// Per-feature partial statistics of this worker: rows, mean (complex for complex statistics, else with
+  /// imaginary part 0) and M2 = Σ |x - mean|^2, in float64.
   struct partial {
     double rows = 0;
-    std::vector<double> mean, m2;
+    std::vector<std::complex<double>> mean;
+    std::vector<double> m2;
   };
 
   /// This worker's partial statistics of x [rows, features]: the shifted sums of kernels::batch_norm_sums
   /// (d = x - x[first row], in blocks of 8 rows summed in S, then float64), turned into the mean and M2.
   template <class C, class T>
   partial partial_stats(const T* in, std::size_t rows) const {
-    using S = statistics_t<C>;
+    using S = accumulator_t<C>;  // statistics_t<C>, complex for complex C
+    using A = std::conditional_t<detail::is_complex_v<S>, std::complex<double>, double>;
     const std::size_t f = features_;
     partial p;
     p.rows = static_cast<double>(rows);
@@ -414,12 +452,13 @@ class batch_norm : public detail::norm_params<P> {
     if (rows == 0) return p;
     std::vector<S> shift(f);
     internal::round_widen_n<C>(in, f, shift.data());
-    std::vector<double> s1(f), s2(f);
+    std::vector<A> s1(f);
+    std::vector<double> s2(f);
     kernels::batch_norm_sums<C>(in, rows, f, shift.data(), s1.data(), s2.data());
     const double n = p.rows;
     for (std::size_t j = 0; j < f; ++j) {
-      p.mean[j] = static_cast<double>(shift[j]) + s1[j] / n;
-      p.m2[j] = std::max(0.0, s2[j] - s1[j] * s1[j] / n);
+      p.mean[j] = static_cast<std::complex<double>>(static_cast<A>(shift[j]) + s1[j] / n);
+      p.m2[j] = std::max(0.0, s2[j] - std::norm(std::complex<double>(s1[j])) / n);
     }
     return p;
   }
@@ -433,9 +472,9 @@ class batch_norm : public detail::norm_params<P> {
     }
     const double n = a.rows + b.rows;
     for (std::size_t j = 0; j < a.mean.size(); ++j) {
-      const double delta = b.mean[j] - a.mean[j];
+      const std::complex<double> delta = b.mean[j] - a.mean[j];
       a.mean[j] += delta * (b.rows / n);
-      a.m2[j] += b.m2[j] + delta * delta * (a.rows * b.rows / n);
+      a.m2[j] += b.m2[j] + std::norm(delta) * (a.rows * b.rows / n);
     }
     a.rows = n;
   }
@@ -443,6 +482,7 @@ class batch_norm : public detail::norm_params<P> {
   /// `run` on a non-const layer: train mode then updates the running statistics (worker 0 of a group).
   template <class Ctx, class X>
   auto train_or_eval(const X& x, mode m, Ctx ctx, sync_slot sync) {
+    check_storable<detail::value_t<X>>();
     partial total;
     auto y = run(x, m, ctx, sync, &total);
     if (m == mode::train && (sync.group == nullptr || sync.worker == 0)) update_running(total);
@@ -466,11 +506,12 @@ class batch_norm : public detail::norm_params<P> {
                 const std::string& earlier_error = {}) const {
     const bool may_update = total_out != nullptr;
     using T = detail::value_t<X>;
-    static_assert(!detail::is_complex_v<T>,
-                  "batch_norm: complex inputs are not supported (the running mean would be complex); use "
-                  "group_norm or layer_norm, which normalise complex inputs with |x - mean|^2.");
+    static_assert(std::is_same_v<Ctx, std::nullptr_t> || !detail::is_complex_v<T>,
+                  "batch_norm::forward(x, ctx, mode): complex inputs have no backward pass here (as for layer_norm "
+                  "and group_norm); normalise them with operator()(x, mode) or forward_into.");
     using C = compute_t<P, T>;
-    using S = statistics_t<C>;
+    using S = accumulator_t<C>;  // statistics_t<C>, complex for complex C (FLIP 1777)
+    using R = internal::real_of_t<S>;
     static_assert(std::is_same_v<O, output_t<P, T>>);
     const std::size_t f = features_;
     std::string error;
@@ -487,22 +528,31 @@ class batch_norm : public detail::norm_params<P> {
       error = e.what();
     }
     const std::size_t rows = error.empty() ? detail::leading_size(x) : 0;
-    std::vector<S> mean(f), corr(f, S(0)), rstd(f);
+    std::vector<S> mean(f), corr(f, S(0));
+    std::vector<R> rstd(f);
     std::size_t batch_rows = rows;
     if (m == mode::train) {
       partial total = partial_stats<C>(x.data(), rows);
       if (sync.group != nullptr) {
-        std::vector<double> mine(1 + 2 * f);
+        // [rows, Re mean (f), Im mean (f), M2 (f)]
+        std::vector<double> mine(1 + 3 * f);
         mine[0] = total.rows;
-        std::copy(total.mean.begin(), total.mean.end(), mine.begin() + 1);
-        std::copy(total.m2.begin(), total.m2.end(), mine.begin() + 1 + static_cast<std::ptrdiff_t>(f));
+        for (std::size_t j = 0; j < f; ++j) {
+          mine[1 + j] = total.mean[j].real();
+          mine[1 + f + j] = total.mean[j].imag();
+          mine[1 + 2 * f + j] = total.m2[j];
+        }
         sync.group->exchange(sync.worker, std::move(mine), error, [&](const std::vector<std::vector<double>>& all) {
           total = partial{};
           for (const auto& s : all) {
             partial p;
             p.rows = s[0];
-            p.mean.assign(s.begin() + 1, s.begin() + 1 + static_cast<std::ptrdiff_t>(f));
-            p.m2.assign(s.begin() + 1 + static_cast<std::ptrdiff_t>(f), s.end());
+            p.mean.resize(f);
+            p.m2.resize(f);
+            for (std::size_t j = 0; j < f; ++j) {
+              p.mean[j] = {s[1 + j], s[1 + f + j]};
+              p.m2[j] = s[1 + 2 * f + j];
+            }
             merge(total, p);
           }
         });
@@ -521,16 +571,16 @@ class batch_norm : public detail::norm_params<P> {
       const double n = total.rows;
       for (std::size_t j = 0; j < f; ++j) {
         const double var = total.m2[j] / n;
-        mean[j] = static_cast<S>(total.mean[j]);
-        corr[j] = static_cast<S>(total.mean[j] - static_cast<double>(mean[j]));
+        mean[j] = narrowed<S>(total.mean[j]);
+        corr[j] = narrowed<S>(total.mean[j] - static_cast<std::complex<double>>(mean[j]));
         // r in float64, rounded once: var itself may exceed float (a column of +-3e19), r never does.
-        rstd[j] = static_cast<S>(1.0 / std::sqrt(var + options_.epsilon));
+        rstd[j] = static_cast<R>(1.0 / std::sqrt(var + options_.epsilon));
       }
       *total_out = std::move(total);
     } else {
       for (std::size_t j = 0; j < f; ++j) {
         mean[j] = static_cast<S>(running_mean_(j));
-        rstd[j] = static_cast<S>(1.0 / std::sqrt(static_cast<double>(running_var_(j)) + options_.epsilon));
+        rstd[j] = static_cast<R>(1.0 / std::sqrt(static_cast<double>(running_var_(j)) + options_.epsilon));
       }
     }
     // Parameters rounded to the compute type, in S (1 and 0 when absent).
@@ -538,37 +588,56 @@ class batch_norm : public detail::norm_params<P> {
     const std::vector<S> bias = detail::widened_param<C>(bias_, f, S(0));
     for (std::size_t j = 0; j < f; ++j) mult[j] *= rstd[j];
     S* xhat = nullptr;
-    if constexpr (!std::is_same_v<Ctx, std::nullptr_t>) {
+    const S* rstd_of_xhat = nullptr;  // x̂ is saved for real inputs only (complex ones have no backward)
+    if constexpr (!std::is_same_v<Ctx, std::nullptr_t> && !detail::is_complex_v<S>) {
       ctx->used = m;
       ctx->rstd = rstd;
       ctx->batch_rows = batch_rows;
       ctx->xhat.resize(rows * f);
       xhat = ctx->xhat.data();
+      rstd_of_xhat = rstd.data();
     }
-    kernels::batch_norm_apply<C>(x.data(), rows, f, mean.data(), corr.data(), mult.data(), bias.data(), rstd.data(),
+    kernels::batch_norm_apply<C>(x.data(), rows, f, mean.data(), corr.data(), mult.data(), bias.data(), rstd_of_xhat,
                                  out_data, xhat);
   }
 
-  /// The running-statistics update of `options_.convention`, in float64, rounded to `stat_type`.
+  /// A float64 statistic as S: the real part when S is real (the imaginary part is then 0), else rounded.
+  template <class S>
+  static S narrowed(const std::complex<double>& z) noexcept {
+    if constexpr (detail::is_complex_v<S>) {
+      return static_cast<S>(z);
+    } else {
+      return static_cast<S>(z.real());
+    }
+  }
+
+  /// The running-statistics update of `options_.convention`, in float64 (complex float64 for a complex
+  /// mean), rounded to `stat_type` and `var_type`.
   void update_running(const partial& total) {
     const double n = total.rows;
     const double seen = static_cast<double>(batches_(0)) + 1.0;
-    batches_(0) = static_cast<stat_type>(seen);
+    batches_(0) = static_cast<var_type>(seen);
     const bool pytorch = options_.convention == batch_norm_convention::pytorch;
     // w: the weight of the batch's statistic.
     const double w = pytorch ? (options_.cumulative_average ? 1.0 / seen : momentum_) : 1.0 - momentum_;
     for (std::size_t j = 0; j < features_; ++j) {
       const double var = pytorch ? total.m2[j] / (n - 1.0) : total.m2[j] / n;
-      running_mean_(j) = static_cast<stat_type>((1.0 - w) * static_cast<double>(running_mean_(j)) + w * total.mean[j]);
-      running_var_(j) = static_cast<stat_type>((1.0 - w) * static_cast<double>(running_var_(j)) + w * var);
+      if constexpr (detail::is_complex_v<stat_type>) {
+        running_mean_(j) =
+            static_cast<stat_type>((1.0 - w) * static_cast<std::complex<double>>(running_mean_(j)) + w * total.mean[j]);
+      } else {
+        running_mean_(j) =
+            static_cast<stat_type>((1.0 - w) * static_cast<double>(running_mean_(j)) + w * total.mean[j].real());
+      }
+      running_var_(j) = static_cast<var_type>((1.0 - w) * static_cast<double>(running_var_(j)) + w * var);
     }
   }
 
   batch_norm_options options_;
   double momentum_ = 0.99;
   stat_vector running_mean_;
-  stat_vector running_var_;
-  stat_vector batches_;
+  var_vector running_var_;
+  var_vector batches_;
 };
 
 namespace detail {
@@ -581,7 +650,7 @@ inline constexpr std::string_view layer_name<batch_norm> = "mixprec::nn::batch_n
 /// `compute_dtype(...)`, or with `from_factory`. Adds to `scoped_layer` the non-const train-mode call and
 /// the buffer walk. Errors: `policy_error` when the scope's policy (after the override) is not listed.
 template <class... Ps>
-class batch_norm<from_scope<Ps...>> : public detail::scoped_layer<batch_norm, Ps...> {
+class batch_norm<from_scope<Ps...>, void> : public detail::scoped_layer<batch_norm, Ps...> {
   using base = detail::scoped_layer<batch_norm, Ps...>;
 
  public:

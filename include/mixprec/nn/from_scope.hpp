@@ -52,7 +52,7 @@ inline constexpr from_factory_t from_factory{};
 namespace detail {
 
 /// Name of a layer template in error messages.
-template <template <class> class Layer>
+template <template <class...> class Layer>
 inline constexpr std::string_view layer_name = "mixprec::nn layer";
 
 /// The result a `from_scope` layer returns when its listed policies return `R...` for one input:
@@ -120,7 +120,7 @@ template <class Out, class R>
 /// A layer whose policy is one of `Ps...`, chosen from the current `policy_scope` (and an optional
 /// compute override) when it is constructed, held as a `std::variant` of the compile-time layers
 /// `Layer<Ps>...`. Each layer's `Layer<from_scope<Ps...>>` specialisation derives from this.
-template <template <class> class Layer, class... Ps>
+template <template <class...> class Layer, class... Ps>
 class scoped_layer {
   // Instantiates from_scope<Ps...> first, so that its static_asserts (a policy listed, none with promote)
   // are the first errors a bad list gets.
