@@ -220,8 +220,8 @@ template <class T, class P, class Source = typename P::param_type>
 /// row of the batch; eval mode: the running statistics, exact as stored) instead of a row's. A is then
 /// max |x_ij| over the column / sqrt(var_j + eps), and x̂_ij = (x_ij - mean_j) / sqrt(var_j + eps). The
 /// statistics are summed in float64 and rounded to S = `statistics_t<C>`, within the 8 u_S of the model.
-template <class T, class P, class Source = typename P::param_type>
-[[nodiscard]] layer_norm_error_bound error_bound(const batch_norm<P>& layer,
+template <class T, class P, class Input, class Source = typename P::param_type>
+[[nodiscard]] layer_norm_error_bound error_bound(const batch_norm<P, Input>& layer,
                                                  parameters_from_t<Source> = parameters_from<Source>) {
   return detail::norm_error_bound<T, Source>(layer);
 }
