@@ -12,8 +12,9 @@
 //  - layer_norm/f32:         nn::layer_norm<policy<float>>, float in, float out
 //  - layer_norm/bf16:        nn::layer_norm<p=f32,c=bf16,o=bf16>, bfloat16 in, bfloat16 out
 //  - batch_norm/f32, /bf16:  nn::batch_norm in train mode (batch statistics, running update), the same
-//                            policies and types as layer_norm; shapes 8192×1024 and the smoke case,
-//                            1 thread, beside layer_norm and memcpy of the same shape (issue 40)
+//                            policies and types as layer_norm; shapes 8192×1024 (with layer_norm and
+//                            memcpy of the same shape beside it), 8192×4096 (memcpy's in the main
+//                            shapes) and the smoke case, 1 thread (issue 40)
 //  - rms_norm_residual/f32:  the fused nn::rms_norm<policy<float>>: float x and residual stream in,
 //                            float out, stream updated in place (llama's pre-norm)
 //  - softmax/f32, /bf16:     kernels::softmax_rows, float in and out / bfloat16 in and out
@@ -297,6 +298,15 @@ void batch_shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
 }
 
+/// batch_norm at 8192×4096 on 1 thread: 64 MiB of bfloat16 input, past the L3 like its memcpy peer of
+/// `shapes` (memcpy/2B at 8192×4096), where the 8192×1024 memcpy is served from the L3.
+void batch_large_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({8192, 4096, 1});
+  b->ArgNames({"rows", "features", "threads"});
+  b->Unit(benchmark::kMicrosecond);
+  b->UseRealTime();
+}
+
 }  // namespace
 
 BENCHMARK_TEMPLATE(layer_norm, float, policy<float>)->Name("layer_norm/f32")->Apply(shapes);
@@ -309,6 +319,10 @@ BENCHMARK_TEMPLATE(layer_norm, float, policy<float>)->Name("layer_norm/f32")->Ap
 BENCHMARK_TEMPLATE(layer_norm, bfloat16, policy<float, bfloat16, bfloat16>)
     ->Name("layer_norm/bf16")
     ->Apply(batch_shapes);
+BENCHMARK_TEMPLATE(batch_norm, float, policy<float>)->Name("batch_norm/f32")->Apply(batch_large_shapes);
+BENCHMARK_TEMPLATE(batch_norm, bfloat16, policy<float, bfloat16, bfloat16>)
+    ->Name("batch_norm/bf16")
+    ->Apply(batch_large_shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 4, 4)->Name("memcpy/4B")->Apply(batch_shapes);
 BENCHMARK_CAPTURE(memcpy_peer, 2, 2)->Name("memcpy/2B")->Apply(batch_shapes);
 BENCHMARK(rms_norm_residual)->Name("rms_norm_residual/f32")->Apply(shapes);
