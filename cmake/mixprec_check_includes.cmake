@@ -8,7 +8,7 @@
 # folder), no cycle between folders can form.
 #
 # A second rule keeps dispatch in one place: a header of a folder above kernels/ (nn/, scaled/,
-# train/, diagnostics/) must not name the kernels' internals (`kernels::detail`), read the
+# train/, diagnostics/, distributed/) must not name the kernels' internals (`kernels::detail`), read the
 # instruction-set level (`active_isa`, `isa::<level>`) or name a micro-kernel (`gemm_avx...`), in
 # code or comments: those folders call the kernels' operations, which choose the implementation once
 # (docs/kernels.md, "Dispatch").
@@ -23,7 +23,7 @@
 cmake_minimum_required(VERSION 3.21)
 
 # Bottom to top. Keep in step with docs/DESIGN.md and docs/project_structure.md.
-set(MIXPREC_LAYERS arch formats dtypes arrays policies kernels nn "scaled|train" diagnostics)
+set(MIXPREC_LAYERS arch formats dtypes arrays policies kernels nn "scaled|train" diagnostics distributed)
 # The only headers allowed at the root of include/mixprec/.
 set(MIXPREC_UMBRELLAS core.hpp mixprec.hpp version.hpp)
 

@@ -2,7 +2,8 @@
 # Installs the Debian packages mixprec needs (Debian 12 "bookworm" names), only those missing,
 # with apt-get (non-interactive; through sudo when not run as root).
 #
-#   ./scripts/install-deps.sh              everything: compilers, Eigen, xtensor, nlohmann-json, Catch2, Benchmark
+#   ./scripts/install-deps.sh              everything: compilers, Eigen, xtensor, nlohmann-json, Catch2, Benchmark,
+#                                          Open MPI (mixprec::distributed and its tests)
 #   ./scripts/install-deps.sh pkg...       just these packages
 set -euo pipefail
 
@@ -11,7 +12,8 @@ if [ "$#" -gt 0 ]; then
 else
   # make: CMake's default generator. g++ 12 and clang 14 are bookworm's defaults; libclang-rt-14-dev
   # holds Clang's libFuzzer and sanitizer runtimes (the fuzz preset).
-  packages=(cmake make g++ clang libclang-rt-14-dev libeigen3-dev xtensor-dev nlohmann-json3-dev catch2 libbenchmark-dev)
+  packages=(cmake make g++ clang libclang-rt-14-dev libeigen3-dev xtensor-dev nlohmann-json3-dev catch2 libbenchmark-dev
+            libopenmpi-dev openmpi-bin)
 fi
 
 missing=()

@@ -66,6 +66,8 @@ struct cli_options {
   /// DIR/train_state_<policy>.safetensors (written by an earlier run with the same settings) up to --iters.
   std::optional<std::filesystem::path> resume;
   bool profile = false;  ///< --profile: time every region of the training steps, print and write the table
+  /// --distributed: data parallel across the MPI ranks mpiexec started (a build with mixprec::distributed).
+  bool distributed = false;
 };
 
 /// The help text. `default_data` is the text file used without --data.
@@ -74,7 +76,8 @@ struct cli_options {
   u += "Usage: " + std::string(program) +
        " [--policy P ...] [--iters N] [--threads T] [--seed S] [--eval-every N]\n"
        "       [--eval-iters N] [--data FILE] [--out DIR] [--batch B] [--grad-accum N] [--val-windows N]\n"
-       "       [--n-layer N] [--n-head N] [--n-embd N] [--block N] [--resume DIR] [--profile] [--help]\n";
+       "       [--n-layer N] [--n-head N] [--n-embd N] [--block N] [--resume DIR] [--profile] [--distributed]\n"
+       "       [--help]\n";
   u += "Trains nanoGPT's shakespeare_char GPT (4 layers, 4 heads, n_embd 128, block 64, character vocabulary)\n"
        "with mixprec's layers under each mixed-precision policy given, printing a line per evaluation and a final\n"
        "line per policy with the loss over the whole validation split and the training tokens per second; writes\n"
@@ -103,6 +106,9 @@ struct cli_options {
   u += "  --profile        time every region of the training steps (layers' forward and backward, products by\n"
        "                   shape, loss, optimiser, threads; evaluations excluded); prints the table per policy\n"
        "                   and writes it to profile_<policy>.md in the output folder\n";
+  u += "  --distributed    data parallel across processes: run under mpiexec -n R (a build with MPI); each rank\n"
+       "                   takes --batch / R sequences of every batch (R must divide --batch), the gradients\n"
+       "                   are averaged across the ranks; rank 0 prints and writes the files\n";
   u += "  --help           print this help\n\n";
   u += "Flags take their value as the next argument or after '=' (--iters 200, --iters=200).\n";
   u += "Exit status: 0 success, 1 unreadable data or a failed run, 2 bad command line.\n";
@@ -224,6 +230,9 @@ template <class T>
     } else if (flag == "--profile") {
       if (inline_value) throw usage_error("--profile takes no value: write it alone");
       o.profile = true;
+    } else if (flag == "--distributed") {
+      if (inline_value) throw usage_error("--distributed takes no value: write it alone");
+      o.distributed = true;
     } else if (flag == "--resume") {
       o.resume = std::filesystem::path(value());
       if (o.resume->empty())

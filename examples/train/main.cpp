@@ -16,6 +16,14 @@
 #include "mixprec/policies/runtime_policy.hpp"
 #include "trainer.hpp"
 
+#if MIXPREC_TRAIN_DISTRIBUTED
+#include <memory>
+
+#include "mixprec/distributed/communicator.hpp"
+#include "mixprec/distributed/gradient_reducer.hpp"
+#include "mixprec/distributed/parameters.hpp"
+#endif
+
 namespace {
 
 using namespace train_example;
@@ -80,6 +88,26 @@ void write_profile(const std::filesystem::path& file, const std::string& policy,
   if (!out) throw std::runtime_error("cannot write the profile '" + file.string() + "'");
 }
 
+#if MIXPREC_TRAIN_DISTRIBUTED
+/// The trainer's data-parallel hooks over MPI: the gradient average of mixprec::distributed (its buckets
+/// laid out at the first step, after the check that every rank has the same gradients) and the
+/// parameter checksum compared across the ranks.
+data_parallel mpi_ranks(const mixprec::distributed::communicator& comm) {
+  data_parallel dp;
+  dp.rank = comm.rank();
+  dp.ranks = comm.size();
+  auto reducer = std::make_shared<std::optional<mixprec::distributed::gradient_reducer>>();
+  dp.average = [&comm, reducer](const named_flat_tensors<float>& grads) {
+    if (!reducer->has_value()) reducer->emplace(comm, grads);
+    (*reducer)->average(grads);
+  };
+  dp.agree = [&comm](const named_flat_tensors<const std::byte>& params) {
+    return mixprec::distributed::parameters_agree(comm, params);
+  };
+  return dp;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,7 +122,28 @@ int main(int argc, char** argv) {
     std::fputs(usage("mixprec-train", MIXPREC_TRAIN_DATA).c_str(), stdout);
     return 0;
   }
+#if MIXPREC_TRAIN_DISTRIBUTED
+  // --distributed: MPI for the whole run (the environment outlives the communicator); ranks other than
+  // 0 train silently and write no file.
+  std::optional<mixprec::distributed::environment> mpi;
+  std::optional<mixprec::distributed::communicator> comm;
+#endif
+  bool writes = true;  // this process prints and writes the files (rank 0, or the only process)
   try {
+    if (options.distributed) {
+#if MIXPREC_TRAIN_DISTRIBUTED
+      mpi.emplace(argc, argv);
+      comm.emplace();
+      writes = comm->rank() == 0;
+      if (!writes && std::freopen("/dev/null", "w", stdout) == nullptr) {
+        throw std::runtime_error("rank " + std::to_string(comm->rank()) + ": cannot silence standard output");
+      }
+#else
+      throw usage_error(
+          "--distributed needs a build with MPI (mixprec::distributed): install libopenmpi-dev and "
+          "configure the build again");
+#endif
+    }
     const char_dataset data = char_dataset::from_file(options.data);
     std::filesystem::create_directories(options.out);
     gpt_config config;
@@ -150,9 +199,14 @@ int main(int argc, char** argv) {
                     static_cast<double>(loss_scale), static_cast<long long>(skipped));
         std::fflush(stdout);
       };
+      data_parallel ranks;  // one process
+#if MIXPREC_TRAIN_DISTRIBUTED
+      if (comm) ranks = mpi_ranks(*comm);
+#endif
       const run_result r =
           mixprec::visit<mixprec::full_precision, mixprec::mixed_bfloat16, mixprec::mixed_float16, bf16_params>(
-              pa.policy, [&]<class P>(P) { return train<P>(config, run, data, log, &params, &state, resume); });
+              pa.policy, [&]<class P>(P) { return train<P>(config, run, data, log, &params, &state, resume, ranks); });
+      if (!writes) continue;
       params.save(options.out / ("params_" + file_safe(pa.text) + ".safetensors"));
       state.metadata["policy"] = pa.text;
       state.save(options.out / ("train_state_" + file_safe(pa.text) + ".safetensors"));
@@ -171,13 +225,15 @@ int main(int argc, char** argv) {
       if (options.profile) write_profile(options.out / ("profile_" + file_safe(pa.text) + ".md"), pa.text, options, r);
       char line[512];
       std::snprintf(line, sizeof line,
-                    "final policy=%s iters=%lld train_loss=%.4f val_loss=%.4f tokens_per_s=%.0f skipped_steps=%lld",
+                    "final policy=%s iters=%lld train_loss=%.4f val_loss=%.4f tokens_per_s=%.0f skipped_steps=%lld%s",
                     pa.text.c_str(), static_cast<long long>(options.iters), r.train_loss, r.val_loss, r.tokens_per_s,
-                    static_cast<long long>(r.skipped_steps));
+                    static_cast<long long>(r.skipped_steps),
+                    ranks.ranks > 1 ? (" ranks=" + std::to_string(ranks.ranks)).c_str() : "");
       std::printf("%s\n", line);
       std::fflush(stdout);
       finals.emplace_back(line);
     }
+    if (!writes) return 0;
     write_loss_chart(options.out / "loss.svg", curves, "mixprec-train: nanoGPT shakespeare_char",
                      "train (dashed) and validation (solid) loss estimates per policy");
     if (finals.size() > 1) {

@@ -12,18 +12,22 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "char_dataset.hpp"
@@ -103,6 +107,42 @@ inline xt::xtensor<std::int32_t, 2> rows_of(const xt::xtensor<std::int32_t, 2>& 
   return out;
 }
 
+/// A contiguous tensor seen as one axis: what the ranks' gradient average and parameter checksum walk.
+template <class T>
+struct flat_tensor {
+  T* ptr = nullptr;
+  std::size_t n = 0;
+  [[nodiscard]] T* data() const noexcept { return ptr; }
+  [[nodiscard]] std::size_t size() const noexcept { return n; }
+  [[nodiscard]] std::array<std::size_t, 1> shape() const noexcept { return {n}; }
+};
+
+/// Named flat tensors in walk order, walked as gradients (`for_each`) and as parameters
+/// (`for_each_parameter`): one type for every policy's model, so the data-parallel hooks below are not
+/// templates.
+template <class T>
+struct named_flat_tensors {
+  std::vector<std::pair<std::string, flat_tensor<T>>> items;
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& [name, tensor] : items) f(std::string_view(name), tensor);
+  }
+  template <class F>
+  void for_each_parameter(F&& f) const {
+    for_each(f);
+  }
+};
+
+/// Several processes training one model (main.cpp's MPI form, `--distributed`): this rank of `ranks`,
+/// `average(grads)` replacing the gradients by their mean over the ranks (the same bits on every rank),
+/// and `agree(params)`, whether every rank holds the same parameter bytes. Empty hooks: one process.
+struct data_parallel {
+  int rank = 0;
+  int ranks = 1;
+  std::function<void(const named_flat_tensors<float>&)> average;
+  std::function<bool(const named_flat_tensors<const std::byte>&)> agree;
+};
+
 /// One evaluation point of a run.
 struct eval_point {
   std::int64_t iter = 0;
@@ -129,15 +169,27 @@ struct run_result {
 /// Trains a GPT with policy `P` on `data`; `log(eval_point, loss_scale, skipped_steps)` is called at each
 /// evaluation. If given, `params_out` receives the trained parameters (dotted names, param dtype) and
 /// `state_out` the optimiser and loss-scale state (`train_state.safetensors` of TRAINING.md §6).
-/// With `resume`, continues the run that wrote it (see `resume_from`).
+/// With `resume`, continues the run that wrote it (see `resume_from`). With several `ranks` (data parallel
+/// across processes), rank r takes rows [batch·r/R, batch·(r+1)/R) of every global batch, and the ranks'
+/// gradients are averaged after each backward: every rank then steps with the same gradients.
 /// \throws std::invalid_argument when `resume` was written with other run settings or is already at or
-///   past `opt.iters`;
+///   past `opt.iters`, or the ranks do not divide the batch;
 ///   mixprec::train::safetensors_error when a tensor is missing or has another shape or dtype.
 template <class P, class Log>
 run_result train(const gpt_config& config, const run_options& opt, const char_dataset& data, Log&& log,
                  mixprec::train::checkpoint* params_out = nullptr, mixprec::train::checkpoint* state_out = nullptr,
-                 const resume_from& resume = {}) {
+                 const resume_from& resume = {}, const data_parallel& ranks = {}) {
   namespace tr = mixprec::train;
+  const auto rank_count = static_cast<std::size_t>(ranks.ranks);
+  if (opt.batch % rank_count != 0) {
+    throw std::invalid_argument("--batch " + std::to_string(opt.batch) + " is not a multiple of the " +
+                                std::to_string(rank_count) +
+                                " ranks: every rank takes an equal share of the global batch (the average of "
+                                "the ranks' gradients is then the batch's)");
+  }
+  // This rank's rows of every global batch.
+  const std::size_t rank_begin = opt.batch * static_cast<std::size_t>(ranks.rank) / rank_count;
+  const std::size_t rank_rows = opt.batch / rank_count;
   std::mt19937_64 rng(opt.seed);
   auto model = make_gpt<P>(config, rng);
   auto grads = model.zero_gradients();
@@ -159,10 +211,10 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
     typename gpt<P>::gradients grads;
     xt::xtensor<float, 3> dlogits;
   };
-  std::vector<worker> workers(std::max<std::size_t>(1, std::min(opt.threads, opt.batch)));
+  std::vector<worker> workers(std::max<std::size_t>(1, std::min(opt.threads, rank_rows)));
   for (std::size_t w = 0; w < workers.size(); ++w) {
-    workers[w].row_begin = opt.batch * w / workers.size();
-    workers[w].row_end = opt.batch * (w + 1) / workers.size();
+    workers[w].row_begin = rank_begin + rank_rows * w / workers.size();
+    workers[w].row_end = rank_begin + rank_rows * (w + 1) / workers.size();
     workers[w].grads = model.zero_gradients();
   }
   tr::adamw adamw(opt.adamw);
@@ -171,9 +223,11 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
 
   // The gradient tensors as spans, in the order of for_each_parameter: the workers' sums go there.
   std::vector<std::span<float>> grad_spans;
-  grads.for_each([&](std::string_view, auto& g) {
+  named_flat_tensors<float> grad_tree;  // the same tensors, named: what the ranks average
+  grads.for_each([&](std::string_view name, auto& g) {
     static_assert(std::is_same_v<typename std::remove_cvref_t<decltype(g)>::value_type, float>);
     grad_spans.emplace_back(g.data(), g.size());
+    grad_tree.items.emplace_back(std::string(name), flat_tensor<float>{g.data(), g.size()});
   });
 
   std::mt19937_64 batch_rng(opt.seed + 1);
@@ -265,7 +319,8 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
       std::optional<mixprec::internal::profile_scope> sampling(std::in_place, "train::sample_batch");
       const auto b = data.sample_batch(split::train, opt.batch, config.block, batch_rng);
       sampling.reset();
-      const double seed = static_cast<double>(scale) / static_cast<double>(b.y.size() * opt.grad_accum);
+      // This rank's targets: the mean over its rows, averaged over the ranks, is the global batch's mean.
+      const double seed = static_cast<double>(scale) / static_cast<double>(rank_rows * config.block * opt.grad_accum);
       auto run_worker = [&](std::size_t w) {
         // With several workers the cores are already busy: each worker's products stay on its thread.
         std::optional<mixprec::single_threaded_scope> single;
@@ -298,6 +353,9 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
         });
       }
     }
+    // Several ranks: the mean of the ranks' gradients, the same bits on every rank (so the finiteness
+    // test, the clipping and AdamW below agree on every rank, and the parameters stay identical).
+    if (ranks.average) ranks.average(grad_tree);
     // Unscale (S is a power of two: a product by 1/S, exact), check, adjust S, then skip, or clip and
     // step AdamW over every parameter by name (nanoGPT's decay rule).
     mixprec::no_op_loss_scale unscaled;
@@ -323,6 +381,21 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
   result.tokens_per_s =
       static_cast<double>(opt.batch * config.block) * static_cast<double>(opt.iters + 1 - first_iter) / train_seconds;
   result.final_loss_scale = ls ? ls->loss_scale() : 1.0f;
+  if (ranks.agree) {
+    // Every rank stepped with the same averaged gradients from the same initialisation: the same bytes.
+    named_flat_tensors<const std::byte> bytes;
+    model.for_each_parameter([&](std::string_view name, const auto& p) {
+      using E = std::remove_cvref_t<decltype(*p.data())>;
+      bytes.items.emplace_back(
+          std::string(name),
+          flat_tensor<const std::byte>{reinterpret_cast<const std::byte*>(p.data()), p.size() * sizeof(E)});
+    });
+    if (!ranks.agree(bytes)) {
+      throw std::runtime_error(
+          "data parallel: the ranks' parameters differ after training (their checksums "
+          "disagree): every rank must run the same build, settings and data");
+    }
+  }
 
   // The whole validation split, every non-overlapping window.
   double sum = 0;

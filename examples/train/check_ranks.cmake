@@ -1,0 +1,56 @@
+# ctest case example/mixprec-train-ranks: data parallel across 2 MPI ranks (--distributed under mpiexec -n 2)
+# against one process, on a small GPT (1 layer, width 32, block 16, batch 4, 100 iterations, f32 and
+# p=f32,c=bf16,o=f32), checking:
+#  - the distributed run's final lines have the single process's form plus ` ranks=2`, and only rank 0
+#    printed them (one final line per policy);
+#  - each policy's final validation loss is within 0.01 of the single process's (the same batches, the
+#    rows split between the ranks: only the order of the gradient additions differs);
+#  - the ranks' parameters agreed at the end (the program fails otherwise).
+# Invoked as: cmake -DEXE=<mixprec-train> -DMPIEXEC=<mpiexec> -DNP_FLAG=<-n> -DOUT=<folder> -P check_ranks.cmake
+set(common --policy f32 --policy p=f32,c=bf16,o=f32 --iters 100 --eval-every 100 --eval-iters 2 --batch 4
+           --val-windows 32 --n-layer 1 --n-head 2 --n-embd 32 --block 16 --threads 1)
+execute_process(COMMAND ${EXE} ${common} --out ${OUT}/one OUTPUT_VARIABLE one ERROR_VARIABLE one_err
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mixprec-train (one process) exited with ${rc}: ${one_err}")
+endif()
+execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} 2 ${EXE} ${common} --distributed --out ${OUT}/two
+                OUTPUT_VARIABLE two ERROR_VARIABLE two_err RESULT_VARIABLE rc)
+message("${two}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mixprec-train under ${MPIEXEC} ${NP_FLAG} 2 exited with ${rc}: ${two_err}")
+endif()
+set(number "[0-9]+\\.[0-9]+")
+# The lines before the closing summary (which repeats the final lines).
+string(FIND "${two}" "\nsummary\n" summary_at)
+if(summary_at GREATER -1)
+  string(SUBSTRING "${two}" 0 ${summary_at} two_runs)
+else()
+  set(two_runs "${two}")
+endif()
+foreach(policy "f32" "p=f32,c=bf16,o=f32")
+  string(REGEX MATCH "\nfinal policy=${policy} iters=100 train_loss=${number} val_loss=(${number}) tokens_per_s=[0-9]+ skipped_steps=0\n"
+         line "${one}")
+  if(NOT line)
+    message(FATAL_ERROR "one process: no final line for policy ${policy}")
+  endif()
+  set(val_one ${CMAKE_MATCH_1})
+  string(REGEX MATCHALL "final policy=${policy} iters=100 [^\n]*" lines "${two_runs}")
+  list(LENGTH lines count)
+  if(NOT count EQUAL 1)
+    message(FATAL_ERROR "2 ranks: ${count} final lines for policy ${policy}; rank 0 alone must print one")
+  endif()
+  string(REGEX MATCH "val_loss=(${number}) tokens_per_s=[0-9]+ skipped_steps=0 ranks=2$" tail "${lines}")
+  if(NOT tail)
+    message(FATAL_ERROR "2 ranks: the final line '${lines}' does not end in 'skipped_steps=0 ranks=2'")
+  endif()
+  set(val_two ${CMAKE_MATCH_1})
+  # |val_two - val_one| <= 0.01, in ten-thousandths (4 decimals printed).
+  string(REPLACE "." "" a "${val_one}")
+  string(REPLACE "." "" b "${val_two}")
+  math(EXPR diff "${b} - ${a}")
+  if(diff GREATER 100 OR diff LESS -100)
+    message(FATAL_ERROR "policy ${policy}: 2 ranks end at val_loss ${val_two}, one process at ${val_one}: more than 0.01 apart")
+  endif()
+  message(STATUS "policy ${policy}: val_loss one process ${val_one}, 2 ranks ${val_two}")
+endforeach()

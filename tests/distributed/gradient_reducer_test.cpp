@@ -1,0 +1,138 @@
+// distributed::gradient_reducer on 2 ranks: the average of the ranks' dense gradients against the
+// gradient of the whole batch computed on one rank (float32 and float64 policies), the same bits for any
+// bucket size, the bytes it reduces, and its errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include "mixprec/arrays/xtensor.hpp"
+#include "mixprec/distributed/communicator.hpp"
+#include "mixprec/distributed/gradient_reducer.hpp"
+#include "mixprec/nn/dense.hpp"
+#include "mixprec/policies/all_finite.hpp"
+#include "mixprec/policies/policy.hpp"
+
+namespace gradient_reducer_test {
+
+namespace dist = mixprec::distributed;
+namespace nn = mixprec::nn;
+
+namespace {
+
+constexpr std::size_t in = 8, out = 5, rows = 6;
+
+/// Rows [begin, end) of a fixed batch: x [n, in] and dy [n, out], the same values on every rank.
+template <class T>
+std::pair<xt::xtensor<T, 2>, xt::xtensor<T, 2>> batch(std::size_t begin, std::size_t end) {
+  auto x = xt::xtensor<T, 2>::from_shape({end - begin, in});
+  auto dy = xt::xtensor<T, 2>::from_shape({end - begin, out});
+  for (std::size_t r = begin; r < end; ++r) {
+    for (std::size_t i = 0; i < in; ++i) x(r - begin, i) = static_cast<T>(std::sin(0.7 * r + 1.3 * i));
+    for (std::size_t o = 0; o < out; ++o) dy(r - begin, o) = static_cast<T>(std::cos(0.4 * r - 0.9 * o));
+  }
+  return {x, dy};
+}
+
+/// The dense layer's gradients for rows [begin, end) of the batch.
+template <class P, class T>
+typename nn::dense<P>::gradients gradients_of(const nn::dense<P>& layer, std::size_t begin, std::size_t end) {
+  const auto [x, dy] = batch<T>(begin, end);
+  typename nn::dense<P>::template saved<T> ctx;
+  auto grads = layer.zero_gradients();
+  (void)layer.forward(x, ctx);
+  (void)layer.backward(ctx, dy, grads);
+  return grads;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("the average of the ranks' gradients is the whole batch's gradient over the rank count",
+                   "[distributed]", float, double) {
+  using T = TestType;
+  using P = mixprec::policy<T>;
+  const dist::communicator comm;
+  std::mt19937 rng(42);  // the same weights on every rank
+  const nn::dense<P> layer(in, out, rng);
+  const auto whole = gradients_of<P, T>(layer, 0, rows);
+  const std::size_t half = rows / 2;
+  auto mine = gradients_of<P, T>(layer, comm.rank() * half, (comm.rank() + 1) * half);
+  dist::gradient_reducer reducer(comm, mine);
+  CHECK(reducer.buckets() == 1);
+  CHECK(reducer.bytes_per_step() == (in * out + out) * sizeof(T));
+  reducer.average(mine);
+  // Σ over both halves / 2 = whole / 2, up to the order of the float additions.
+  const double tolerance = std::is_same_v<T, float> ? 1e-6 : 1e-14;
+  for (std::size_t i = 0; i < in * out; ++i) {
+    CHECK(static_cast<double>(mine.kernel.data()[i]) ==
+          Approx(static_cast<double>(whole.kernel.data()[i]) / 2).margin(tolerance * rows));
+  }
+  for (std::size_t o = 0; o < out; ++o) {
+    CHECK(static_cast<double>((*mine.bias)(o)) ==
+          Approx(static_cast<double>((*whole.bias)(o)) / 2).margin(tolerance * rows));
+  }
+}
+
+TEST_CASE("the bucket size changes no bit, and every rank gets the same bits", "[distributed]") {
+  using P = mixprec::policy<float>;
+  const dist::communicator comm;
+  std::mt19937 rng(7);
+  const nn::dense<P> layer(in, out, rng);
+  auto one_bucket = gradients_of<P, float>(layer, comm.rank() * 3, comm.rank() * 3 + 3);
+  auto per_tensor = one_bucket;
+  dist::gradient_reducer whole(comm, one_bucket);
+  dist::gradient_reducer small(comm, per_tensor, {.bucket_bytes = 1});
+  CHECK(small.buckets() == 2);  // a tensor is never split: one bucket per tensor
+  whole.average(one_bucket);
+  small.average(per_tensor);
+  CHECK(bool(one_bucket.kernel == per_tensor.kernel));
+  CHECK(bool(*one_bucket.bias == *per_tensor.bias));
+  // Rank 0's bits reach rank 1: the difference of the two ranks' results, summed, is 0 in every element.
+  auto difference = one_bucket.kernel;
+  if (comm.rank() == 1) difference = -difference;
+  dist::check(MPI_Allreduce(MPI_IN_PLACE, difference.data(), static_cast<int>(difference.size()), MPI_FLOAT, MPI_SUM,
+                            comm.native()),
+              "MPI_Allreduce");
+  for (const float d : difference) CHECK(d == 0.0F);
+}
+
+TEST_CASE("a non-finite gradient on one rank makes every rank skip the step", "[distributed]") {
+  using P = mixprec::policy<float>;
+  const dist::communicator comm;
+  std::mt19937 rng(3);
+  const nn::dense<P> layer(in, out, rng);
+  auto grads = gradients_of<P, float>(layer, 0, 2);
+  if (comm.rank() == 1) grads.kernel(2, 3) = std::numeric_limits<float>::infinity();
+  // The finiteness flag agreed before the step: false on both ranks.
+  CHECK_FALSE(dist::all_ranks(comm, mixprec::all_finite(grads)));
+  dist::gradient_reducer reducer(comm, grads);
+  reducer.average(grads);
+  CHECK(std::isinf(grads.kernel(2, 3)));  // the average carries it to every rank too
+}
+
+TEST_CASE("gradient_reducer errors: bucket size 0, trees that differ across ranks, another tree later",
+          "[distributed]") {
+  using P = mixprec::policy<float>;
+  const dist::communicator comm;
+  std::mt19937 rng(1);
+  const nn::dense<P> layer(in, out, rng);
+  auto grads = layer.zero_gradients();
+  CHECK_THROWS_WITH(dist::gradient_reducer(comm, grads, {.bucket_bytes = 0}), Catch::Contains("bucket_bytes is 0"));
+  // Rank 1's layer has 6 outputs: every rank reports rank 1's first difference.
+  const nn::dense<P> other(in, comm.rank() == 1 ? out + 1 : out, rng);
+  auto other_grads = other.zero_gradients();
+  CHECK_THROWS_WITH(dist::gradient_reducer(comm, other_grads),
+                    "mixprec::distributed: the ranks' gradients differ: tensor 0 is kernel [8, 6] (4-byte elements) on "
+                    "rank 1 but kernel [8, 5] (4-byte elements) on rank 0; every rank must build the same model");
+  // A reducer made for one tree refuses another (on both ranks, before any reduction).
+  dist::gradient_reducer reducer(comm, grads);
+  const nn::dense<P> wider(in, out + 2, rng);
+  auto wider_grads = wider.zero_gradients();
+  CHECK_THROWS_WITH(reducer.average(wider_grads), Catch::Contains("is not the tensor the reducer was made for"));
+}
+
+}  // namespace gradient_reducer_test
