@@ -19,6 +19,7 @@
 #include "mixprec/core.hpp"
 #include "mixprec/kernels/batch_norm.hpp"
 #include "mixprec/kernels/threads.hpp"
+#include "support/element_bits.hpp"
 
 namespace batch_norm_kernel_test {
 
@@ -62,15 +63,7 @@ double rounded_to(double x) {
   }
 }
 
-/// The bits of a 16- or 32-bit element.
-template <class T>
-std::uint32_t bits_of(T v) {
-  if constexpr (sizeof(T) == 4) {
-    return std::bit_cast<std::uint32_t>(v);
-  } else {
-    return v.bits();
-  }
-}
+using test_support::element_bits;
 
 /// rows × cols values of T, normal around `mean` with spread 2.
 template <class T>
@@ -242,9 +235,9 @@ TEMPLATE_LIST_TEST_CASE("batch_norm_apply gives the reference's bits on every le
                                                 rstd.data(), y_only.data(), static_cast<float*>(nullptr));
           INFO("rows " << rows << ", columns " << n << ", level " << mixprec::name(level) << ", threads " << threads);
           for (std::size_t i = 0; i < rows * n; ++i) {
-            REQUIRE(bits_of(y[i]) == bits_of(ey[i]));
-            REQUIRE(bits_of(y_only[i]) == bits_of(ey[i]));
-            REQUIRE(bits_of(xhat[i]) == bits_of(eh[i]));
+            REQUIRE(element_bits(y[i]) == element_bits(ey[i]));
+            REQUIRE(element_bits(y_only[i]) == element_bits(ey[i]));
+            REQUIRE(element_bits(xhat[i]) == element_bits(eh[i]));
           }
         }
       }

@@ -22,6 +22,7 @@
 #include "mixprec/nn/layer_norm.hpp"
 #include "mixprec/nn/rms_norm.hpp"
 #include "mixprec/policies/policy.hpp"
+#include "support/element_bits.hpp"
 
 namespace norm_rows_test {
 
@@ -48,15 +49,7 @@ double half_subnormal() {
   return 0.5 * to_double(std::numeric_limits<O>::denorm_min());
 }
 
-/// The bits of a 16- or 32-bit element, for exact comparisons that also match NaNs.
-template <class T>
-std::uint32_t bits_of(T v) {
-  if constexpr (sizeof(T) == 4) {
-    return std::bit_cast<std::uint32_t>(v);
-  } else {
-    return v.bits();
-  }
-}
+using test_support::element_bits;
 
 /// `rows` × `f` values, normal with the given mean and spread.
 template <class T>
@@ -205,7 +198,7 @@ TEST_CASE("rows the SIMD kernels decline (Inf, NaN, rescaled extremes) give the 
     REQUIRE(a.shape() == b.shape());
     for (std::size_t i = 0; i < a.size(); ++i) {
       INFO("element " << i << " (row " << i / f << ")");
-      REQUIRE(bits_of(a.data()[i]) == bits_of(b.data()[i]));
+      REQUIRE(element_bits(a.data()[i]) == element_bits(b.data()[i]));
     }
   };
   xt::xtensor<bfloat16, 2> ln_portable;
@@ -220,8 +213,8 @@ TEST_CASE("rows the SIMD kernels decline (Inf, NaN, rescaled extremes) give the 
   for (const std::size_t r : {1, 2, 3, 4, 5}) {
     for (std::size_t j = 0; j < f; ++j) {
       INFO("row " << r << ", feature " << j);
-      REQUIRE(bits_of(ln_here(r, j)) == bits_of(ln_portable(r, j)));
-      REQUIRE(bits_of(rms_here(r, j)) == bits_of(rms_portable(r, j)));
+      REQUIRE(element_bits(ln_here(r, j)) == element_bits(ln_portable(r, j)));
+      REQUIRE(element_bits(rms_here(r, j)) == element_bits(rms_portable(r, j)));
     }
   }
   // The extreme rows still normalise to finite values; the NaN and Inf rows propagate NaN.
@@ -279,8 +272,8 @@ TEST_CASE("outputs larger than the last-level cache (non-temporal stores) have t
         const auto small_rms = rms(row);
         for (std::size_t j = 0; j < f; ++j) {
           INFO("level " << level << ", row " << r << ", feature " << j);
-          REQUIRE(bits_of(big_ln(r, j)) == bits_of(small_ln(0, j)));
-          REQUIRE(bits_of(big_rms(r, j)) == bits_of(small_rms(0, j)));
+          REQUIRE(element_bits(big_ln(r, j)) == element_bits(small_ln(0, j)));
+          REQUIRE(element_bits(big_rms(r, j)) == element_bits(small_rms(0, j)));
         }
       }
     }
@@ -303,7 +296,7 @@ TEST_CASE("threads and forward_into change no bit of a norm, and the fused strea
     REQUIRE(a.shape() == b.shape());
     for (std::size_t i = 0; i < a.size(); ++i) {
       INFO("element " << i);
-      REQUIRE(bits_of(a.data()[i]) == bits_of(b.data()[i]));
+      REQUIRE(element_bits(a.data()[i]) == element_bits(b.data()[i]));
     }
   };
   const std::size_t before = mixprec::set_num_threads(1);
