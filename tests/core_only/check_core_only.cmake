@@ -2,7 +2,7 @@
 #
 # Proves that the core headers (everything under include/mixprec/ except the array adapters
 # arrays/eigen.hpp and arrays/xtensor.hpp, arrays/row_major.hpp which reads arrays through both, the full
-# umbrella mixprec.hpp and the folders kernels/, nn/, scaled/ and train/) compile
+# umbrella mixprec.hpp and the folders kernels/, nn/, scaled/, train/ and distributed/, which needs MPI) compile
 # and work without Eigen or xtensor.
 #
 # Why not just compile against the `mixprec::mixprec` target? It brings Eigen and xtensor on the
@@ -36,7 +36,7 @@ function(is_forbidden path out)
     # One of our own headers: forbidden if it is outside the core.
     # nn/probe.hpp is the one core header under nn/: the probe interface the layers call, which the
     # core's diagnostics headers use (it includes only formats/).
-    if((rel MATCHES "^mixprec/arrays/(eigen|xtensor|row_major)\\.hpp$" OR rel MATCHES "^mixprec/(kernels|nn|scaled|train)/"
+    if((rel MATCHES "^mixprec/arrays/(eigen|xtensor|row_major)\\.hpp$" OR rel MATCHES "^mixprec/(kernels|nn|scaled|train|distributed)/"
         OR rel STREQUAL "mixprec/mixprec.hpp") AND NOT rel STREQUAL "mixprec/nn/probe.hpp")
       set(result TRUE)
     endif()
