@@ -68,6 +68,8 @@ struct cli_options {
   bool profile = false;  ///< --profile: time every region of the training steps, print and write the table
   /// --distributed: data parallel across the MPI ranks mpiexec started (a build with mixprec::distributed).
   bool distributed = false;
+  bool bf16_wire = false;       ///< --wire bf16: the gradients cross between ranks as bfloat16
+  bool error_feedback = false;  ///< --error-feedback: the bfloat16 wire's rounding residuals fed back
 };
 
 /// The help text. `default_data` is the text file used without --data.
@@ -77,7 +79,7 @@ struct cli_options {
        " [--policy P ...] [--iters N] [--threads T] [--seed S] [--eval-every N]\n"
        "       [--eval-iters N] [--data FILE] [--out DIR] [--batch B] [--grad-accum N] [--val-windows N]\n"
        "       [--n-layer N] [--n-head N] [--n-embd N] [--block N] [--resume DIR] [--profile] [--distributed]\n"
-       "       [--help]\n";
+       "       [--wire f32|bf16] [--error-feedback] [--help]\n";
   u += "Trains nanoGPT's shakespeare_char GPT (4 layers, 4 heads, n_embd 128, block 64, character vocabulary)\n"
        "with mixprec's layers under each mixed-precision policy given, printing a line per evaluation and a final\n"
        "line per policy with the loss over the whole validation split and the training tokens per second; writes\n"
@@ -109,6 +111,9 @@ struct cli_options {
   u += "  --distributed    data parallel across processes: run under mpiexec -n R (a build with MPI); each rank\n"
        "                   takes --batch / R sequences of every batch (R must divide --batch), the gradients\n"
        "                   are averaged across the ranks; rank 0 prints and writes the files\n";
+  u += "  --wire W         with --distributed: the gradients' format between ranks, f32 (default) or bf16\n"
+       "                   (rounded to bfloat16 for the wire, summed in float32 on arrival: half the bytes)\n";
+  u += "  --error-feedback with --wire bf16: each rank adds its last rounding residual to its next gradient\n";
   u += "  --help           print this help\n\n";
   u += "Flags take their value as the next argument or after '=' (--iters 200, --iters=200).\n";
   u += "Exit status: 0 success, 1 unreadable data or a failed run, 2 bad command line.\n";
@@ -233,6 +238,15 @@ template <class T>
     } else if (flag == "--distributed") {
       if (inline_value) throw usage_error("--distributed takes no value: write it alone");
       o.distributed = true;
+    } else if (flag == "--wire") {
+      const std::string_view w = value();
+      if (w != "f32" && w != "bf16") {
+        throw usage_error("--wire takes f32 or bf16, not '" + std::string(w) + "'");
+      }
+      o.bf16_wire = w == "bf16";
+    } else if (flag == "--error-feedback") {
+      if (inline_value) throw usage_error("--error-feedback takes no value: write it alone");
+      o.error_feedback = true;
     } else if (flag == "--resume") {
       o.resume = std::filesystem::path(value());
       if (o.resume->empty())
@@ -243,6 +257,12 @@ template <class T>
       throw usage_error("unexpected argument '" + std::string(flag) + "': options start with --, e.g. --policy " +
                         std::string(flag));
     }
+  }
+  if ((o.bf16_wire || o.error_feedback) && !o.distributed) {
+    throw usage_error("--wire and --error-feedback choose how ranks exchange gradients: add --distributed");
+  }
+  if (o.error_feedback && !o.bf16_wire) {
+    throw usage_error("--error-feedback compensates the bfloat16 wire's rounding: add --wire bf16");
   }
   if (o.policies.empty()) {
     for (const std::string_view p : default_policies) o.policies.push_back(detail::parse_policy_arg("--policy", p));

@@ -92,14 +92,18 @@ void write_profile(const std::filesystem::path& file, const std::string& policy,
 /// The trainer's data-parallel hooks over MPI: the gradient average of mixprec::distributed (its buckets
 /// laid out at the first step, after the check that every rank has the same gradients) and the
 /// parameter checksum compared across the ranks.
-data_parallel mpi_ranks(const mixprec::distributed::communicator& comm) {
+data_parallel mpi_ranks(const mixprec::distributed::communicator& comm,
+                        const mixprec::distributed::reducer_options& options) {
   data_parallel dp;
   dp.rank = comm.rank();
   dp.ranks = comm.size();
   auto reducer = std::make_shared<std::optional<mixprec::distributed::gradient_reducer>>();
-  dp.average = [&comm, reducer](const named_flat_tensors<float>& grads) {
-    if (!reducer->has_value()) reducer->emplace(comm, grads);
+  dp.average = [&comm, reducer, options](const named_flat_tensors<float>& grads) {
+    if (!reducer->has_value()) reducer->emplace(comm, grads, options);
     (*reducer)->average(grads);
+  };
+  dp.rescale = [reducer](float factor) {
+    if (reducer->has_value()) (*reducer)->scale_residuals(factor);
   };
   dp.agree = [&comm](const named_flat_tensors<const std::byte>& params) {
     return mixprec::distributed::parameters_agree(comm, params);
@@ -162,6 +166,11 @@ int main(int argc, char** argv) {
     std::vector<loss_curve> curves;
     std::vector<std::string> finals;
     for (const policy_arg& pa : options.policies) {
+      if (pa.float8 && options.distributed) {
+        throw usage_error("--policy " + pa.text +
+                          ": float8 delayed scaling keeps its amax histories per process, "
+                          "which the ranks do not share yet; drop +fp8 or --distributed");
+      }
       run_options run;
       run.iters = options.iters;
       run.batch = options.batch;
@@ -201,7 +210,11 @@ int main(int argc, char** argv) {
       };
       data_parallel ranks;  // one process
 #if MIXPREC_TRAIN_DISTRIBUTED
-      if (comm) ranks = mpi_ranks(*comm);
+      if (comm) {
+        ranks = mpi_ranks(*comm, {.wire = options.bf16_wire ? mixprec::distributed::wire_format::bfloat16
+                                                            : mixprec::distributed::wire_format::float32,
+                                  .error_feedback = options.error_feedback});
+      }
 #endif
       const run_result r =
           mixprec::visit<mixprec::full_precision, mixprec::mixed_bfloat16, mixprec::mixed_float16, bf16_params>(
@@ -242,7 +255,13 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mixprec-train: %s\n", e.what());
-    return dynamic_cast<const usage_error*>(&e) != nullptr ? 2 : 1;
+    const int status = dynamic_cast<const usage_error*>(&e) != nullptr ? 2 : 1;
+#if MIXPREC_TRAIN_DISTRIBUTED
+    // A failure on one rank (a file it cannot write, say) would leave the others waiting in the next
+    // collective: end every rank.
+    if (comm && comm->size() > 1) MPI_Abort(MPI_COMM_WORLD, status);
+#endif
+    return status;
   }
   return 0;
 }

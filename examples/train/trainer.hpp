@@ -135,11 +135,14 @@ struct named_flat_tensors {
 
 /// Several processes training one model (main.cpp's MPI form, `--distributed`): this rank of `ranks`,
 /// `average(grads)` replacing the gradients by their mean over the ranks (the same bits on every rank),
-/// and `agree(params)`, whether every rank holds the same parameter bytes. Empty hooks: one process.
+/// `rescale(factor)` told when the loss scale changes by `factor` (the averaged gradients are scaled:
+/// error-feedback residuals follow), and `agree(params)`, whether every rank holds the same parameter
+/// bytes. Empty hooks: one process.
 struct data_parallel {
   int rank = 0;
   int ranks = 1;
   std::function<void(const named_flat_tensors<float>&)> average;
+  std::function<void(float)> rescale;
   std::function<bool(const named_flat_tensors<const std::byte>&)> agree;
 };
 
@@ -363,6 +366,7 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
     const bool stepped = ls ? tr::scaled_step(*ls, adamw, opt.schedule(it), model, grads, step_options)
                             : tr::scaled_step(unscaled, adamw, opt.schedule(it), model, grads, step_options);
     if (!stepped) ++result.skipped_steps;
+    if (ranks.rescale && ls && ls->loss_scale() != scale) ranks.rescale(ls->loss_scale() / scale);
     // Delayed scaling: this step's amaxes become history; the next step's scales follow (also after a
     // skipped step: its amaxes were measured).
     for (auto& dot : float8_dots) dot->update_scales();

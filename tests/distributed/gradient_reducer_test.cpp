@@ -3,14 +3,19 @@
 // bucket size, the bytes it reduces, and its errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "mixprec/arrays/xtensor.hpp"
+#include "mixprec/core.hpp"
 #include "mixprec/distributed/communicator.hpp"
 #include "mixprec/distributed/gradient_reducer.hpp"
 #include "mixprec/nn/dense.hpp"
@@ -114,6 +119,88 @@ TEST_CASE("a non-finite gradient on one rank makes every rank skip the step", "[
   CHECK(std::isinf(grads.kernel(2, 3)));  // the average carries it to every rank too
 }
 
+TEST_CASE("the bfloat16 wire gives each element bf16(sum in float32 of the ranks' bf16 values / ranks)",
+          "[distributed]") {
+  using P = mixprec::policy<float>;
+  const dist::communicator comm;
+  std::mt19937 rng(11);
+  const nn::dense<P> layer(in, out, rng);
+  // Both ranks' gradients, computed here on every rank for the reference.
+  const auto g0 = gradients_of<P, float>(layer, 0, 3);
+  const auto g1 = gradients_of<P, float>(layer, 3, 6);
+  auto mine = comm.rank() == 0 ? g0 : g1;
+  dist::gradient_reducer f32_wire(comm, mine);
+  dist::gradient_reducer reducer(comm, mine, {.wire = dist::wire_format::bfloat16});
+  CHECK(reducer.wire_bytes_per_step() * 2 == f32_wire.wire_bytes_per_step());
+  CHECK(reducer.wire_bytes_per_step() == (in * out + out) * 2);  // 2 (R - 1) / R = 1 of the bucket at R = 2
+  reducer.average(mine);
+  const auto bf16 = [](float v) { return static_cast<float>(static_cast<mixprec::bfloat16>(v)); };
+  const auto expected = [&](float a, float b) { return bf16((bf16(a) + bf16(b)) / 2.0F); };
+  for (std::size_t i = 0; i < in * out; ++i) {
+    CHECK(std::bit_cast<std::uint32_t>(mine.kernel.data()[i]) ==
+          std::bit_cast<std::uint32_t>(expected(g0.kernel.data()[i], g1.kernel.data()[i])));
+  }
+  for (std::size_t o = 0; o < out; ++o) {
+    CHECK(std::bit_cast<std::uint32_t>((*mine.bias)(o)) ==
+          std::bit_cast<std::uint32_t>(expected((*g0.bias)(o), (*g1.bias)(o))));
+  }
+}
+
+TEST_CASE("error feedback keeps the bfloat16 wire's rounding from accumulating over the steps", "[distributed]") {
+  using P = mixprec::policy<float>;
+  const dist::communicator comm;
+  std::mt19937 rng(12);
+  const nn::dense<P> layer(in, out, rng);
+  // The same gradient on both ranks and every step: g = c (1 + 2^-10), which bfloat16 (8 significant
+  // bits) rounds to c. The mean of two equal bfloat16 values is exact, so only each rank's own rounding
+  // matters: without feedback it repeats every step, with feedback it stays below one rounding in total.
+  auto grads = layer.zero_gradients();
+  std::size_t i = 0;
+  grads.for_each([&](std::string_view, auto& t) {
+    for (auto& v : t) v = std::ldexp(1.0F + 0x1p-10F, static_cast<int>(i++ % 7) - 3);
+  });
+  const std::size_t steps = 16;
+  for (const bool feedback : {false, true}) {
+    dist::gradient_reducer reducer(comm, grads, {.wire = dist::wire_format::bfloat16, .error_feedback = feedback});
+    auto total = layer.zero_gradients();
+    for (std::size_t t = 0; t < steps; ++t) {
+      auto g = grads;
+      reducer.average(g);
+      total.kernel += g.kernel;
+      *total.bias += *g.bias;
+    }
+    double worst = 0;  // |Σ_t out_t - steps · g| / (steps · g), over the kernel's elements
+    for (std::size_t e = 0; e < in * out; ++e) {
+      const double exact = static_cast<double>(grads.kernel.data()[e]) * steps;
+      worst = std::max(worst, std::abs(static_cast<double>(total.kernel.data()[e]) - exact) / exact);
+    }
+    INFO("error feedback " << feedback << ": worst relative error of the 16-step sum " << worst);
+    if (feedback) {
+      CHECK(worst <= 0x1p-8 / steps);  // at most one rounding (half an ulp of 8 bits) in the whole sum
+    } else {
+      CHECK(worst >= 0x1p-11);  // every step's rounding (1 + 2^-10 to 1) kept: about 2^-10 relative
+    }
+  }
+}
+
+TEST_CASE("error feedback drops the residual of a non-finite value: later steps stay finite", "[distributed]") {
+  using P = mixprec::policy<float>;
+  const dist::communicator comm;
+  std::mt19937 rng(13);
+  const nn::dense<P> layer(in, out, rng);
+  const auto clean = gradients_of<P, float>(layer, 0, 3);
+  dist::gradient_reducer reducer(comm, clean, {.wire = dist::wire_format::bfloat16, .error_feedback = true});
+  auto overflowed = clean;
+  overflowed.kernel(1, 1) = std::numeric_limits<float>::infinity();  // an overflowed loss-scaled step
+  reducer.average(overflowed);
+  CHECK(std::isinf(overflowed.kernel(1, 1)));
+  for (int step = 0; step < 3; ++step) {
+    auto g = clean;
+    reducer.average(g);
+    CHECK(std::isfinite(g.kernel(1, 1)));  // Inf - Inf would have made the residual NaN for good
+  }
+}
+
 TEST_CASE("gradient_reducer errors: bucket size 0, trees that differ across ranks, another tree later",
           "[distributed]") {
   using P = mixprec::policy<float>;
@@ -122,6 +209,11 @@ TEST_CASE("gradient_reducer errors: bucket size 0, trees that differ across rank
   const nn::dense<P> layer(in, out, rng);
   auto grads = layer.zero_gradients();
   CHECK_THROWS_WITH(dist::gradient_reducer(comm, grads, {.bucket_bytes = 0}), Catch::Contains("bucket_bytes is 0"));
+  CHECK_THROWS_WITH(dist::gradient_reducer(comm, grads, {.error_feedback = true}),
+                    Catch::Contains("error_feedback compensates the bfloat16 wire's rounding"));
+  // Options bad on one rank only: both ranks throw rank 1's error (none waits in a collective).
+  CHECK_THROWS_WITH(dist::gradient_reducer(comm, grads, {.bucket_bytes = comm.rank() == 1 ? 0U : 1024U}),
+                    Catch::StartsWith("rank 1: mixprec::distributed::gradient_reducer: bucket_bytes is 0"));
   // Rank 1's layer has 6 outputs: every rank reports rank 1's first difference.
   const nn::dense<P> other(in, comm.rank() == 1 ? out + 1 : out, rng);
   auto other_grads = other.zero_gradients();

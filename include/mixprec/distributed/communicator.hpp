@@ -108,9 +108,14 @@ class communicator {
           "in main first");
     }
     check(MPI_Comm_dup(base, &comm_), "MPI_Comm_dup");
-    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
-    check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    try {
+      check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+      check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+      check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    } catch (...) {
+      release();
+      throw;
+    }
   }
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;

@@ -5,15 +5,21 @@
 /// 25 MiB by default) in reverse walk order (the order in which a backward pass finishes them), each
 /// bucket summed across ranks by one `MPI_Allreduce` and divided by the rank count. The buckets are
 /// laid out once, when the reducer is made (after a collective check that every rank has the same
-/// tree), and their buffers are reused by every step.
+/// tree), and their buffers are reused by every step. Optionally float32 gradients cross the wire as
+/// bfloat16 (PyTorch's `bf16_compress_hook`), summed in float32 on arrival, with optional error
+/// feedback (each rank adds its last rounding residual to its next gradient: 1-bit Adam, PowerSGD).
 #pragma once
 
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <span>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -22,26 +28,48 @@
 #include "mixprec/arch/profile.hpp"
 #include "mixprec/distributed/communicator.hpp"
 #include "mixprec/distributed/structure.hpp"
+#include "mixprec/formats/bfloat16.hpp"
+#include "mixprec/formats/convert.hpp"
 
 namespace mixprec::distributed {
+
+/// The format of float32 gradients on the wire (float64 gradients always travel as float64).
+enum class wire_format : std::uint8_t {
+  /// float32: one `MPI_Allreduce` (`MPI_SUM`) per bucket, then the sum divided by the rank count.
+  float32,
+  /// bfloat16 (PyTorch's `bf16_compress_hook`, but never adding in bfloat16): each rank rounds its
+  /// bucket to bfloat16 (nearest even); rank k receives every rank's bfloat16 values of its k-th
+  /// share of the bucket (`MPI_Alltoallv`), widens them and adds them in float32 in rank order,
+  /// divides by the rank count and rounds the mean to bfloat16; every rank gathers the means
+  /// (`MPI_Allgatherv`) and widens them. Half the float32 wire's bytes; two roundings to bfloat16.
+  bfloat16,
+};
 
 /// Options of `gradient_reducer`.
 struct reducer_options {
   /// Bytes of gradient per bucket (PyTorch DDP's default `bucket_cap_mb` = 25): a bucket closes once it
   /// holds at least this many; a tensor is never split. Must be > 0.
   std::size_t bucket_bytes = std::size_t{25} << 20;
+  /// The wire format of float32 gradients.
+  wire_format wire = wire_format::float32;
+  /// bfloat16 wire only: error feedback. Each rank sends bfloat16(g + e) and keeps e = (g + e) -
+  /// bfloat16(g + e) for its next step (e starts at 0), so that its rounding errors do not accumulate
+  /// over the steps (1-bit Adam's and PowerSGD's error feedback; the rounding of the mean is not fed back).
+  bool error_feedback = false;
 };
 
 /// Averages gradients across the ranks of a communicator: after `average(grads)`, every rank's gradient
 /// element is (Σ over ranks of that element) / size, summed by MPI_Allreduce (MPI_SUM) in the gradient's
-/// own type (float32 or float64) and divided once. The same ranks and inputs give the same bits on every
-/// run; every rank receives the same bits.
+/// own type (float32 or float64) and divided once, or through the bfloat16 wire (`wire_format`). The
+/// same ranks and inputs give the same bits on every run; every rank receives the same bits.
 ///
 /// The gradients type G offers `for_each(f(name, tensor))` (every nn layer's and model's gradients
 /// do), its tensors contiguous float or double. Collective: every rank makes the reducer and calls
-/// `average` at the same points, with gradients of the same structure.
-/// \throws std::invalid_argument from the constructor when `bucket_bytes` is 0 or the ranks' gradient
-///         trees differ (on every rank, naming the first difference: `check_same_structure`), or a tensor
+/// `average` at the same points, with gradients of the same structure; every error is agreed by all
+/// ranks, which then all throw it. The communicator must outlive the reducer (it keeps its address).
+/// \throws std::invalid_argument from the constructor when `bucket_bytes` is 0, error feedback is asked
+///         for the float32 wire, a bucket holds 2^31 elements or more (MPI's int counts), or the ranks'
+///         gradient trees differ (on every rank, naming the first difference: `check_same_structure`), or a tensor
 ///         is neither float nor double; from `average` when the tree given differs from the one the
 ///         reducer was made for; mpi_error.
 class gradient_reducer {
@@ -50,19 +78,28 @@ class gradient_reducer {
   template <class G>
   gradient_reducer(const communicator& comm, const G& grads, reducer_options options = {})
       : comm_(&comm), options_(options) {
+    // Every check is agreed by all ranks before anything throws: a rank that threw alone would leave the
+    // others waiting in the next collective.
+    std::string error;
     if (options_.bucket_bytes == 0) {
-      throw std::invalid_argument(
-          "mixprec::distributed::gradient_reducer: bucket_bytes is 0; give a positive size "
-          "(PyTorch DDP's default is 25 MiB)");
+      error =
+          "mixprec::distributed::gradient_reducer: bucket_bytes is 0; give a positive size (PyTorch DDP's "
+          "default is 25 MiB)";
+    } else if (options_.error_feedback && options_.wire != wire_format::bfloat16) {
+      error =
+          "mixprec::distributed::gradient_reducer: error_feedback compensates the bfloat16 wire's rounding; set "
+          "wire = wire_format::bfloat16 or leave error_feedback off";
     }
+    throw_if_any_rank(comm, error);
     entries_ = structure_of([&](auto&& f) { grads.for_each(f); });
+    check_same_structure(comm, entries_, "gradients");
+    // The same tree on every rank: the checks below fail on every rank alike.
     for (const auto& e : entries_) {
       if (e.element_bytes != sizeof(float) && e.element_bytes != sizeof(double)) {
         throw std::invalid_argument(internal::concat("mixprec::distributed::gradient_reducer: gradient ", describe(e),
                                                      " is not float32 or float64; gradients live in grad_t<P>"));
       }
     }
-    check_same_structure(comm, entries_, "gradients");
     // Buckets in reverse walk order; a bucket holds one element size and closes at bucket_bytes.
     for (std::size_t k = entries_.size(); k-- > 0;) {
       const auto& e = entries_[k];
@@ -74,17 +111,55 @@ class gradient_reducer {
       buckets_.back().bytes += e.elements * e.element_bytes;
     }
     std::size_t largest = 0;
-    for (const auto& b : buckets_) largest = std::max(largest, b.bytes);
+    std::size_t floats = 0;
+    for (const auto& b : buckets_) {
+      largest = std::max(largest, b.bytes);
+      if (b.bytes / b.element_bytes > std::size_t{0x7FFFFFFF}) {
+        throw std::invalid_argument(internal::concat("mixprec::distributed::gradient_reducer: a bucket of ",
+                                                     b.bytes / b.element_bytes,
+                                                     " elements exceeds MPI's int counts; split the tensor"));
+      }
+      if (b.element_bytes == sizeof(float)) floats += b.bytes / sizeof(float);
+    }
     buffer_.resize((largest + sizeof(double) - 1) / sizeof(double));
+    if (options_.wire == wire_format::bfloat16) {
+      const std::size_t n = largest / sizeof(float) + 1;
+      wire_.resize(n);
+      gathered_.resize(n);
+      received_.resize(n + static_cast<std::size_t>(comm.size()));
+      if (options_.error_feedback) residual_.assign(floats, 0.0F);
+    }
   }
 
   /// The number of buckets (each one MPI_Allreduce per step).
   [[nodiscard]] std::size_t buckets() const noexcept { return buckets_.size(); }
-  /// Bytes each rank sends into the reductions per `average` (the gradients' own bytes).
+  /// Bytes of gradient per `average` (the gradients' own bytes).
   [[nodiscard]] std::size_t bytes_per_step() const noexcept {
     std::size_t total = 0;
     for (const auto& b : buckets_) total += b.bytes;
     return total;
+  }
+  /// Bytes each rank sends per `average` in a bandwidth-optimal all-reduce of its buckets in the wire
+  /// format (a reduce-scatter and an all-gather: 2 (R - 1) / R of the bucket, R ranks): what the
+  /// bfloat16 wire sends, and the cost of the float32 wire's all-reduce for that algorithm (MPI
+  /// chooses its own).
+  [[nodiscard]] std::size_t wire_bytes_per_step() const noexcept {
+    const auto r = static_cast<std::size_t>(comm_->size());
+    std::size_t total = 0;
+    for (const auto& b : buckets_) {
+      const std::size_t elements = b.bytes / b.element_bytes;
+      const std::size_t wire_bytes =
+          b.element_bytes == sizeof(float) && options_.wire == wire_format::bfloat16 ? 2 : b.element_bytes;
+      total += 2 * (r - 1) * elements * wire_bytes / r;
+    }
+    return total;
+  }
+
+  /// Multiplies the error-feedback residuals by `factor` (no-op without error feedback): they are in
+  /// the units of the gradients given to `average`, so a caller that averages loss-scaled gradients
+  /// passes new_scale / old_scale when the loss scale changes.
+  void scale_residuals(float factor) noexcept {
+    for (float& e : residual_) e *= factor;
   }
 
   /// Replaces every gradient element by its mean over the ranks. Collective.
@@ -95,25 +170,31 @@ class gradient_reducer {
     std::vector<std::byte*> data;
     data.reserve(entries_.size());
     std::size_t k = 0;
+    std::string error;  // agreed by every rank before any reduction (throw_if_any_rank)
     grads.for_each([&](std::string_view name, auto& tensor) {
       using E = std::remove_cvref_t<decltype(*tensor.data())>;
-      if (k >= entries_.size() || name != entries_[k].name || sizeof(E) != entries_[k].element_bytes ||
-          static_cast<std::size_t>(tensor.size()) != entries_[k].elements) {
-        throw std::invalid_argument(internal::concat("mixprec::distributed::gradient_reducer::average: gradient ", k,
-                                                     " (\"", name, "\") is not the tensor the reducer was made for (",
-                                                     k < entries_.size() ? describe(entries_[k]) : std::string("none"),
-                                                     "); make the reducer for these gradients"));
+      if (error.empty() &&
+          (k >= entries_.size() || name != entries_[k].name || sizeof(E) != entries_[k].element_bytes ||
+           static_cast<std::size_t>(tensor.size()) != entries_[k].elements)) {
+        error = internal::concat("mixprec::distributed::gradient_reducer::average: gradient ", k, " (\"", name,
+                                 "\") is not the tensor the reducer was made for (",
+                                 k < entries_.size() ? describe(entries_[k]) : std::string("none"),
+                                 "); make the reducer for these gradients");
       }
       data.push_back(reinterpret_cast<std::byte*>(tensor.data()));
       ++k;
     });
-    if (k != entries_.size()) {
-      throw std::invalid_argument(
-          internal::concat("mixprec::distributed::gradient_reducer::average: the gradients have ", k,
-                           " tensors but the reducer was made for ", entries_.size()));
+    if (error.empty() && k != entries_.size()) {
+      error = internal::concat("mixprec::distributed::gradient_reducer::average: the gradients have ", k,
+                               " tensors but the reducer was made for ", entries_.size());
     }
+    throw_if_any_rank(*comm_, error);
+    std::size_t residual_at = 0;  // error feedback: the residuals of the float buckets, in bucket order
     for (const auto& b : buckets_) {
-      if (b.element_bytes == sizeof(float)) {
+      if (b.element_bytes == sizeof(float) && options_.wire == wire_format::bfloat16) {
+        reduce_bfloat16(b, data, residual_at);
+        residual_at += b.bytes / sizeof(float);
+      } else if (b.element_bytes == sizeof(float)) {
         reduce<float>(b, data);
       } else {
         reduce<double>(b, data);
@@ -137,12 +218,8 @@ class gradient_reducer {
       at += entries_[k].elements;
     }
     const MPI_Datatype type = std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
-    // MPI counts are int: a bucket larger than 2^31 - 1 elements goes in parts.
-    constexpr std::size_t max_count = 0x7FFFFFFF;
-    for (std::size_t done = 0; done < at; done += max_count) {
-      const int count = static_cast<int>(std::min(max_count, at - done));
-      check(MPI_Allreduce(MPI_IN_PLACE, buf + done, count, type, MPI_SUM, comm_->native()), "MPI_Allreduce");
-    }
+    // The constructor refused buckets of 2^31 elements or more (MPI's int counts).
+    check(MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(at), type, MPI_SUM, comm_->native()), "MPI_Allreduce");
     const T ranks = static_cast<T>(comm_->size());
     at = 0;
     for (const std::size_t k : b.tensors) {
@@ -152,11 +229,76 @@ class gradient_reducer {
     }
   }
 
+  /// The bfloat16 wire (`wire_format::bfloat16`) for one float bucket; `residual_at`: its first residual.
+  void reduce_bfloat16(const bucket& b, const std::vector<std::byte*>& data, std::size_t residual_at) {
+    float* v = reinterpret_cast<float*>(buffer_.data());
+    std::size_t n = 0;
+    for (const std::size_t k : b.tensors) {
+      std::memcpy(v + n, data[k], entries_[k].elements * sizeof(float));
+      n += entries_[k].elements;
+    }
+    float* e = options_.error_feedback ? residual_.data() + residual_at : nullptr;
+    if (e != nullptr) {
+      for (std::size_t i = 0; i < n; ++i) v[i] += e[i];
+    }
+    mixprec::convert(std::span<const float>(v, n), std::span<bfloat16>(wire_.data(), n));
+    if (e != nullptr) {
+      // A non-finite value (an overflowed step under loss scaling) leaves no residual: Inf - Inf would
+      // make it NaN for every later step.
+      for (std::size_t i = 0; i < n; ++i) {
+        const float sent = static_cast<float>(wire_[i]);
+        e[i] = std::isfinite(v[i]) && std::isfinite(sent) ? v[i] - sent : 0.0F;
+      }
+    }
+    // Rank k owns elements [n k / R, n (k + 1) / R).
+    const int ranks = comm_->size();
+    const auto me = static_cast<std::size_t>(comm_->rank());
+    const auto r = static_cast<std::size_t>(ranks);
+    const auto begin = [&](std::size_t k) { return n * k / r; };
+    const std::size_t mine = begin(me + 1) - begin(me);
+    counts_.resize(4 * r);
+    int* send_counts = counts_.data();
+    int* send_displs = send_counts + r;
+    int* recv_counts = send_displs + r;
+    int* recv_displs = recv_counts + r;
+    for (std::size_t k = 0; k < r; ++k) {
+      send_counts[k] = static_cast<int>(begin(k + 1) - begin(k));
+      send_displs[k] = static_cast<int>(begin(k));
+      recv_counts[k] = static_cast<int>(mine);
+      recv_displs[k] = static_cast<int>(k * mine);
+    }
+    static_assert(sizeof(bfloat16) == sizeof(std::uint16_t));
+    check(MPI_Alltoallv(wire_.data(), send_counts, send_displs, MPI_UINT16_T, received_.data(), recv_counts,
+                        recv_displs, MPI_UINT16_T, comm_->native()),
+          "MPI_Alltoallv");
+    // The owner's share: the ranks' values widened and added in float32, in rank order, then the mean.
+    const auto count = static_cast<float>(ranks);
+    for (std::size_t i = 0; i < mine; ++i) {
+      float sum = static_cast<float>(received_[i]);
+      for (std::size_t k = 1; k < r; ++k) sum += static_cast<float>(received_[k * mine + i]);
+      v[i] = sum / count;
+    }
+    mixprec::convert(std::span<const float>(v, mine), std::span<bfloat16>(wire_.data(), mine));
+    for (std::size_t k = 0; k < r; ++k) recv_counts[k] = send_counts[k];
+    check(MPI_Allgatherv(wire_.data(), static_cast<int>(mine), MPI_UINT16_T, gathered_.data(), recv_counts, send_displs,
+                         MPI_UINT16_T, comm_->native()),
+          "MPI_Allgatherv");
+    mixprec::convert(std::span<const bfloat16>(gathered_.data(), n), std::span<float>(v, n));
+    std::size_t at = 0;
+    for (const std::size_t k : b.tensors) {
+      std::memcpy(data[k], v + at, entries_[k].elements * sizeof(float));
+      at += entries_[k].elements;
+    }
+  }
+
   const communicator* comm_;
   reducer_options options_;
   std::vector<tensor_entry> entries_;
   std::vector<bucket> buckets_;
-  std::vector<double> buffer_;  // the largest bucket, aligned for double
+  std::vector<double> buffer_;                        // the largest bucket, aligned for double
+  std::vector<bfloat16> wire_, received_, gathered_;  // the bfloat16 wire's buffers
+  std::vector<float> residual_;                       // error feedback: one per float gradient element
+  std::vector<int> counts_;                           // MPI's counts and displacements
 };
 
 }  // namespace mixprec::distributed

@@ -95,6 +95,18 @@ inline void broadcast_string(const communicator& comm, std::string& text, int ro
 
 }  // namespace detail
 
+/// Makes a check that each rank does on its own collective, so that no rank throws while the others
+/// wait in a later collective: `mine` is this rank's error message (empty: none). If any rank has one,
+/// every rank throws std::invalid_argument with the lowest such rank's message (prefixed with the rank
+/// when there are several ranks). Collective. \throws std::invalid_argument; mpi_error.
+inline void throw_if_any_rank(const communicator& comm, std::string mine) {
+  int first = mine.empty() ? std::numeric_limits<int>::max() : comm.rank();
+  check(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm.native()), "MPI_Allreduce");
+  if (first == std::numeric_limits<int>::max()) return;
+  detail::broadcast_string(comm, mine, first);
+  throw std::invalid_argument(comm.size() > 1 ? internal::concat("rank ", first, ": ", mine) : mine);
+}
+
 /// Every rank's walk has the same names, element sizes and shapes, in the same order, as rank 0's.
 /// Collective: every rank calls it with its own entries. `what` names the walk in the message
 /// ("gradients", "parameters").

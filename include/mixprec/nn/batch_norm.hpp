@@ -154,7 +154,8 @@ struct sync_slot {
 ///   policy with float32 parameters, a complex input under a real `Input`) does not compile, as storing
 ///   them would round them or drop an imaginary part: declare `batch_norm<P, double>` or
 ///   `batch_norm<P, std::complex<float>>` (the static_assert says so). Eval on a const layer takes any
-///   input.
+///   input of the layer's kind (real, or complex for a complex Input). The from_scope form takes the
+///   default Input only.
 ///
 /// **Example**:
 ///
@@ -512,6 +513,9 @@ class batch_norm : public detail::norm_params<P> {
     using C = compute_t<P, T>;
     using S = accumulator_t<C>;  // statistics_t<C>, complex for complex C (FLIP 1777)
     using R = internal::real_of_t<S>;
+    static_assert(!detail::is_complex_v<stat_type> || detail::is_complex_v<S>,
+                  "batch_norm<P, std::complex<...>>: the running mean is complex, so inputs must be complex too; "
+                  "convert real inputs to std::complex, or use a batch_norm with a real Input type.");
     static_assert(std::is_same_v<O, output_t<P, T>>);
     const std::size_t f = features_;
     std::string error;
