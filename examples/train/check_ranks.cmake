@@ -5,16 +5,18 @@
 #    printed them (one final line per policy);
 #  - each policy's final validation loss is within 0.01 of the single process's (the same batches, the
 #    rows split between the ranks: only the order of the gradient additions differs);
-#  - the ranks' parameters agreed at the end (the program fails otherwise).
+#  - the ranks' parameters agreed at the end (the program fails otherwise);
+#  - --resume across rank counts: one process continuing the 2-rank run from iteration 100 to 120 ends
+#    within 0.01 of one process continuing its own run (the saved state does not depend on the ranks).
 # Invoked as: cmake -DEXE=<mixprec-train> -DMPIEXEC=<mpiexec> -DNP_FLAG=<-n> -DOUT=<folder> -P check_ranks.cmake
-set(common --policy f32 --policy p=f32,c=bf16,o=f32 --iters 100 --eval-every 100 --eval-iters 2 --batch 4
+set(common --policy f32 --policy p=f32,c=bf16,o=f32 --eval-every 100 --eval-iters 2 --batch 4
            --val-windows 32 --n-layer 1 --n-head 2 --n-embd 32 --block 16 --threads 1)
-execute_process(COMMAND ${EXE} ${common} --out ${OUT}/one OUTPUT_VARIABLE one ERROR_VARIABLE one_err
+execute_process(COMMAND ${EXE} ${common} --iters 100 --out ${OUT}/one OUTPUT_VARIABLE one ERROR_VARIABLE one_err
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "mixprec-train (one process) exited with ${rc}: ${one_err}")
 endif()
-execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} 2 ${EXE} ${common} --distributed --out ${OUT}/two
+execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} 2 ${EXE} ${common} --iters 100 --distributed --out ${OUT}/two
                 OUTPUT_VARIABLE two ERROR_VARIABLE two_err RESULT_VARIABLE rc)
 message("${two}")
 if(NOT rc EQUAL 0)
@@ -54,3 +56,23 @@ foreach(policy "f32" "p=f32,c=bf16,o=f32")
   endif()
   message(STATUS "policy ${policy}: val_loss one process ${val_one}, 2 ranks ${val_two}")
 endforeach()
+
+# --resume across rank counts: the 2-rank run's files continued on one process.
+foreach(from one two)
+  execute_process(COMMAND ${EXE} ${common} --iters 120 --resume ${OUT}/${from} --out ${OUT}/${from}_resumed
+                  OUTPUT_VARIABLE resumed ERROR_VARIABLE resumed_err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "one process resuming the ${from}-rank run exited with ${rc}: ${resumed_err}")
+  endif()
+  string(REGEX MATCH "\nfinal policy=f32 iters=120 train_loss=${number} val_loss=(${number})" line "${resumed}")
+  if(NOT line)
+    message(FATAL_ERROR "resuming the ${from}-rank run: no final line for policy f32 at iteration 120")
+  endif()
+  set(raw_${from} "${CMAKE_MATCH_1}")
+  string(REPLACE "." "" val_${from} "${CMAKE_MATCH_1}")
+endforeach()
+math(EXPR diff "${val_two} - ${val_one}")
+if(diff GREATER 100 OR diff LESS -100)
+  message(FATAL_ERROR "resumed from 2 ranks: val_loss ${raw_two}, from one process: ${raw_one}: more than 0.01 apart")
+endif()
+message(STATUS "resumed to 120 on one process: val_loss ${raw_one} from one process's files, ${raw_two} from 2 ranks'")
