@@ -224,12 +224,11 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
   std::optional<mixprec::dynamic_loss_scale> ls;
   if (opt.loss_scaling) ls.emplace(mixprec::dynamic_loss_scale_options{.initial_scale = 32768.0f, .period = 2000});
 
-  // The gradient tensors as spans, in the order of for_each_parameter: the workers' sums go there.
-  std::vector<std::span<float>> grad_spans;
-  named_flat_tensors<float> grad_tree;  // the same tensors, named: what the ranks average
+  // The gradient tensors, named, in the order of for_each_parameter: the workers' sums go there, and
+  // the ranks average them.
+  named_flat_tensors<float> grad_tree;
   grads.for_each([&](std::string_view name, auto& g) {
     static_assert(std::is_same_v<typename std::remove_cvref_t<decltype(g)>::value_type, float>);
-    grad_spans.emplace_back(g.data(), g.size());
     grad_tree.items.emplace_back(std::string(name), flat_tensor<float>{g.data(), g.size()});
   });
 
@@ -351,7 +350,7 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
       for (auto& wk : workers) {
         std::size_t i = 0;
         wk.grads.for_each([&](std::string_view, auto& g) {
-          float* dst = grad_spans[i++].data();
+          float* dst = grad_tree.items[i++].second.data();
           for (std::size_t e = 0; e < g.size(); ++e) dst[e] += g.data()[e];
         });
       }
