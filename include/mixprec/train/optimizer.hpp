@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <span>
 #include <stdexcept>
@@ -135,6 +136,25 @@ class optimizer_base {
   }
   /// All states by name.
   [[nodiscard]] const std::map<std::string, parameter_state>& states() const noexcept { return states_; }
+
+  /// The bytes of optimiser state held: moments, float32 master weights and Kahan compensations of
+  /// every parameter (what ZeRO-1 divides among the ranks; the step counter and options not counted).
+  [[nodiscard]] std::size_t state_bytes() const noexcept {
+    std::size_t bytes = 0;
+    for (const auto& [name, st] : states_) {
+      for (std::size_t k = 0; k < 2; ++k)
+        bytes += st.moments32[k].size() * sizeof(float) + st.moments64[k].size() * sizeof(double);
+      bytes += st.master.size() * sizeof(float) + st.compensation.size() * sizeof(std::uint16_t);
+    }
+    return bytes;
+  }
+
+  /// Forgets the state of every parameter whose name `keep` rejects (a ZeRO-1 rank that loaded a whole
+  /// train state keeps its own parameters' state). A parameter forgotten and then updated again starts
+  /// afresh (moments zero), so forget only parameters this optimiser will not step.
+  void keep_states(const std::function<bool(std::string_view)>& keep) {
+    std::erase_if(states_, [&](const auto& entry) { return !keep(entry.first); });
+  }
 
  protected:
   optimizer_base(std::string kind, precision_options precision, std::array<std::string, 2> moment_prefixes,
@@ -331,13 +351,17 @@ class optimizer : public optimizer_base {
   /// its `gradients` have). Names are `prefix + "." + name`, or `name` when `prefix` is empty.
   /// 	hrows std::invalid_argument when the two walks disagree (checked before `begin_step`, so nothing
   ///         changes then), and what `update` throws.
+  /// With `only`, the step updates only the parameters whose full name `only` accepts (the shard of a
+  /// ZeRO-1 rank, distributed/sharded_optimizer.hpp); the others, and their state, are left untouched.
   using optimizer_base::step;  // step(): the number of steps begun
   template <class Model, class Grads>
-  void step(double lr, Model& model, const Grads& grads, std::string_view prefix = {}) {
+  void step(double lr, Model& model, const Grads& grads, std::string_view prefix = {},
+            const std::function<bool(std::string_view)>& only = {}) {
     nn::for_each_parameter(model, grads, [](std::string_view, auto&, const auto&) {});  // names and counts
     begin_step(lr);
     nn::for_each_parameter(model, grads, [&](std::string_view name, auto& param, const auto& grad) {
       const std::string full = prefix.empty() ? std::string(name) : internal::concat(prefix, ".", name);
+      if (only && !only(full)) return;
       this->update(full, param, grad, decays_by_rank(param.dimension()));
     });
   }

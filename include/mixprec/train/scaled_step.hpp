@@ -24,6 +24,7 @@
 ///     grads.zero();
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -42,6 +43,9 @@ struct scaled_step_options {
   std::optional<double> max_norm = std::nullopt;
   /// The prefix of the parameter names given to the optimiser (`optimizer::step`'s `prefix`).
   std::string_view prefix = {};
+  /// The parameters the optimiser steps (`optimizer::step`'s `only`: a ZeRO-1 rank's shard); all when
+  /// empty.
+  std::function<bool(std::string_view)> only = {};
 };
 
 /// The generic form: `ls.unscale_in_place(grads)`; `finite = all_finite(grads)`; `ls.adjust(finite)`;
@@ -81,7 +85,7 @@ template <loss_scale_like L, class Optimizer, class Model, class Grads>
 bool scaled_step(L& ls, Optimizer& opt, double lr, Model& model, Grads& grads,
                  const scaled_step_options& options = {}) {
   return scaled_step(
-      ls, grads, [&] { opt.step(lr, model, std::as_const(grads), options.prefix); }, options.max_norm);
+      ls, grads, [&] { opt.step(lr, model, std::as_const(grads), options.prefix, options.only); }, options.max_norm);
 }
 
 }  // namespace mixprec::train

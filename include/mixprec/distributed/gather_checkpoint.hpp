@@ -1,0 +1,97 @@
+/// \file
+/// \brief `distributed::gather_checkpoint`: every rank's part of a state (a ZeRO-1 rank's optimiser
+/// state, `train::checkpoint`) merged into one rank's checkpoint, so that the file written is the one a
+/// single process writes and a run can be resumed with any rank count (PyTorch's
+/// `ZeroRedundancyOptimizer.consolidate_state_dict(to=0)`).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mixprec/arch/message.hpp"
+#include "mixprec/distributed/communicator.hpp"
+#include "mixprec/distributed/shard_plan.hpp"
+#include "mixprec/distributed/structure.hpp"
+#include "mixprec/train/safetensors.hpp"
+
+namespace mixprec::distributed {
+
+/// Merges every rank's `ck` into rank `root`'s: each tensor and metadata entry of another rank is
+/// added to root's `ck`; a name that several ranks hold (a step counter, a loss scale) must hold the
+/// same dtype, shape and bytes (the same value) on each. The other ranks' `ck` are left as they were.
+/// The parts travel as safetensors images (one `MPI_Gatherv`). Collective.
+/// \throws std::invalid_argument on every rank when two ranks hold different values under one name
+///         (naming it and the ranks) or `root` is not a rank; mpi_error.
+inline void gather_checkpoint(const communicator& comm, train::checkpoint& ck, int root = 0) {
+  if (root < 0 || root >= comm.size()) {
+    throw std::invalid_argument(internal::concat("mixprec::distributed::gather_checkpoint: root ", root,
+                                                 " is not a rank of this communicator (0 to ", comm.size() - 1, ")"));
+  }
+  const std::vector<std::uint8_t> image = comm.rank() == root ? std::vector<std::uint8_t>() : ck.to_bytes();
+  std::vector<int> counts, displs;
+  throw_if_any_rank(comm, detail::gather_layout(comm, image.size(), counts, displs));
+  // Each part: its byte length, then the image padded to whole units.
+  std::vector<unsigned long long> lengths(static_cast<std::size_t>(comm.size()));
+  const unsigned long long length = image.size();
+  check(MPI_Gather(&length, 1, MPI_UNSIGNED_LONG_LONG, lengths.data(), 1, MPI_UNSIGNED_LONG_LONG, root, comm.native()),
+        "MPI_Gather");
+  const std::size_t my_units = detail::units_of(image.size());
+  const std::unique_ptr<std::byte[]> send(new std::byte[std::max<std::size_t>(my_units, 1) * detail::gather_unit]);
+  if (!image.empty()) std::memcpy(send.get(), image.data(), image.size());
+  std::unique_ptr<std::byte[]> received;
+  if (comm.rank() == root) {
+    const std::size_t units = static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back());
+    received.reset(new std::byte[std::max<std::size_t>(units, 1) * detail::gather_unit]);
+  }
+  const detail::gather_unit_type unit;
+  check(MPI_Gatherv(send.get(), static_cast<int>(my_units), unit.native(), received.get(), counts.data(), displs.data(),
+                    unit.native(), root, comm.native()),
+        "MPI_Gatherv");
+  std::string error;
+  if (comm.rank() == root) {
+    for (int r = 0; r < comm.size() && error.empty(); ++r) {
+      if (r == root) continue;
+      const auto* first = reinterpret_cast<const std::uint8_t*>(received.get()) +
+                          static_cast<std::size_t>(displs[static_cast<std::size_t>(r)]) * detail::gather_unit;
+      train::checkpoint part;
+      try {  // an image this build wrote: a failure here is a fault of the transfer, agreed below
+        part = train::checkpoint::from_bytes(
+            std::span<const std::uint8_t>(first, static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)])),
+            internal::concat("rank ", r, "'s part"));
+      } catch (const std::exception& e) {
+        error = e.what();
+        break;
+      }
+      for (const auto& [name, tensor] : part.tensors()) {
+        if (!ck.contains(name)) {
+          ck.put_bytes(name, tensor.type, tensor.shape, tensor.bytes);
+          continue;
+        }
+        const train::stored_tensor& here = ck.at(name);
+        if (here.type != tensor.type || here.shape != tensor.shape || here.bytes != tensor.bytes) {
+          error = internal::concat("mixprec::distributed::gather_checkpoint: tensor \"", name, "\" differs on rank ", r,
+                                   " and rank ", root, "; a name several ranks save must hold one value");
+          break;
+        }
+      }
+      for (const auto& [key, value] : part.metadata) {
+        const auto [it, added] = ck.metadata.emplace(key, value);
+        if (!added && it->second != value && error.empty()) {
+          error = internal::concat("mixprec::distributed::gather_checkpoint: metadata \"", key, "\" is \"", value,
+                                   "\" on rank ", r, " and \"", it->second, "\" on rank ", root);
+        }
+      }
+    }
+  }
+  throw_if_any_rank(comm, error);
+}
+
+}  // namespace mixprec::distributed

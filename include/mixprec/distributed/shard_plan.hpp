@@ -1,0 +1,212 @@
+/// \file
+/// \brief ZeRO stage 1's division of the parameters among the ranks: `distributed::shard_plan` (which
+/// rank steps which parameter tensor, whole tensors, largest first to the least-loaded rank, as
+/// PyTorch's `ZeroRedundancyOptimizer.partition_parameters` assigns them) and
+/// `distributed::all_gather_parameters` (after each rank has stepped its own tensors, every rank receives
+/// the others' new values: one `MPI_Allgatherv`).
+///
+/// Whole tensors, not DeepSpeed's flat slices: each tensor is stepped by one rank exactly as a
+/// single-process optimiser steps it (the same calls, the same stochastic-rounding streams), so a sharded
+/// run gives the unsharded run's bits.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "mixprec/arch/message.hpp"
+#include "mixprec/arch/profile.hpp"
+#include "mixprec/distributed/communicator.hpp"
+#include "mixprec/distributed/structure.hpp"
+
+namespace mixprec::distributed {
+
+/// Which rank steps which parameter tensor under ZeRO stage 1 (Rajbhandari et al., "ZeRO: Memory
+/// Optimizations Toward Training Trillion Parameter Models", P_os). The rule is PyTorch's
+/// `ZeroRedundancyOptimizer.partition_parameters`: tensors taken largest first (ties in walk order),
+/// each given to the rank holding the fewest elements so far (ties to the lower rank). The same walk
+/// gives the same plan on every rank and in every run.
+class shard_plan {
+ public:
+  /// Plans the tensors of `walk` (`walk(f)` calls `f(name, tensor)`: a model's `for_each_parameter`)
+  /// over the ranks of `comm`. Names are `prefix + "." + name` (or `name` when `prefix` is empty), the
+  /// names an optimiser's `step(lr, model, grads, prefix)` uses. Collective: checks that every rank walks
+  /// the same tensors first. \throws std::invalid_argument on every rank when the ranks' walks differ
+  /// (`check_same_structure`); mpi_error.
+  template <class Walk>
+  shard_plan(const communicator& comm, const Walk& walk, std::string_view prefix = {})
+      : shard_plan(comm, structure_of(walk), prefix) {}
+
+  /// The same from the walk's structure (`structure_of`).
+  shard_plan(const communicator& comm, std::vector<tensor_entry> entries, std::string_view prefix = {})
+      : entries_(std::move(entries)), loads_(static_cast<std::size_t>(comm.size()), 0) {
+    check_same_structure(comm, entries_, "parameters");
+    std::vector<std::size_t> order(entries_.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return entries_[a].elements > entries_[b].elements; });
+    owners_.resize(entries_.size());
+    for (const std::size_t k : order) {
+      const auto least = std::min_element(loads_.begin(), loads_.end());  // the first of equals: the lower rank
+      owners_[k] = static_cast<int>(least - loads_.begin());
+      *least += entries_[k].elements;
+    }
+    for (std::size_t k = 0; k < entries_.size(); ++k) {
+      const std::string full =
+          prefix.empty() ? entries_[k].name : internal::concat(prefix, ".", std::string_view(entries_[k].name));
+      by_name_.emplace(full, owners_[k]);
+    }
+  }
+
+  /// The number of ranks planned for.
+  [[nodiscard]] int ranks() const noexcept { return static_cast<int>(loads_.size()); }
+  /// The tensors, in walk order.
+  [[nodiscard]] const std::vector<tensor_entry>& entries() const noexcept { return entries_; }
+  /// The rank that steps tensor `index` (walk order).
+  [[nodiscard]] int owner(std::size_t index) const { return owners_.at(index); }
+  /// The rank that steps the tensor of full name `name`, or -1 when the plan has no such tensor.
+  [[nodiscard]] int owner(std::string_view name) const {
+    const auto it = by_name_.find(std::string(name));
+    return it == by_name_.end() ? -1 : it->second;
+  }
+  /// Whether `rank` steps the tensor of full name `name`.
+  [[nodiscard]] bool owns(int rank, std::string_view name) const { return owner(name) == rank; }
+  /// The elements of the tensors `rank` steps.
+  [[nodiscard]] std::size_t elements_of(int rank) const { return loads_.at(static_cast<std::size_t>(rank)); }
+
+ private:
+  std::vector<tensor_entry> entries_;
+  std::vector<std::size_t> loads_;
+  std::vector<int> owners_;
+  std::unordered_map<std::string, int> by_name_;
+};
+
+namespace detail {
+
+/// Bytes per element of the MPI datatype the parameter and state gathers move: MPI's counts are
+/// `int`, so a gather counts 64-byte units, and one rank's part may reach 2^31 · 64 bytes (128 GiB).
+inline constexpr std::size_t gather_unit = 64;
+
+/// A committed `MPI_Type_contiguous(gather_unit, MPI_BYTE)`, freed on destruction.
+class gather_unit_type {
+ public:
+  gather_unit_type() {
+    check(MPI_Type_contiguous(static_cast<int>(gather_unit), MPI_BYTE, &type_), "MPI_Type_contiguous");
+    check(MPI_Type_commit(&type_), "MPI_Type_commit");
+  }
+  gather_unit_type(const gather_unit_type&) = delete;
+  gather_unit_type& operator=(const gather_unit_type&) = delete;
+  ~gather_unit_type() { MPI_Type_free(&type_); }
+  [[nodiscard]] MPI_Datatype native() const noexcept { return type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+/// The number of 64-byte units that hold `bytes`.
+[[nodiscard]] constexpr std::size_t units_of(std::size_t bytes) noexcept {
+  return (bytes + gather_unit - 1) / gather_unit;
+}
+
+/// Every rank's unit count (from `mine`) and the displacements of their parts, in units; an error
+/// message when a part exceeds MPI's int counts.
+inline std::string gather_layout(const communicator& comm, std::size_t mine, std::vector<int>& counts,
+                                 std::vector<int>& displs) {
+  std::vector<unsigned long long> all(static_cast<std::size_t>(comm.size()));
+  unsigned long long units = units_of(mine);
+  check(MPI_Allgather(&units, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1, MPI_UNSIGNED_LONG_LONG, comm.native()),
+        "MPI_Allgather");
+  counts.assign(all.size(), 0);
+  displs.assign(all.size(), 0);
+  unsigned long long at = 0;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r] > static_cast<unsigned long long>(std::numeric_limits<int>::max()) ||
+        at > static_cast<unsigned long long>(std::numeric_limits<int>::max())) {
+      return internal::concat("a gather of ", (at + all[r]) * gather_unit,
+                              " bytes exceeds what MPI's int counts address in 64-byte units; use more ranks");
+    }
+    counts[r] = static_cast<int>(all[r]);
+    displs[r] = static_cast<int>(at);
+    at += all[r];
+  }
+  return {};
+}
+
+}  // namespace detail
+
+/// After every rank has stepped the tensors `plan` gives it, copies each tensor's new value from the rank
+/// that stepped it into every other rank's `model` (`model.for_each_parameter(f(name, tensor))`: the
+/// tensors' bytes, whatever their element type). One `MPI_Allgatherv`: each rank contributes its own
+/// tensors in walk order. Collective; every rank's walk matches `plan` (checked; the plan is the same on
+/// every rank). \throws std::invalid_argument on every rank when a rank's walk has other names, element
+///         counts or element sizes than the plan; mpi_error.
+template <class Model>
+void all_gather_parameters(const communicator& comm, const shard_plan& plan, Model& model) {
+  const internal::profile_scope region("distributed::all_gather_parameters");
+  struct view {
+    std::byte* data;
+    std::size_t bytes;
+  };
+  std::vector<view> tensors;
+  std::string error;
+  model.for_each_parameter([&](std::string_view name, auto& tensor) {
+    using E = std::remove_cvref_t<decltype(*tensor.data())>;
+    const std::size_t k = tensors.size();
+    const auto n = static_cast<std::size_t>(tensor.size());
+    if (error.empty() && (k >= plan.entries().size() || plan.entries()[k].name != name ||
+                          plan.entries()[k].elements != n || plan.entries()[k].element_bytes != sizeof(E))) {
+      error = internal::concat(
+          "mixprec::distributed::all_gather_parameters: tensor ", k, " is \"", name, "\", ", n, " elements of ",
+          sizeof(E), " bytes, not what the shard plan was made for",
+          k < plan.entries().size() ? internal::concat(" (", describe(plan.entries()[k]), ")") : std::string());
+    }
+    tensors.push_back({reinterpret_cast<std::byte*>(tensor.data()), n * sizeof(E)});
+  });
+  if (error.empty() && tensors.size() != plan.entries().size()) {
+    error = internal::concat("mixprec::distributed::all_gather_parameters: the model has ", tensors.size(),
+                             " tensors, the shard plan ", plan.entries().size());
+  }
+  std::vector<std::size_t> part(static_cast<std::size_t>(comm.size()), 0);
+  for (std::size_t k = 0; k < tensors.size() && error.empty(); ++k)
+    part[static_cast<std::size_t>(plan.owner(k))] += tensors[k].bytes;
+  std::vector<int> counts, displs;
+  if (error.empty()) error = detail::gather_layout(comm, part[static_cast<std::size_t>(comm.rank())], counts, displs);
+  throw_if_any_rank(comm, error);
+
+  const std::size_t units = static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back());
+  const std::unique_ptr<std::byte[]> buffer(new std::byte[std::max<std::size_t>(units, 1) * detail::gather_unit]);
+  // Each rank's tensors in walk order from the start of its part; this rank packs its own.
+  std::vector<std::size_t> at(part.size());
+  for (std::size_t r = 0; r < at.size(); ++r) at[r] = static_cast<std::size_t>(displs[r]) * detail::gather_unit;
+  const auto me = static_cast<std::size_t>(comm.rank());
+  std::byte* const mine = buffer.get() + at[me];
+  for (std::size_t k = 0, o = 0; k < tensors.size(); ++k) {
+    if (plan.owner(k) != comm.rank()) continue;
+    std::memcpy(mine + o, tensors[k].data, tensors[k].bytes);
+    o += tensors[k].bytes;
+  }
+  const detail::gather_unit_type unit;
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.get(), counts.data(), displs.data(), unit.native(),
+                       comm.native()),
+        "MPI_Allgatherv");
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    const auto r = static_cast<std::size_t>(plan.owner(k));
+    if (r != me) std::memcpy(tensors[k].data, buffer.get() + at[r], tensors[k].bytes);
+    at[r] += tensors[k].bytes;
+  }
+}
+
+}  // namespace mixprec::distributed
