@@ -7,7 +7,10 @@
 #    rows split between the ranks: only the order of the gradient additions differs);
 #  - the ranks' parameters agreed at the end (the program fails otherwise);
 #  - --resume across rank counts: one process continuing the 2-rank run from iteration 100 to 120 ends
-#    within 0.01 of one process continuing its own run (the saved state does not depend on the ranks).
+#    within 0.01 of one process continuing its own run (the saved state does not depend on the ranks);
+#  - ZeRO-1 (--zero): the 2-rank run writes the same parameter and train-state files, byte for byte, as
+#    the 2-rank run without it, with at most 0.6 of its optimiser state on rank 0; and 2 ranks with --zero
+#    continue one process's files to iteration 120 within 0.01 of one process continuing them.
 # Invoked as: cmake -DEXE=<mixprec-train> -DMPIEXEC=<mpiexec> -DNP_FLAG=<-n> -DOUT=<folder> -P check_ranks.cmake
 set(common --policy f32 --policy p=f32,c=bf16,o=f32 --eval-every 100 --eval-iters 2 --batch 4
            --val-windows 32 --n-layer 1 --n-head 2 --n-embd 32 --block 16 --threads 1)
@@ -75,3 +78,41 @@ foreach(from one two)
 endforeach()
 require_close("resumed to 120 on one process, from 2 ranks' files against one process's" "${resumed_one}"
               "${resumed_two}")
+
+# ZeRO-1: the same files, byte for byte, and rank 0's share of the optimiser state.
+execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} 2 ${EXE} ${common} --iters 100 --distributed --zero --out ${OUT}/zero
+                OUTPUT_VARIABLE zero ERROR_VARIABLE zero_err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mixprec-train --zero under ${MPIEXEC} ${NP_FLAG} 2 exited with ${rc}: ${zero_err}")
+endif()
+foreach(file params_f32 train_state_f32 params_p-f32_c-bf16_o-f32 train_state_p-f32_c-bf16_o-f32)
+  file(SHA256 ${OUT}/two/${file}.safetensors unsharded)
+  file(SHA256 ${OUT}/zero/${file}.safetensors sharded)
+  if(NOT unsharded STREQUAL sharded)
+    message(FATAL_ERROR "--zero: ${file}.safetensors differs from the run without --zero")
+  endif()
+endforeach()
+string(REGEX MATCH "optimizer_state policy=f32 bytes=([0-9]+) \\(every rank\\)" line "${two}")
+set(every_rank "${CMAKE_MATCH_1}")
+string(REGEX MATCH "optimizer_state policy=f32 bytes=([0-9]+) \\(rank 0's share: --zero\\)" line "${zero}")
+set(share "${CMAKE_MATCH_1}")
+if(NOT every_rank OR NOT share)
+  message(FATAL_ERROR "no optimizer_state line for policy f32 in the runs with and without --zero")
+endif()
+math(EXPR share_x10 "${share} * 10")
+math(EXPR limit_x10 "${every_rank} * 6")
+if(share_x10 GREATER limit_x10)
+  message(FATAL_ERROR "--zero: rank 0 holds ${share} bytes of optimiser state, more than 0.6 of ${every_rank}")
+endif()
+message(STATUS "--zero: the same files; rank 0 holds ${share} of ${every_rank} bytes of optimiser state")
+execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} 2 ${EXE} ${common} --iters 120 --distributed --zero --resume ${OUT}/one
+                        --out ${OUT}/one_resumed_zero
+                OUTPUT_VARIABLE resumed ERROR_VARIABLE resumed_err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "2 ranks with --zero resuming one process's run exited with ${rc}: ${resumed_err}")
+endif()
+string(REGEX MATCH "\nfinal policy=f32 iters=120 train_loss=${number} val_loss=(${number})" line "${resumed}")
+if(NOT line)
+  message(FATAL_ERROR "2 ranks with --zero resuming one process's run: no final line for policy f32")
+endif()
+require_close("resumed to 120 on 2 ranks with --zero, against one process" "${resumed_one}" "${CMAKE_MATCH_1}")

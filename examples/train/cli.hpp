@@ -70,6 +70,7 @@ struct cli_options {
   bool distributed = false;
   bool bf16_wire = false;       ///< --wire bf16: the gradients cross between ranks as bfloat16
   bool error_feedback = false;  ///< --error-feedback: the bfloat16 wire's rounding residuals fed back
+  bool zero = false;            ///< --zero: ZeRO-1, each rank keeps and steps the optimiser state of its share
 };
 
 /// The help text. `default_data` is the text file used without --data.
@@ -79,7 +80,7 @@ struct cli_options {
        " [--policy P ...] [--iters N] [--threads T] [--seed S] [--eval-every N]\n"
        "       [--eval-iters N] [--data FILE] [--out DIR] [--batch B] [--grad-accum N] [--val-windows N]\n"
        "       [--n-layer N] [--n-head N] [--n-embd N] [--block N] [--resume DIR] [--profile] [--distributed]\n"
-       "       [--wire f32|bf16] [--error-feedback] [--help]\n";
+       "       [--wire f32|bf16] [--error-feedback] [--zero] [--help]\n";
   u += "Trains nanoGPT's shakespeare_char GPT (4 layers, 4 heads, n_embd 128, block 64, character vocabulary)\n"
        "with mixprec's layers under each mixed-precision policy given, printing a line per evaluation and a final\n"
        "line per policy with the loss over the whole validation split and the training tokens per second; writes\n"
@@ -114,6 +115,9 @@ struct cli_options {
   u += "  --wire W         with --distributed: the gradients' format between ranks, f32 (default) or bf16\n"
        "                   (rounded to bfloat16 for the wire, summed in float32 on arrival: half the bytes)\n";
   u += "  --error-feedback with --wire bf16: each rank adds its last rounding residual to its next gradient\n";
+  u += "  --zero           with --distributed: ZeRO stage 1, each rank keeps the AdamW state of its share of the\n"
+       "                   parameter tensors, steps them and sends the new values to the other ranks (the\n"
+       "                   same results as without it, bit for bit; the files hold the whole state)\n";
   u += "  --help           print this help\n\n";
   u += "Flags take their value as the next argument or after '=' (--iters 200, --iters=200).\n";
   u += "Exit status: 0 success, 1 unreadable data or a failed run, 2 bad command line.\n";
@@ -247,6 +251,9 @@ template <class T>
     } else if (flag == "--error-feedback") {
       if (inline_value) throw usage_error("--error-feedback takes no value: write it alone");
       o.error_feedback = true;
+    } else if (flag == "--zero") {
+      if (inline_value) throw usage_error("--zero takes no value: write it alone");
+      o.zero = true;
     } else if (flag == "--resume") {
       o.resume = std::filesystem::path(value());
       if (o.resume->empty())
@@ -258,8 +265,8 @@ template <class T>
                         std::string(flag));
     }
   }
-  if ((o.bf16_wire || o.error_feedback) && !o.distributed) {
-    throw usage_error("--wire and --error-feedback choose how ranks exchange gradients: add --distributed");
+  if ((o.bf16_wire || o.error_feedback || o.zero) && !o.distributed) {
+    throw usage_error("--wire, --error-feedback and --zero choose how ranks share the work: add --distributed");
   }
   if (o.error_feedback && !o.bf16_wire) {
     throw usage_error("--error-feedback compensates the bfloat16 wire's rounding: add --wire bf16");

@@ -20,8 +20,10 @@
 #include <memory>
 
 #include "mixprec/distributed/communicator.hpp"
+#include "mixprec/distributed/gather_checkpoint.hpp"
 #include "mixprec/distributed/gradient_reducer.hpp"
 #include "mixprec/distributed/parameters.hpp"
+#include "mixprec/distributed/shard_plan.hpp"
 #endif
 
 namespace {
@@ -90,10 +92,11 @@ void write_profile(const std::filesystem::path& file, const std::string& policy,
 
 #if MIXPREC_TRAIN_DISTRIBUTED
 /// The trainer's data-parallel hooks over MPI: the gradient average of mixprec::distributed (its buckets
-/// laid out at the first step, after the check that every rank has the same gradients) and the
-/// parameter checksum compared across the ranks.
+/// laid out at the first step, after the check that every rank has the same gradients), the
+/// parameter checksum compared across the ranks, and with `zero` ZeRO-1 (`shard_plan`,
+/// `all_gather_parameters`, `gather_checkpoint`).
 data_parallel mpi_ranks(const mixprec::distributed::communicator& comm,
-                        const mixprec::distributed::reducer_options& options) {
+                        const mixprec::distributed::reducer_options& options, bool zero) {
   data_parallel dp;
   dp.rank = comm.rank();
   dp.ranks = comm.size();
@@ -105,9 +108,19 @@ data_parallel mpi_ranks(const mixprec::distributed::communicator& comm,
   dp.rescale = [reducer](float factor) {
     if (reducer->has_value()) (*reducer)->scale_residuals(factor);
   };
-  dp.agree = [&comm](const named_flat_tensors<const std::byte>& params) {
+  dp.agree = [&comm](const named_flat_tensors<std::byte>& params) {
     return mixprec::distributed::parameters_agree(comm, params);
   };
+  if (!zero) return dp;
+  auto plan = std::make_shared<std::optional<mixprec::distributed::shard_plan>>();
+  dp.shard = [&comm, plan](const named_flat_tensors<std::byte>& params) {
+    plan->emplace(comm, [&](auto&& f) { params.for_each_parameter(f); });
+    return [plan, rank = comm.rank()](std::string_view name) { return (*plan)->owns(rank, name); };
+  };
+  dp.gather_parameters = [&comm, plan](const named_flat_tensors<std::byte>& params) {
+    mixprec::distributed::all_gather_parameters(comm, **plan, params);
+  };
+  dp.gather_state = [&comm](mixprec::train::checkpoint& ck) { mixprec::distributed::gather_checkpoint(comm, ck); };
   return dp;
 }
 #endif
@@ -211,9 +224,11 @@ int main(int argc, char** argv) {
       data_parallel ranks;  // one process
 #if MIXPREC_TRAIN_DISTRIBUTED
       if (comm) {
-        ranks = mpi_ranks(*comm, {.wire = options.bf16_wire ? mixprec::distributed::wire_format::bfloat16
-                                                            : mixprec::distributed::wire_format::float32,
-                                  .error_feedback = options.error_feedback});
+        ranks = mpi_ranks(*comm,
+                          {.wire = options.bf16_wire ? mixprec::distributed::wire_format::bfloat16
+                                                     : mixprec::distributed::wire_format::float32,
+                           .error_feedback = options.error_feedback},
+                          options.zero);
       }
 #endif
       const run_result r =
@@ -236,6 +251,8 @@ int main(int argc, char** argv) {
       }
       write_float8_chart(options.out / ("float8_" + file_safe(pa.text) + ".svg"), pa.text, r.float8);
       if (options.profile) write_profile(options.out / ("profile_" + file_safe(pa.text) + ".md"), pa.text, options, r);
+      std::printf("optimizer_state policy=%s bytes=%zu%s\n", pa.text.c_str(), r.optimizer_state_bytes,
+                  ranks.ranks > 1 ? (options.zero ? " (rank 0's share: --zero)" : " (every rank)") : "");
       char line[512];
       std::snprintf(line, sizeof line,
                     "final policy=%s iters=%lld train_loss=%.4f val_loss=%.4f tokens_per_s=%.0f skipped_steps=%lld%s",

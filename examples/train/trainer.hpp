@@ -137,13 +137,20 @@ struct named_flat_tensors {
 /// `average(grads)` replacing the gradients by their mean over the ranks (the same bits on every rank),
 /// `rescale(factor)` told when the loss scale changes by `factor` (the averaged gradients are scaled:
 /// error-feedback residuals follow), and `agree(params)`, whether every rank holds the same parameter
-/// bytes. Empty hooks: one process.
+/// bytes. With ZeRO-1 (`--zero`, mixprec::distributed's `shard_plan`), also `shard(params)`, called once
+/// before anything else, which divides the parameter tensors among the ranks and returns whether this
+/// rank steps a name; `gather_parameters(params)` after each step (every rank receives the tensors the
+/// others stepped); `gather_state(ck)`, the ranks' train states merged into rank 0's. Empty hooks: one
+/// process; every rank steps every parameter.
 struct data_parallel {
   int rank = 0;
   int ranks = 1;
   std::function<void(const named_flat_tensors<float>&)> average;
   std::function<void(float)> rescale;
-  std::function<bool(const named_flat_tensors<const std::byte>&)> agree;
+  std::function<bool(const named_flat_tensors<std::byte>&)> agree;
+  std::function<std::function<bool(std::string_view)>(const named_flat_tensors<std::byte>&)> shard;
+  std::function<void(const named_flat_tensors<std::byte>&)> gather_parameters;
+  std::function<void(mixprec::train::checkpoint&)> gather_state;
 };
 
 /// One evaluation point of a run.
@@ -167,6 +174,8 @@ struct run_result {
   /// the steps and threads, sorted by self time.
   std::vector<mixprec::diagnostics::profile_region> profile;
   double train_seconds = 0;  ///< wall time of the training steps (evaluations excluded)
+  /// Bytes of optimiser state (AdamW's moments, master weights) this process holds at the end.
+  std::size_t optimizer_state_bytes = 0;
 };
 
 /// Trains a GPT with policy `P` on `data`; `log(eval_point, loss_scale, skipped_steps)` is called at each
@@ -232,6 +241,17 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
     grad_tree.items.emplace_back(std::string(name), flat_tensor<float>{g.data(), g.size()});
   });
 
+  // The parameters' bytes, named, in walk order: what ZeRO-1's ranks exchange and what the ranks' checksum
+  // covers.
+  named_flat_tensors<std::byte> param_bytes;
+  model.for_each_parameter([&](std::string_view name, auto& p) {
+    using E = std::remove_cvref_t<decltype(*p.data())>;
+    param_bytes.items.emplace_back(
+        std::string(name), flat_tensor<std::byte>{reinterpret_cast<std::byte*>(p.data()), p.size() * sizeof(E)});
+  });
+  // ZeRO-1: the parameters this rank steps (all when empty).
+  const std::function<bool(std::string_view)> owns = ranks.shard ? ranks.shard(param_bytes) : nullptr;
+
   std::mt19937_64 batch_rng(opt.seed + 1);
   std::mt19937_64 eval_rng(opt.seed + 2);
   double train_seconds = 0;
@@ -254,6 +274,7 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
     }
     tr::load_state(*resume.params, model);  // strict: every parameter, by name, shape and dtype
     tr::load_state(st, adamw, "optimizer");
+    if (owns) adamw.keep_states(owns);  // ZeRO-1: the file holds every rank's state; keep this rank's
     if (ls) tr::load_state(st, *ls, "loss_scale");
     result.skipped_steps = st.get_scalar<std::int64_t>("run.skipped_steps");
     // A float8 run: each projection's delayed scalings (scale and amax history of x, kernel, dy) and
@@ -361,9 +382,11 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
     // Unscale (S is a power of two: a product by 1/S, exact), check, adjust S, then skip, or clip and
     // step AdamW over every parameter by name (nanoGPT's decay rule).
     mixprec::no_op_loss_scale unscaled;
-    const tr::scaled_step_options step_options{.max_norm = opt.grad_clip};
+    // ZeRO-1: this rank steps its own parameters, then the ranks exchange the new values.
+    const tr::scaled_step_options step_options{.max_norm = opt.grad_clip, .only = owns};
     const bool stepped = ls ? tr::scaled_step(*ls, adamw, opt.schedule(it), model, grads, step_options)
                             : tr::scaled_step(unscaled, adamw, opt.schedule(it), model, grads, step_options);
+    if (stepped && ranks.gather_parameters) ranks.gather_parameters(param_bytes);
     if (!stepped) ++result.skipped_steps;
     if (ranks.rescale && ls && ls->loss_scale() != scale) ranks.rescale(ls->loss_scale() / scale);
     // Delayed scaling: this step's amaxes become history; the next step's scales follow (also after a
@@ -384,16 +407,10 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
   result.tokens_per_s =
       static_cast<double>(opt.batch * config.block) * static_cast<double>(opt.iters + 1 - first_iter) / train_seconds;
   result.final_loss_scale = ls ? ls->loss_scale() : 1.0f;
+  result.optimizer_state_bytes = adamw.state_bytes();
   if (ranks.agree) {
     // Every rank stepped with the same averaged gradients from the same initialisation: the same bytes.
-    named_flat_tensors<const std::byte> bytes;
-    model.for_each_parameter([&](std::string_view name, const auto& p) {
-      using E = std::remove_cvref_t<decltype(*p.data())>;
-      bytes.items.emplace_back(
-          std::string(name),
-          flat_tensor<const std::byte>{reinterpret_cast<const std::byte*>(p.data()), p.size() * sizeof(E)});
-    });
-    if (!ranks.agree(bytes)) {
+    if (!ranks.agree(param_bytes)) {
       throw std::runtime_error(
           "data parallel: the ranks' parameters differ after training (their checksums "
           "disagree): every rank must run the same build, settings and data");
@@ -450,6 +467,8 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
       put_scaling("kernel", dot.kernel_scaling().state(), clips.kernel);
       put_scaling("dy", dot.dy_scaling().state(), clips.dy);
     }
+    // ZeRO-1: every rank's optimiser state into rank 0's file, as one process writes it.
+    if (ranks.gather_state) ranks.gather_state(*state_out);
   }
   return result;
 }
