@@ -7,6 +7,23 @@
 #include <cstdio>
 #include <vector>
 
+// Linking mixprec::distributed: its headers, MPI's include path and library reach the consumer.
+#ifdef MIXPREC_CONSUMER_EXPECTS_DISTRIBUTED
+#include <mixprec/distributed/communicator.hpp>
+#include <mixprec/distributed/sharded_optimizer.hpp>
+
+/// A model of one parameter, and its gradient.
+struct one_tensor {
+  xt::xtensor<float, 1> w = {1.0f};
+  void for_each_parameter(auto&& f) { f("w", w); }
+  void for_each_parameter(auto&& f) const { f("w", w); }
+};
+struct one_gradient {
+  xt::xtensor<float, 1> w = {0.5f};
+  void for_each(auto&& f) const { f("w", w); }
+};
+#endif
+
 // Linking mixprec::compiled must bring MIXPREC_COMPILED with it (the exported target's definition).
 #ifdef MIXPREC_CONSUMER_EXPECTS_COMPILED
 static_assert(MIXPREC_EXTERN_KERNELS == 1, "mixprec::compiled did not make the kernels' instantiations extern");
@@ -14,7 +31,7 @@ static_assert(MIXPREC_EXTERN_KERNELS == 1, "mixprec::compiled did not make the k
 static_assert(MIXPREC_EXTERN_KERNELS == 0, "mixprec::mixprec must stay header-only");
 #endif
 
-int main() {
+int main([[maybe_unused]] int argc, [[maybe_unused]] char** argv) {
   // float(1/3) = 0x3EAAAAAB; rounding to the top 16 bits: the dropped half 0xAAAB is above 0x8000,
   // so the result rounds up to 0x3EAB (= 0.333984375).
   const mixprec::bfloat16 third(1.0f / 3.0f);
@@ -34,6 +51,19 @@ int main() {
   std::vector<float> y(1);
   mixprec::kernels::matmul<mixprec::bfloat16>(a, b, y, {.m = 1, .k = 2, .n = 1}, mixprec::kernels::b_layout::k_n);
   ok = ok && y[0] == 11.0f;
+
+#ifdef MIXPREC_CONSUMER_EXPECTS_DISTRIBUTED
+  // One process (MPI's singleton start): a communicator of one rank, and ZeRO-1 over it stepping every
+  // parameter. SGD without momentum: w = 1 - 0.5 * 0.5 = 0.75, exact.
+  const mixprec::distributed::environment mpi(argc, argv);
+  const mixprec::distributed::communicator comm;
+  ok = ok && comm.size() == 1 && comm.rank() == 0;
+  one_tensor model;
+  const one_gradient grad;
+  mixprec::distributed::sharded_optimizer opt(comm, model, mixprec::train::sgd());
+  opt.step(0.5, model, grad);
+  ok = ok && model.w(0) == 0.75f && opt.plan().owner("w") == 0;
+#endif
 
   std::printf("mixprec consumer %s: bfloat16(1/3) = 0x%04x\n", ok ? "OK" : "FAILED",
               static_cast<unsigned>(third.bits()));
