@@ -68,9 +68,10 @@ struct cli_options {
   bool profile = false;  ///< --profile: time every region of the training steps, print and write the table
   /// --distributed: data parallel across the MPI ranks mpiexec started (a build with mixprec::distributed).
   bool distributed = false;
-  bool bf16_wire = false;       ///< --wire bf16: the gradients cross between ranks as bfloat16
-  bool error_feedback = false;  ///< --error-feedback: the bfloat16 wire's rounding residuals fed back
-  bool zero = false;            ///< --zero: ZeRO-1, each rank keeps and steps the optimiser state of its share
+  bool bf16_wire = false;              ///< --wire bf16: the gradients cross between ranks as bfloat16
+  bool error_feedback = false;         ///< --error-feedback: the bfloat16 wire's rounding residuals fed back
+  bool zero = false;                   ///< --zero: ZeRO-1, each rank keeps and steps the optimiser state of its share
+  std::size_t bucket_kib = 25 * 1024;  ///< --bucket-kb: KiB of gradient per all-reduce (DDP's bucket_cap_mb)
 };
 
 /// The help text. `default_data` is the text file used without --data.
@@ -80,7 +81,7 @@ struct cli_options {
        " [--policy P ...] [--iters N] [--threads T] [--seed S] [--eval-every N]\n"
        "       [--eval-iters N] [--data FILE] [--out DIR] [--batch B] [--grad-accum N] [--val-windows N]\n"
        "       [--n-layer N] [--n-head N] [--n-embd N] [--block N] [--resume DIR] [--profile] [--distributed]\n"
-       "       [--wire f32|bf16] [--error-feedback] [--zero] [--help]\n";
+       "       [--wire f32|bf16] [--error-feedback] [--zero] [--bucket-kb N] [--help]\n";
   u += "Trains nanoGPT's shakespeare_char GPT (4 layers, 4 heads, n_embd 128, block 64, character vocabulary)\n"
        "with mixprec's layers under each mixed-precision policy given, printing a line per evaluation and a final\n"
        "line per policy with the loss over the whole validation split and the training tokens per second; writes\n"
@@ -115,6 +116,9 @@ struct cli_options {
   u += "  --wire W         with --distributed: the gradients' format between ranks, f32 (default) or bf16\n"
        "                   (rounded to bfloat16 for the wire, summed in float32 on arrival: half the bytes)\n";
   u += "  --error-feedback with --wire bf16: each rank adds its last rounding residual to its next gradient\n";
+  u += "  --bucket-kb N    with --distributed: KiB of gradient per all-reduce (default 25600, DDP's 25 MiB; the\n"
+       "                   first bucket, the last layers', closes at 1 MiB so that it can start during the\n"
+       "                   backward pass)\n";
   u += "  --zero           with --distributed: ZeRO stage 1, each rank keeps the AdamW state of its share of the\n"
        "                   parameter tensors, steps them and sends the new values to the other ranks (the\n"
        "                   same results as without it, bit for bit; the files hold the whole state)\n";
@@ -178,6 +182,7 @@ template <class T>
                                            const std::filesystem::path& default_data) {
   cli_options o;
   o.data = default_data;
+  bool bucket_given = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view flag = args[i];
     std::optional<std::string_view> inline_value;
@@ -251,6 +256,9 @@ template <class T>
     } else if (flag == "--error-feedback") {
       if (inline_value) throw usage_error("--error-feedback takes no value: write it alone");
       o.error_feedback = true;
+    } else if (flag == "--bucket-kb") {
+      o.bucket_kib = detail::parse_integer<std::size_t>(flag, value(), 1, "a positive integer");
+      bucket_given = true;
     } else if (flag == "--zero") {
       if (inline_value) throw usage_error("--zero takes no value: write it alone");
       o.zero = true;
@@ -265,8 +273,9 @@ template <class T>
                         std::string(flag));
     }
   }
-  if ((o.bf16_wire || o.error_feedback || o.zero) && !o.distributed) {
-    throw usage_error("--wire, --error-feedback and --zero choose how ranks share the work: add --distributed");
+  if ((o.bf16_wire || o.error_feedback || o.zero || bucket_given) && !o.distributed) {
+    throw usage_error(
+        "--wire, --error-feedback, --zero and --bucket-kb choose how ranks share the work: add --distributed");
   }
   if (o.error_feedback && !o.bf16_wire) {
     throw usage_error("--error-feedback compensates the bfloat16 wire's rounding: add --wire bf16");

@@ -105,6 +105,9 @@ data_parallel mpi_ranks(const mixprec::distributed::communicator& comm,
     if (!reducer->has_value()) reducer->emplace(comm, grads, options);
     (*reducer)->average(grads);
   };
+  dp.ready = [reducer](const named_flat_tensors<float>& grads, std::string_view prefix) {
+    if (reducer->has_value()) (*reducer)->ready(grads, prefix);  // from the second step: the reducer exists
+  };
   dp.rescale = [reducer](float factor) {
     if (reducer->has_value()) (*reducer)->scale_residuals(factor);
   };
@@ -225,7 +228,8 @@ int main(int argc, char** argv) {
 #if MIXPREC_TRAIN_DISTRIBUTED
       if (comm) {
         ranks = mpi_ranks(*comm,
-                          {.wire = options.bf16_wire ? mixprec::distributed::wire_format::bfloat16
+                          {.bucket_bytes = options.bucket_kib << 10,
+                           .wire = options.bf16_wire ? mixprec::distributed::wire_format::bfloat16
                                                      : mixprec::distributed::wire_format::float32,
                            .error_feedback = options.error_feedback},
                           options.zero);

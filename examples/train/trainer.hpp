@@ -137,15 +137,19 @@ struct named_flat_tensors {
 /// `average(grads)` replacing the gradients by their mean over the ranks (the same bits on every rank),
 /// `rescale(factor)` told when the loss scale changes by `factor` (the averaged gradients are scaled:
 /// error-feedback residuals follow), and `agree(params)`, whether every rank holds the same parameter
-/// bytes. With ZeRO-1 (`--zero`, mixprec::distributed's `shard_plan`), also `shard(params)`, called once
-/// before anything else, which divides the parameter tensors among the ranks and returns whether this
-/// rank steps a name; `gather_parameters(params)` after each step (every rank receives the tensors the
-/// others stepped); `gather_state(ck)`, the ranks' train states merged into rank 0's. Empty hooks: one
+/// bytes; `ready(grads, prefix)` during the backward pass (see below). With ZeRO-1 (`--zero`, mixprec::distributed's
+/// `shard_plan`), also `shard(params)`, called once before anything else, which divides the parameter tensors among the
+/// ranks and returns whether this rank steps a name; `gather_parameters(params)` after each step (every rank receives
+/// the tensors the others stepped); `gather_state(ck)`, the ranks' train states merged into rank 0's. Empty hooks: one
 /// process; every rank steps every parameter.
 struct data_parallel {
   int rank = 0;
   int ranks = 1;
   std::function<void(const named_flat_tensors<float>&)> average;
+  /// Told during the backward pass which gradients are final (`nn::gradients_ready`), so that their
+  /// average can start before `average` (one worker thread only: several workers' gradients are summed
+  /// after they all finish).
+  std::function<void(const named_flat_tensors<float>&, std::string_view)> ready;
   std::function<void(float)> rescale;
   std::function<bool(const named_flat_tensors<std::byte>&)> agree;
   std::function<std::function<bool(std::string_view)>(const named_flat_tensors<std::byte>&)> shard;
@@ -224,10 +228,12 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
     xt::xtensor<float, 3> dlogits;
   };
   std::vector<worker> workers(std::max<std::size_t>(1, std::min(opt.threads, rank_rows)));
+  // One worker adds into the step's gradients directly; several add into their own, summed after.
+  const bool single_worker = workers.size() == 1;
   for (std::size_t w = 0; w < workers.size(); ++w) {
     workers[w].row_begin = rank_begin + rank_rows * w / workers.size();
     workers[w].row_end = rank_begin + rank_rows * (w + 1) / workers.size();
-    workers[w].grads = model.zero_gradients();
+    if (!single_worker) workers[w].grads = model.zero_gradients();
   }
   tr::adamw adamw(opt.adamw);
   std::optional<mixprec::dynamic_loss_scale> ls;
@@ -336,7 +342,11 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
     // the number of micro-batches (TRAINING.md §1: σ = S / (N · accumulation steps)).
     {
       const mixprec::internal::profile_scope region("train::zero_gradients");
-      for (auto& wk : workers) wk.grads.zero();
+      if (single_worker) {
+        grads.zero();
+      } else {
+        for (auto& wk : workers) wk.grads.zero();
+      }
     }
     for (std::size_t micro = 0; micro < opt.grad_accum; ++micro) {
       std::optional<mixprec::internal::profile_scope> sampling(std::in_place, "train::sample_batch");
@@ -357,7 +367,14 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
         (void)mixprec::nn::softmax_cross_entropy(std::span<const float>(logits.data(), logits.size()), config.vocab,
                                                  std::span<const std::int32_t>(y.data(), y.size()),
                                                  std::span<float>(wk.dlogits.data(), wk.dlogits.size()), seed);
-        model.backward(wk.ctx, wk.dlogits, wk.grads);
+        auto& into = single_worker ? grads : wk.grads;
+        // Several ranks, one worker, the last micro-batch: each part's average may start once the
+        // backward pass has finished its gradients.
+        if (single_worker && ranks.ready && micro + 1 == opt.grad_accum) {
+          model.backward(wk.ctx, wk.dlogits, into, [&](std::string_view prefix) { ranks.ready(grad_tree, prefix); });
+        } else {
+          model.backward(wk.ctx, wk.dlogits, into);
+        }
       };
       std::vector<std::jthread> threads;
       for (std::size_t w = 1; w < workers.size(); ++w) threads.emplace_back(run_worker, w);
@@ -365,7 +382,7 @@ run_result train(const gpt_config& config, const run_options& opt, const char_da
       const mixprec::internal::profile_scope join_region("train::join_workers");
       threads.clear();
     }
-    {
+    if (!single_worker) {
       const mixprec::internal::profile_scope sum_region("train::sum_worker_gradients");
       grads.zero();
       for (auto& wk : workers) {

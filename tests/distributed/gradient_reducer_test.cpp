@@ -18,6 +18,7 @@
 #include "mixprec/core.hpp"
 #include "mixprec/distributed/communicator.hpp"
 #include "mixprec/distributed/gradient_reducer.hpp"
+#include "mixprec/nn/causal_lm.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/policies/all_finite.hpp"
 #include "mixprec/policies/policy.hpp"
@@ -225,6 +226,59 @@ TEST_CASE("gradient_reducer errors: bucket size 0, trees that differ across rank
   const nn::dense<P> wider(in, out + 2, rng);
   auto wider_grads = wider.zero_gradients();
   CHECK_THROWS_WITH(reducer.average(wider_grads), Catch::Contains("is not the tensor the reducer was made for"));
+}
+
+TEST_CASE("ready starts the buckets' sums during the backward pass, with average's bits", "[distributed]") {
+  using P = mixprec::policy<float>;
+  const dist::communicator comm;
+  nn::causal_lm<P> model({.vocab = 11,
+                          .n_layers = 3,
+                          .max_positions = 8,
+                          .block = {.attention = {.d_model = 16, .n_heads = 2, .causal = true}}});
+  std::size_t s = 0;
+  model.for_each_parameter([&](std::string_view, auto& p) {
+    for (auto& x : p) x = static_cast<float>(0.3 * std::sin(0.37 * static_cast<double>(++s)));
+  });
+  // This rank's rows: ids and the logits' cotangent differ between the ranks.
+  auto ids = xt::xtensor<std::int32_t, 2>::from_shape({2, 8});
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    ids.data()[i] = static_cast<std::int32_t>((5 * i + 3 * static_cast<std::size_t>(comm.rank())) % 11);
+  typename nn::causal_lm<P>::saved ctx;
+  const auto logits = model.forward(ids, ctx);
+  auto dlogits = xt::xtensor<float, 3>::from_shape(logits.shape());
+  for (std::size_t i = 0; i < dlogits.size(); ++i)
+    dlogits.data()[i] = static_cast<float>(std::cos(0.11 * static_cast<double>(i) + comm.rank()));
+
+  for (const auto wire : {dist::wire_format::float32, dist::wire_format::bfloat16}) {
+    auto blocking = model.zero_gradients();
+    model.backward(ctx, dlogits, blocking);
+    dist::gradient_reducer reducer(comm, blocking, {.bucket_bytes = 4096, .first_bucket_bytes = 1024, .wire = wire});
+    REQUIRE(reducer.buckets() >= 3);
+    reducer.average(blocking);
+    std::vector<std::vector<float>> expected;
+    blocking.for_each([&](std::string_view, const auto& g) { expected.emplace_back(g.begin(), g.end()); });
+    for (int round = 0; round < 2; ++round) {  // the second round: the reducer's state was reset
+      auto overlapped = model.zero_gradients();
+      std::size_t started_before_embeddings = 0;
+      model.backward(ctx, dlogits, overlapped, [&](std::string_view prefix) {
+        if (prefix == "wpe") started_before_embeddings = reducer.buckets_started();
+        reducer.ready(overlapped, prefix);
+      });
+      if (wire == dist::wire_format::float32) {
+        CHECK(started_before_embeddings > 0);  // the last layers' buckets left while layer 0 ran
+        CHECK(reducer.buckets_started() == reducer.buckets());
+      } else {
+        CHECK(reducer.buckets_started() == 0);  // the bfloat16 wire's collectives wait for average
+      }
+      reducer.average(overlapped);
+      CHECK(reducer.buckets_started() == 0);
+      std::size_t k = 0;
+      overlapped.for_each([&](std::string_view name, const auto& g) {
+        INFO(name);
+        CHECK(std::vector<float>(g.begin(), g.end()) == expected[k++]);
+      });
+    }
+  }
 }
 
 }  // namespace gradient_reducer_test

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -123,6 +124,46 @@ TEST_CASE("causal_lm: backward matches float64 central differences for every par
   check(make_model<P, nn::layer_norm<P>>(gpt_config, 10), 2 + 2 * 8 + 1);
   // wte, 2 × (ln_1, wq, wk, wv, wo, ln_2, w1, w2, w3), ln_f
   check(make_model<P, nn::rms_norm<P>>(llama_config, 20), 1 + 2 * 9 + 1);
+}
+
+TEST_CASE("causal_lm: backward tells each part whose gradients are final, in reverse walk order", "[nn][causal_lm]") {
+  using P = layer_tests::p_c_bf16;
+  const auto m = make_model<P, nn::layer_norm<P>>(gpt_config, 3);
+  const auto ids = ids_of({1, 5, 0, 6, 2, 3, 3, 4, 1, 0}, 2, seq);
+  typename nn::causal_lm<P>::saved ctx;
+  const auto logits = m.forward(ids, ctx);
+  const auto w = gradcheck::uniform(logits.size(), 4);
+  const auto dlogits = gradcheck::tensor_from<float>(w, std::array<std::size_t, 3>{2, seq, vocab});
+  auto plain = m.zero_gradients();
+  m.backward(ctx, dlogits, plain);
+  // With the hook: at each call, snapshot the gradients under the prefix; at the end they must not
+  // have changed since (final when told), and everything equals the backward without the hook.
+  auto hooked = m.zero_gradients();
+  std::vector<std::string> order;
+  std::vector<std::pair<std::string, std::vector<double>>> snapshots;
+  m.backward(ctx, dlogits, hooked, [&](std::string_view prefix) {
+    order.emplace_back(prefix);
+    hooked.for_each([&](std::string_view name, const auto& g) {
+      if (name.starts_with(prefix) && name[prefix.size()] == '.') snapshots.emplace_back(std::string(name), values(g));
+    });
+  });
+  CHECK(order == std::vector<std::string>{"ln_f", "layers.1", "layers.0", "wpe", "wte"});
+  std::size_t tensors = 0;
+  hooked.for_each([&](std::string_view, const auto&) { ++tensors; });
+  CHECK(snapshots.size() == tensors);  // every gradient told once
+  std::size_t compared = 0;
+  hooked.for_each([&](std::string_view name, const auto& g) {
+    for (const auto& [snap_name, snap] : snapshots) {
+      if (snap_name != name) continue;
+      CHECK(snap == values(g));
+      ++compared;
+    }
+  });
+  CHECK(compared == tensors);
+  std::vector<std::vector<double>> a, b;
+  plain.for_each([&](std::string_view, const auto& g) { a.push_back(values(g)); });
+  hooked.for_each([&](std::string_view, const auto& g) { b.push_back(values(g)); });
+  CHECK(a == b);
 }
 
 TEST_CASE("causal_lm: decoding token by token gives the whole-sequence forward's logits", "[nn][causal_lm][decode]") {

@@ -25,6 +25,30 @@ TEST_CASE("the global norm spans every gradient and every type", "[clip]") {
   CHECK(mixprec::train::global_grad_norm(std::span<float>(a), b, c) == 85.0);
 }
 
+TEST_CASE("the sum of squares: eight partial sums in the stream's order, within its error bound", "[clip]") {
+  // Order: 11 values; element i into partial i mod 8, the partials added pairwise. Written out here.
+  const std::vector<double> x = {1e8, 1.0, 3.0, -2.5, 7.0, 1e-3, 0.5, 2.0, -1e8, 4.0, 0.25};
+  mixprec::detail::sum_of_squares s;
+  for (const double v : x) s.add(v);
+  double p[8];
+  for (int k = 0; k < 8; ++k) p[k] = x[static_cast<std::size_t>(k)] * x[static_cast<std::size_t>(k)];
+  for (int k = 0; k < 3; ++k) p[k] += x[static_cast<std::size_t>(8 + k)] * x[static_cast<std::size_t>(8 + k)];
+  CHECK(s.total() == ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7])));
+  // Accuracy: 100,003 values against a long double sum; within the bound (n/8 + 3)·2⁻⁵³ of the sum.
+  mixprec::detail::sum_of_squares big;
+  long double reference = 0;
+  const std::size_t n = 100'003;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = std::sin(0.001 * static_cast<double>(i) * static_cast<double>(i % 97)) * 3.7;
+    big.add(v);
+    reference += static_cast<long double>(v) * v;
+  }
+  // The bound, plus the reference's own error (n additions with 64-bit significands, x86's long double).
+  const double bound =
+      (static_cast<double>(n) / 8 + 3) * std::ldexp(1.0, -53) + static_cast<double>(n) * std::ldexp(1.0, -64);
+  CHECK(std::abs(big.total() - static_cast<double>(reference)) <= bound * static_cast<double>(reference));
+}
+
 TEST_CASE("clipping scales by max_norm / (norm + 1e-6) only above max_norm", "[clip]") {
   std::vector<float> a = {3.0f, 4.0f};
   std::vector<double> b = {0.0, 0.0};

@@ -8,6 +8,9 @@
 /// tree), and their buffers are reused by every step. Optionally float32 gradients cross the wire as
 /// bfloat16 (PyTorch's `bf16_compress_hook`), summed in float32 on arrival, with optional error
 /// feedback (each rank adds its last rounding residual to its next gradient: 1-bit Adam, PowerSGD).
+/// During the backward pass, `ready(grads, prefix)` (DDP's autograd hooks; `nn::gradients_ready`)
+/// starts each bucket's sum (`MPI_Iallreduce`) as soon as its gradients are final, and `average` then
+/// waits for them: the reduction overlaps the rest of the backward pass.
 #pragma once
 
 #include <mpi.h>
@@ -50,6 +53,10 @@ struct reducer_options {
   /// Bytes of gradient per bucket (PyTorch DDP's default `bucket_cap_mb` = 25): a bucket closes once it
   /// holds at least this many; a tensor is never split. Must be > 0.
   std::size_t bucket_bytes = std::size_t{25} << 20;
+  /// The first bucket (the last tensors of the walk, the first a backward pass finishes) closes at this
+  /// many bytes (PyTorch DDP's `_DEFAULT_FIRST_BUCKET_BYTES`, 1 MiB), so that its sum can start early
+  /// (`ready`); at most `bucket_bytes`.
+  std::size_t first_bucket_bytes = std::size_t{1} << 20;
   /// The wire format of float32 gradients.
   wire_format wire = wire_format::float32;
   /// bfloat16 wire only: error feedback. Each rank sends bfloat16(g + e) and keeps e = (g + e) -
@@ -100,15 +107,19 @@ class gradient_reducer {
                                                      " is not float32 or float64; gradients live in grad_t<P>"));
       }
     }
-    // Buckets in reverse walk order; a bucket holds one element size and closes at bucket_bytes.
+    // Buckets in reverse walk order; a bucket holds one element size and closes at bucket_bytes (the
+    // first at first_bucket_bytes).
+    bucket_of_.resize(entries_.size());
     for (std::size_t k = entries_.size(); k-- > 0;) {
       const auto& e = entries_[k];
-      if (buckets_.empty() || buckets_.back().element_bytes != e.element_bytes ||
-          buckets_.back().bytes >= options_.bucket_bytes) {
+      const std::size_t cap =
+          buckets_.size() == 1 ? std::min(options_.first_bucket_bytes, options_.bucket_bytes) : options_.bucket_bytes;
+      if (buckets_.empty() || buckets_.back().element_bytes != e.element_bytes || buckets_.back().bytes >= cap) {
         buckets_.push_back(bucket{e.element_bytes, 0, {}});
       }
       buckets_.back().tensors.push_back(k);
       buckets_.back().bytes += e.elements * e.element_bytes;
+      bucket_of_[k] = buckets_.size() - 1;
     }
     std::size_t largest = 0;
     std::size_t floats = 0;
@@ -131,6 +142,13 @@ class gradient_reducer {
     }
   }
 
+  /// The buckets whose sums `ready` has started since the last `average` (0 after it).
+  [[nodiscard]] std::size_t buckets_started() const noexcept {
+    std::size_t n = 0;
+    if (overlapping_)
+      for (const auto started : started_) n += started;
+    return n;
+  }
   /// The number of buckets (each one MPI_Allreduce per step).
   [[nodiscard]] std::size_t buckets() const noexcept { return buckets_.size(); }
   /// Bytes of gradient per `average` (the gradients' own bytes).
@@ -162,7 +180,53 @@ class gradient_reducer {
     for (float& e : residual_) e *= factor;
   }
 
-  /// Replaces every gradient element by its mean over the ranks. Collective.
+  /// Overlap with the backward pass (PyTorch DDP's autograd hooks): during the backward pass that
+  /// computes `grads`, says that every gradient named `prefix` or `prefix.<...>` is final
+  /// (`nn::gradients_ready`). Each bucket whose tensors are then all final is copied out and its sum
+  /// started (`MPI_Iallreduce`; the float32 wire and float64 buckets: the bfloat16 wire's two
+  /// collectives wait for `average`), and MPI is let progress the sums in flight (`MPI_Testall`: Open
+  /// MPI has no progress thread, so a sum advances when some MPI call is made). The `average(grads)`
+  /// that follows starts the other buckets, waits for all and writes the means. Every rank must make
+  /// the same `ready` calls in the same order (the same backward pass), with the same `grads` as that
+  /// `average`; a prefix that names no gradient does nothing. \throws mpi_error.
+  template <class G>
+  void ready(const G& grads, std::string_view prefix) {
+    const internal::profile_scope region("distributed::ready");
+    if (!overlapping_) {
+      ready_.assign(entries_.size(), 0);
+      pending_.resize(buckets_.size());
+      for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].tensors.size();
+      requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
+      started_.assign(buckets_.size(), 0);
+      if (sums_.size() != buckets_.size()) {
+        sums_.resize(buckets_.size());
+        for (std::size_t b = 0; b < buckets_.size(); ++b)
+          sums_[b].resize((buckets_[b].bytes + sizeof(double) - 1) / sizeof(double));
+      }
+      overlapping_ = true;
+    }
+    std::vector<const std::byte*> data;
+    data.reserve(entries_.size());
+    grads.for_each([&](std::string_view, const auto& tensor) {
+      data.push_back(reinterpret_cast<const std::byte*>(tensor.data()));
+    });
+    if (data.size() != entries_.size()) return;  // not the tree of this reducer: `average` reports it
+    for (std::size_t k = 0; k < entries_.size(); ++k) {
+      const std::string_view name = entries_[k].name;
+      const bool under = name.starts_with(prefix) && (name.size() == prefix.size() || name[prefix.size()] == '.');
+      if (ready_[k] != 0 || !under) continue;
+      ready_[k] = 1;
+      const std::size_t b = bucket_of_[k];
+      if (--pending_[b] == 0 && !(buckets_[b].element_bytes == sizeof(float) && options_.wire == wire_format::bfloat16))
+        start(b, data);
+    }
+    check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &tested_, MPI_STATUSES_IGNORE),
+          "MPI_Testall");
+  }
+
+  /// Replaces every gradient element by its mean over the ranks. Collective. After `ready` calls, waits
+  /// for the sums they started (the same bits as without them when two ranks add: a + b = b + a; with
+  /// more ranks Open MPI may add the non-blocking sums in another order, fixed for a run).
   /// \throws std::invalid_argument when grads' tree is not the one the reducer was made for; mpi_error.
   template <class G>
   void average(G& grads) {
@@ -188,9 +252,19 @@ class gradient_reducer {
       error = internal::concat("mixprec::distributed::gradient_reducer::average: the gradients have ", k,
                                " tensors but the reducer was made for ", entries_.size());
     }
-    throw_if_any_rank(*comm_, error);
+    try {
+      throw_if_any_rank(*comm_, error);
+    } catch (const std::invalid_argument&) {
+      if (overlapping_) {  // the sums `ready` started end (unused) before every rank throws
+        overlapping_ = false;
+        check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+      }
+      throw;
+    }
     std::size_t residual_at = 0;  // error feedback: the residuals of the float buckets, in bucket order
-    for (const auto& b : buckets_) {
+    for (std::size_t index = 0; index < buckets_.size(); ++index) {
+      const bucket& b = buckets_[index];
+      if (overlapping_ && started_[index] != 0) continue;  // summing since `ready`: finished below
       if (b.element_bytes == sizeof(float) && options_.wire == wire_format::bfloat16) {
         reduce_bfloat16(b, data, residual_at);
         residual_at += b.bytes / sizeof(float);
@@ -199,6 +273,18 @@ class gradient_reducer {
       } else {
         reduce<double>(b, data);
       }
+    }
+    if (overlapping_) {
+      const internal::profile_scope wait_region("distributed::wait_for_started_sums");
+      check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+      for (std::size_t index = 0; index < buckets_.size(); ++index) {
+        if (started_[index] == 0) continue;
+        if (buckets_[index].element_bytes == sizeof(float))
+          unpack<float>(buckets_[index], reinterpret_cast<const float*>(sums_[index].data()), data);
+        else
+          unpack<double>(buckets_[index], sums_[index].data(), data);
+      }
+      overlapping_ = false;
     }
   }
 
@@ -220,13 +306,35 @@ class gradient_reducer {
     const MPI_Datatype type = std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
     // The constructor refused buckets of 2^31 elements or more (MPI's int counts).
     check(MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(at), type, MPI_SUM, comm_->native()), "MPI_Allreduce");
+    unpack<T>(b, buf, data);
+  }
+
+  /// The means of bucket `b` from its sums `buf`, into the gradients.
+  template <class T>
+  void unpack(const bucket& b, const T* buf, const std::vector<std::byte*>& data) const {
     const T ranks = static_cast<T>(comm_->size());
-    at = 0;
+    std::size_t at = 0;
     for (const std::size_t k : b.tensors) {
       T* dst = reinterpret_cast<T*>(data[k]);
       for (std::size_t i = 0; i < entries_[k].elements; ++i) dst[i] = buf[at + i] / ranks;
       at += entries_[k].elements;
     }
+  }
+
+  /// `ready`: copies bucket `index` out of the gradients and starts its sum.
+  void start(std::size_t index, const std::vector<const std::byte*>& data) {
+    const bucket& b = buckets_[index];
+    auto* buf = reinterpret_cast<std::byte*>(sums_[index].data());
+    std::size_t at = 0;
+    for (const std::size_t k : b.tensors) {
+      std::memcpy(buf + at, data[k], entries_[k].elements * b.element_bytes);
+      at += entries_[k].elements * b.element_bytes;
+    }
+    const MPI_Datatype type = b.element_bytes == sizeof(float) ? MPI_FLOAT : MPI_DOUBLE;
+    check(MPI_Iallreduce(MPI_IN_PLACE, buf, static_cast<int>(at / b.element_bytes), type, MPI_SUM, comm_->native(),
+                         &requests_[index]),
+          "MPI_Iallreduce");
+    started_[index] = 1;
   }
 
   /// The bfloat16 wire (`wire_format::bfloat16`) for one float bucket; `residual_at`: its first residual.
@@ -299,6 +407,15 @@ class gradient_reducer {
   std::vector<bfloat16> wire_, received_, gathered_;  // the bfloat16 wire's buffers
   std::vector<float> residual_;                       // error feedback: one per float gradient element
   std::vector<int> counts_;                           // MPI's counts and displacements
+  // Overlap (`ready`): per tensor, final in this backward pass; per bucket, tensors not yet final, its
+  // request, whether its sum started, and its own buffer (several sums in flight at once).
+  std::vector<std::size_t> bucket_of_;
+  bool overlapping_ = false;
+  std::vector<unsigned char> ready_, started_;
+  std::vector<std::size_t> pending_;
+  std::vector<MPI_Request> requests_;
+  std::vector<std::vector<double>> sums_;
+  int tested_ = 0;
 };
 
 }  // namespace mixprec::distributed

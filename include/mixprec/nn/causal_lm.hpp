@@ -168,13 +168,24 @@ class causal_lm : public parameter_walks<causal_lm<P, Norm>> {
 
   /// The vector-Jacobian product of `forward` from the logits' cotangent [B, T, vocab]: adds every
   /// parameter's gradient into `g` (the tied classifier's and the lookup's both into `g.wte`).
+  /// `ready`, when given, is told each part whose gradients are final, in this order: "ln_f",
+  /// "layers.<L-1>", ..., "layers.0", "wpe" (GPT-2 form), "wte" (the reverse of the parameter walk).
   /// \throws std::invalid_argument when dlogits' shape is not the forward's logits'.
-  void backward(const saved& ctx, const xt::xtensor<value_type, 3>& dlogits, gradients& g) const {
+  void backward(const saved& ctx, const xt::xtensor<value_type, 3>& dlogits, gradients& g,
+                const gradients_ready& ready = {}) const {
     const internal::profile_scope region("nn::causal_lm.backward");
     const auto dh = wte.attend_backward(ctx.head, dlogits, g.wte);
-    const stream dx = layers.backward(ctx.layers, ln_f.backward(ctx.ln_f, dh, g.ln_f), g.layers);
+    const auto dn = ln_f.backward(ctx.ln_f, dh, g.ln_f);
+    if (ready) ready("ln_f");
+    const gradients_ready layer_ready =
+        ready ? gradients_ready([&](std::string_view i) { ready(internal::concat("layers.", i)); }) : gradients_ready();
+    const stream dx = layers.backward(ctx.layers, dn, g.layers, layer_ready);
+    if (wpe) {
+      wpe->backward(ctx.wpe, dx, *g.wpe);
+      if (ready) ready("wpe");
+    }
     wte.backward(ctx.wte, dx, g.wte);
-    if (wpe) wpe->backward(ctx.wpe, dx, *g.wpe);
+    if (ready) ready("wte");
   }
 
   /// The key/value caches and step buffers of one sequence being decoded (batch 1): made by

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <span>
 #include <stdexcept>
@@ -29,6 +30,13 @@
 #include "mixprec/arrays/tree.hpp"
 
 namespace mixprec::nn {
+
+/// Told during a backward pass that the gradients of a sub-tree are final: called with its dotted
+/// prefix ("layers.3", "ln_f") once every gradient named `prefix` or `prefix.<...>` will not change
+/// again in this backward pass (PyTorch DDP's autograd hooks, one call per layer rather than per
+/// tensor). Data-parallel training starts the reduction of those gradients while the backward pass
+/// goes on (distributed::gradient_reducer::ready). Empty: not called.
+using gradients_ready = std::function<void(std::string_view prefix)>;
 
 namespace detail {
 /// The compile-time rank of a tensor type (its `shape_type` is a std::array), or 0 when dynamic.

@@ -100,11 +100,13 @@ class repeated : public parameter_walks<repeated<Layer>> {
   }
 
   /// The vector-Jacobian product of `forward`: each layer's backward from the last to the first, adding
-  /// every layer's parameter gradients into `grads`; returns dx.
+  /// every layer's parameter gradients into `grads`; returns dx. `ready`, when given, is called with
+  /// the layer's index ("3") after each layer's backward (its gradients are then final).
   /// \throws std::invalid_argument when `ctx` or `grads` does not hold one entry per layer, and what the
   ///         layers' backward passes throw.
   template <class T, detail::layer_input DY>
-  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads,
+                              const gradients_ready& ready = {}) const {
     if (ctx.layers.size() != layers_.size() || grads.layers.size() != layers_.size()) {
       throw std::invalid_argument("nn::repeated::backward: " + std::to_string(layers_.size()) + " layers but " +
                                   std::to_string(ctx.layers.size()) + " saved contexts and " +
@@ -115,7 +117,11 @@ class repeated : public parameter_walks<repeated<Layer>> {
     if (layers_.empty()) return detail::owned_copy(dy0);
     const std::size_t last = layers_.size() - 1;
     auto dx = layers_[last].backward(ctx.layers[last], dy0, grads.layers[last]);
-    for (std::size_t i = last; i-- > 0;) dx = layers_[i].backward(ctx.layers[i], dx, grads.layers[i]);
+    if (ready) ready(std::to_string(last));
+    for (std::size_t i = last; i-- > 0;) {
+      dx = layers_[i].backward(ctx.layers[i], dx, grads.layers[i]);
+      if (ready) ready(std::to_string(i));
+    }
     return dx;
   }
 

@@ -25,6 +25,7 @@
 /// `all_finite` check skips such a step before clipping is reached.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
@@ -70,6 +71,33 @@ void clip_for_each(F&& f, Grads&& grads) {
 /// The math type of scaling a leaf of type L.
 template <class L>
 using clip_math_t = std::conditional_t<std::is_floating_point_v<L> && (sizeof(L) > sizeof(float)), L, float>;
+
+/// The sum of the squares of a stream of doubles in eight partial sums: element i of the stream goes
+/// to partial i mod 8 (eight at a time), and the partials are added pairwise at the end. Eight
+/// independent chains of additions, where one chain waits on each addition's latency (a 0.8 M-element
+/// gradient: 0.7 ms serial on a Zen 4); the order is fixed by the stream, so the result is
+/// deterministic. Each partial adds about n/8 terms: the rounding error bound is (n/8 + 3)·u·Σx²
+/// (u = 2⁻⁵³), below the serial sum's (n − 1)·u·Σx².
+class sum_of_squares {
+ public:
+  void add(double x) noexcept {
+    block_[n_] = x * x;
+    if (++n_ == block_.size()) {
+      for (std::size_t k = 0; k < block_.size(); ++k) partial_[k] += block_[k];
+      n_ = 0;
+    }
+  }
+  [[nodiscard]] double total() const noexcept {
+    std::array<double, 8> p = partial_;
+    for (std::size_t k = 0; k < n_; ++k) p[k] += block_[k];
+    return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+  }
+
+ private:
+  std::array<double, 8> partial_{};
+  std::array<double, 8> block_{};
+  std::size_t n_ = 0;
+};
 }  // namespace mixprec::detail
 
 namespace mixprec::train {
@@ -80,16 +108,14 @@ struct clip_options {
   bool error_if_nonfinite = false;  ///< throw std::runtime_error on an Inf/NaN norm (gradients untouched)
 };
 
-/// The global 2-norm of all floating elements of `grads...`, accumulated in double.
+/// The global 2-norm of all floating elements of `grads...`, accumulated in double (in eight partial
+/// sums, in the walk's order: `detail::sum_of_squares`).
 template <class... Grads>
 [[nodiscard]] double global_grad_norm(const Grads&... grads) {
-  double sum = 0.0;
-  const auto add = [&sum](const auto& x) {
-    const double d = static_cast<double>(x);
-    sum += d * d;
-  };
+  detail::sum_of_squares sum;
+  const auto add = [&sum](const auto& x) { sum.add(static_cast<double>(x)); };
   (detail::clip_for_each(add, grads), ...);
-  return std::sqrt(sum);
+  return std::sqrt(sum.total());
 }
 
 /// Clips `grads...` in place to a global norm of at most `options.max_norm` (PyTorch's rule, see the
