@@ -63,18 +63,23 @@ foreach(policy "f32" "p=f32,c=bf16,o=f32")
   require_close("policy ${policy}, 2 ranks against one process" "${val_one}" "${val_two}")
 endforeach()
 
-# --resume across rank counts: the 2-rank run's files continued on one process.
-foreach(from one two)
-  execute_process(COMMAND ${EXE} ${common} --iters 120 --resume ${OUT}/${from} --out ${OUT}/${from}_resumed
-                  OUTPUT_VARIABLE resumed ERROR_VARIABLE resumed_err RESULT_VARIABLE rc)
+# Runs a resumed run to iteration 120 and sets `out_var` to its final f32 validation loss; `what` names it.
+function(resumed_loss out_var what)
+  execute_process(COMMAND ${ARGN} OUTPUT_VARIABLE resumed ERROR_VARIABLE resumed_err RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "one process resuming the ${from}-rank run exited with ${rc}: ${resumed_err}")
+    message(FATAL_ERROR "${what} exited with ${rc}: ${resumed_err}")
   endif()
   string(REGEX MATCH "\nfinal policy=f32 iters=120 train_loss=${number} val_loss=(${number})" line "${resumed}")
   if(NOT line)
-    message(FATAL_ERROR "resuming the ${from}-rank run: no final line for policy f32 at iteration 120")
+    message(FATAL_ERROR "${what}: no final line for policy f32 at iteration 120")
   endif()
-  set(resumed_${from} "${CMAKE_MATCH_1}")
+  set(${out_var} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+endfunction()
+
+# --resume across rank counts: the 2-rank run's files continued on one process.
+foreach(from one two)
+  resumed_loss(resumed_${from} "one process resuming the ${from}-rank run"
+               ${EXE} ${common} --iters 120 --resume ${OUT}/${from} --out ${OUT}/${from}_resumed)
 endforeach()
 require_close("resumed to 120 on one process, from 2 ranks' files against one process's" "${resumed_one}"
               "${resumed_two}")
@@ -105,14 +110,7 @@ if(share_x10 GREATER limit_x10)
   message(FATAL_ERROR "--zero: rank 0 holds ${share} bytes of optimiser state, more than 0.6 of ${every_rank}")
 endif()
 message(STATUS "--zero: the same files; rank 0 holds ${share} of ${every_rank} bytes of optimiser state")
-execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} 2 ${EXE} ${common} --iters 120 --distributed --zero --resume ${OUT}/one
-                        --out ${OUT}/one_resumed_zero
-                OUTPUT_VARIABLE resumed ERROR_VARIABLE resumed_err RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "2 ranks with --zero resuming one process's run exited with ${rc}: ${resumed_err}")
-endif()
-string(REGEX MATCH "\nfinal policy=f32 iters=120 train_loss=${number} val_loss=(${number})" line "${resumed}")
-if(NOT line)
-  message(FATAL_ERROR "2 ranks with --zero resuming one process's run: no final line for policy f32")
-endif()
-require_close("resumed to 120 on 2 ranks with --zero, against one process" "${resumed_one}" "${CMAKE_MATCH_1}")
+resumed_loss(resumed_zero "2 ranks with --zero resuming one process's run"
+             ${MPIEXEC} ${NP_FLAG} 2 ${EXE} ${common} --iters 120 --distributed --zero --resume ${OUT}/one
+             --out ${OUT}/one_resumed_zero)
+require_close("resumed to 120 on 2 ranks with --zero, against one process" "${resumed_one}" "${resumed_zero}")
