@@ -258,6 +258,9 @@ template <class T>
       o.error_feedback = true;
     } else if (flag == "--bucket-kb") {
       o.bucket_kib = detail::parse_integer<std::size_t>(flag, value(), 1, "a positive integer");
+      if (o.bucket_kib > (std::size_t{1} << 22)) {
+        throw usage_error("--bucket-kb takes at most 4194304 (4 GiB per bucket), not " + std::to_string(o.bucket_kib));
+      }
       bucket_given = true;
     } else if (flag == "--zero") {
       if (inline_value) throw usage_error("--zero takes no value: write it alone");

@@ -281,4 +281,78 @@ TEST_CASE("ready starts the buckets' sums during the backward pass, with average
   }
 }
 
+namespace {
+/// Gradients of two float and two double tensors, values depending on the rank.
+struct mixed_grads {
+  xt::xtensor<float, 1> a = xt::xtensor<float, 1>::from_shape({8});
+  xt::xtensor<float, 1> b = xt::xtensor<float, 1>::from_shape({8});
+  xt::xtensor<double, 1> c = xt::xtensor<double, 1>::from_shape({8});
+  xt::xtensor<double, 1> d = xt::xtensor<double, 1>::from_shape({8});
+  explicit mixed_grads(int rank) {
+    for (std::size_t i = 0; i < 8; ++i) {
+      a(i) = static_cast<float>(std::sin(0.3 * static_cast<double>(i) + rank));
+      b(i) = static_cast<float>(std::cos(0.7 * static_cast<double>(i) - rank));
+      c(i) = std::sin(1.1 * static_cast<double>(i) * (rank + 1));
+      d(i) = std::cos(0.2 * static_cast<double>(i) + 3.0 * rank);
+    }
+  }
+  template <class F>
+  void for_each(F&& f) {
+    f("a", a), f("b", b), f("c", c), f("d", d);
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    f("a", a), f("b", b), f("c", c), f("d", d);
+  }
+};
+
+std::vector<double> flat(const mixed_grads& g) {
+  std::vector<double> out;
+  g.for_each([&](std::string_view, const auto& t) {
+    for (const auto x : t) out.push_back(static_cast<double>(x));
+  });
+  return out;
+}
+}  // namespace
+
+TEST_CASE("ready on the bfloat16 wire starts the float64 buckets; reporting twice, discard", "[distributed]") {
+  const dist::communicator comm;
+  mixed_grads expected(comm.rank());
+  // One tensor per bucket: 32 bytes of float, 64 of double.
+  dist::gradient_reducer reducer(comm, expected,
+                                 {.bucket_bytes = 32, .first_bucket_bytes = 32, .wire = dist::wire_format::bfloat16});
+  REQUIRE(reducer.buckets() == 4);
+  reducer.average(expected);
+  const auto want = flat(expected);
+
+  mixed_grads overlapped(comm.rank());
+  for (const char* name : {"d", "c", "b", "a"}) reducer.ready(overlapped, name);
+  CHECK(reducer.buckets_started() == 2);  // the float64 buckets; the bfloat16 wire's wait for average
+  reducer.average(overlapped);
+  CHECK(flat(overlapped) == want);
+
+  mixed_grads twice(comm.rank());
+  reducer.ready(twice, "d");
+  CHECK_THROWS_WITH(reducer.ready(twice, "d"), Catch::Contains("gradient \"d\" was already reported final"));
+  CHECK(reducer.buckets_started() == 0);  // dropped
+  reducer.average(twice);                 // the blocking path
+  CHECK(flat(twice) == want);
+
+  mixed_grads abandoned(comm.rank());
+  reducer.ready(abandoned, "d");
+  reducer.ready(abandoned, "c");
+  CHECK(reducer.buckets_started() == 2);
+  reducer.discard();
+  CHECK(reducer.buckets_started() == 0);
+  reducer.average(abandoned);
+  CHECK(flat(abandoned) == want);
+}
+
+TEST_CASE("gradient_reducer: the ranks' options must agree", "[distributed]") {
+  const dist::communicator comm;
+  const mixed_grads g(comm.rank());
+  CHECK_THROWS_WITH(dist::gradient_reducer(comm, g, {.bucket_bytes = comm.rank() == 0 ? 32u : 64u}),
+                    Catch::Contains("the ranks' options differ"));
+}
+
 }  // namespace gradient_reducer_test

@@ -184,8 +184,7 @@ TEMPLATE_TEST_CASE("sharded_optimizer gives the unsharded optimiser's bits, with
   CHECK(total == plain.state_bytes());
   const std::size_t per_element = std::is_same_v<TestType, float> ? 8 : 12;  // m, v (and the float32 master)
   CHECK(sharded.state_bytes() == sharded.plan().elements_of(comm.rank()) * per_element);
-  CHECK(sharded.plan().elements_of(0) + sharded.plan().elements_of(1) == 108 + 9 + 270 + 30 + 120);
-  CHECK(sharded.state_bytes() * 10 < plain.state_bytes() * 6);  // about half (0.55 at most for these sizes)
+  CHECK(sharded.state_bytes() * 10 < plain.state_bytes() * 6);  // about half (0.56 at most for these sizes)
 
   // The checkpoint: rank 0 gathers exactly the bytes the unsharded optimiser saves.
   tr::checkpoint from_plain, from_sharded;
@@ -258,8 +257,9 @@ TEST_CASE("sharded_optimizer over sgd with a prefix, and its errors", "[distribu
   // A model other than the plan's.
   toy<double> other;
   CHECK_THROWS_WITH(dist::all_gather_parameters(comm, sharded.plan(), other),
-                    "rank 0: mixprec::distributed::all_gather_parameters: tensor 0 is \"a\", 108 elements of 8 "
-                    "bytes, not what the shard plan was made for (a [12, 9] (4-byte elements))");
+                    "rank 0: mixprec::distributed: tensor 0 is \"a\", 108 elements of 8 bytes, not what the shard "
+                    "plan was made for (a [12, 9] (4-byte elements))");
+  CHECK_THROWS_WITH(sharded.step(0.1, other, g, "net"), Catch::Contains("not what the shard plan was made for"));
   sized_walk walk;
   walk.tensors.emplace_back(comm.rank() == 0 ? 4 : 5);
   CHECK_THROWS_WITH(dist::shard_plan(comm, [&](auto&& f) { walk.for_each_parameter(f); }),

@@ -176,6 +176,53 @@ TEST_CASE("optimizer::step updates every parameter as begin_step + update do", "
   CHECK(oa.step() == 1);  // checked before begin_step
 }
 
+TEST_CASE("optimizer::step with `only` steps the parameters it accepts and leaves the others", "[train][step]") {
+  layer a = make(3), b = make(3);
+  const auto before = bits(a);
+  auto g = filled(a, 1.0f);
+  mixprec::train::adamw oa, ob;
+  mixprec::no_op_loss_scale none;
+  CHECK(mixprec::train::scaled_step(
+      none, oa, 1e-2, a, g, {.prefix = "block", .only = [](std::string_view n) { return n == "block.kernel"; }}));
+  ob.begin_step(1e-2);
+  ob.update("block.kernel", b.kernel(), g.kernel, true);
+  CHECK(bits(a) == bits(b));  // the kernel stepped, the bias not
+  CHECK(bits(a) != before);
+  CHECK(oa.find_state("block.bias") == nullptr);
+  CHECK(oa.state_bytes() == b.kernel().size() * 2 * sizeof(float));  // m and v of the kernel
+  oa.keep_states([](std::string_view) { return false; });
+  CHECK(oa.state_bytes() == 0);
+}
+
+namespace {
+/// An optimiser of its own whose step takes no parameter filter: plain SGD without state.
+struct plain_sgd {
+  int steps = 0;
+  template <class Model, class Grads>
+  void step(double lr, Model& model, const Grads& grads, std::string_view) {
+    mixprec::nn::for_each_parameter(model, grads, [&](std::string_view, auto& p, const auto& dp) {
+      for (std::size_t i = 0; i < p.size(); ++i)
+        p.data()[i] = static_cast<float>(p.data()[i] - static_cast<float>(lr) * dp.data()[i]);
+    });
+    ++steps;
+  }
+};
+}  // namespace
+
+TEST_CASE("scaled_step drives an optimiser without a filter, and refuses `only` for it", "[train][scaled_step]") {
+  mixprec::nn::dense<mixprec::full_precision> d(2, 2);
+  auto g = d.zero_gradients();
+  g.kernel.fill(1.0f);
+  plain_sgd opt;
+  mixprec::no_op_loss_scale none;
+  CHECK(mixprec::train::scaled_step(none, opt, 0.5, d, g));
+  CHECK(opt.steps == 1);
+  CHECK(d.kernel()(0, 0) == -0.5f);  // zeros - 0.5 · 1
+  CHECK_THROWS_WITH(mixprec::train::scaled_step(none, opt, 0.5, d, g, {.only = [](std::string_view) { return true; }}),
+                    Catch::Contains("this optimiser's step takes no parameter filter"));
+  CHECK(opt.steps == 1);
+}
+
 TEMPLATE_TEST_CASE("a finite scaled step is the hand-written sequence, bit for bit", "[train][scaled_step]",
                    mixprec::dynamic_loss_scale, mixprec::static_loss_scale, mixprec::no_op_loss_scale) {
   const auto make_scale = [] {

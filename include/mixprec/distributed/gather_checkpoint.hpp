@@ -12,6 +12,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,13 +30,22 @@ namespace mixprec::distributed {
 /// same dtype, shape and bytes (the same value) on each. The other ranks' `ck` are left as they were.
 /// The parts travel as safetensors images (one `MPI_Gatherv`). Collective.
 /// \throws std::invalid_argument on every rank when two ranks hold different values under one name
-///         (naming it and the ranks) or `root` is not a rank; mpi_error.
+///         (naming it and the ranks; root's `ck` may then hold some of the parts), `root` is not a rank,
+///         or any rank fails on its own (a tensor name safetensors refuses, memory); mpi_error.
 inline void gather_checkpoint(const communicator& comm, train::checkpoint& ck, int root = 0) {
   if (root < 0 || root >= comm.size()) {
     throw std::invalid_argument(internal::concat("mixprec::distributed::gather_checkpoint: root ", root,
                                                  " is not a rank of this communicator (0 to ", comm.size() - 1, ")"));
   }
-  const std::vector<std::uint8_t> image = comm.rank() == root ? std::vector<std::uint8_t>() : ck.to_bytes();
+  // A rank that fails on its own (a name to_bytes refuses, memory) tells the others before they wait.
+  std::vector<std::uint8_t> image;
+  std::string failure;
+  try {
+    if (comm.rank() != root) image = ck.to_bytes();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  throw_if_any_rank(comm, failure);
   std::vector<int> counts, displs;
   throw_if_any_rank(comm, detail::gather_layout(comm, image.size(), counts, displs));
   // Each part: its byte length, then the image padded to whole units.
@@ -44,13 +54,18 @@ inline void gather_checkpoint(const communicator& comm, train::checkpoint& ck, i
   check(MPI_Gather(&length, 1, MPI_UNSIGNED_LONG_LONG, lengths.data(), 1, MPI_UNSIGNED_LONG_LONG, root, comm.native()),
         "MPI_Gather");
   const std::size_t my_units = detail::units_of(image.size());
-  const std::unique_ptr<std::byte[]> send(new std::byte[std::max<std::size_t>(my_units, 1) * detail::gather_unit]);
-  if (!image.empty()) std::memcpy(send.get(), image.data(), image.size());
-  std::unique_ptr<std::byte[]> received;
-  if (comm.rank() == root) {
-    const std::size_t units = static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back());
-    received.reset(new std::byte[std::max<std::size_t>(units, 1) * detail::gather_unit]);
+  std::unique_ptr<std::byte[]> send, received;
+  try {
+    send.reset(new std::byte[std::max<std::size_t>(my_units, 1) * detail::gather_unit]);
+    if (comm.rank() == root) {
+      const std::size_t units = static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back());
+      received.reset(new std::byte[std::max<std::size_t>(units, 1) * detail::gather_unit]);
+    }
+  } catch (const std::bad_alloc&) {
+    failure = "mixprec::distributed::gather_checkpoint: out of memory for the gathered state";
   }
+  throw_if_any_rank(comm, failure);
+  if (!image.empty()) std::memcpy(send.get(), image.data(), image.size());
   const detail::gather_unit_type unit;
   check(MPI_Gatherv(send.get(), static_cast<int>(my_units), unit.native(), received.get(), counts.data(), displs.data(),
                     unit.native(), root, comm.native()),

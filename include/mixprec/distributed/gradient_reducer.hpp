@@ -72,10 +72,13 @@ struct reducer_options {
 ///
 /// The gradients type G offers `for_each(f(name, tensor))` (every nn layer's and model's gradients
 /// do), its tensors contiguous float or double. Collective: every rank makes the reducer and calls
-/// `average` at the same points, with gradients of the same structure; every error is agreed by all
-/// ranks, which then all throw it. The communicator must outlive the reducer (it keeps its address).
+/// `ready` and `average` at the same points, with gradients of the same structure, on the thread that
+/// made the MPI environment (`MPI_THREAD_FUNNELED`); every error is agreed by all ranks, which then all
+/// throw it. The communicator must outlive the reducer (it keeps its address). Overlap (`ready`) keeps
+/// one copy of the gradients in per-bucket buffers (made at the first `ready`).
 /// \throws std::invalid_argument from the constructor when `bucket_bytes` is 0, error feedback is asked
-///         for the float32 wire, a bucket holds 2^31 elements or more (MPI's int counts), or the ranks'
+///         for the float32 wire, the ranks' options differ, a bucket holds 2^31 elements or more (MPI's
+///         int counts), or the ranks'
 ///         gradient trees differ (on every rank, naming the first difference: `check_same_structure`), or a tensor
 ///         is neither float nor double; from `average` when the tree given differs from the one the
 ///         reducer was made for; mpi_error.
@@ -96,6 +99,23 @@ class gradient_reducer {
       error =
           "mixprec::distributed::gradient_reducer: error_feedback compensates the bfloat16 wire's rounding; set "
           "wire = wire_format::bfloat16 or leave error_feedback off";
+    }
+    throw_if_any_rank(comm, error);
+    {
+      // The ranks must lay out the same buckets: every option the layout depends on, compared by its
+      // maximum and the maximum of its complement (the minimum) over the ranks. Every rank takes part.
+      unsigned long long v[8] = {options_.bucket_bytes, options_.first_bucket_bytes,
+                                 static_cast<unsigned long long>(options_.wire),
+                                 static_cast<unsigned long long>(options_.error_feedback)};
+      for (int i = 0; i < 4; ++i) v[4 + i] = ~v[i];
+      check(MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm.native()), "MPI_Allreduce");
+      for (int i = 0; i < 4; ++i) {
+        if (v[i] != ~v[4 + i]) {
+          error =
+              "mixprec::distributed::gradient_reducer: the ranks' options differ (bucket_bytes, first_bucket_bytes, "
+              "wire or error_feedback); give every rank the same";
+        }
+      }
     }
     throw_if_any_rank(comm, error);
     entries_ = structure_of([&](auto&& f) { grads.for_each(f); });
@@ -140,6 +160,24 @@ class gradient_reducer {
       received_.resize(n + static_cast<std::size_t>(comm.size()));
       if (options_.error_feedback) residual_.assign(floats, 0.0F);
     }
+  }
+
+  gradient_reducer(const gradient_reducer&) = delete;
+  gradient_reducer& operator=(const gradient_reducer&) = delete;
+  gradient_reducer(gradient_reducer&&) noexcept = default;
+  gradient_reducer& operator=(gradient_reducer&&) noexcept = default;
+  /// Waits for the sums `ready` started, if an `average` did not (their buffers are freed here).
+  ~gradient_reducer() {
+    if (overlapping_) MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+  }
+
+  /// Abandons a step after `ready` calls (a step skipped before its `average`): waits for the sums in
+  /// flight and forgets them, so that the next step starts afresh. Collective when sums are in flight
+  /// (every rank made the same `ready` calls). \throws mpi_error.
+  void discard() {
+    if (!overlapping_) return;
+    overlapping_ = false;
+    check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
   }
 
   /// The buckets whose sums `ready` has started since the last `average` (0 after it).
@@ -188,7 +226,11 @@ class gradient_reducer {
   /// MPI has no progress thread, so a sum advances when some MPI call is made). The `average(grads)`
   /// that follows starts the other buckets, waits for all and writes the means. Every rank must make
   /// the same `ready` calls in the same order (the same backward pass), with the same `grads` as that
-  /// `average`; a prefix that names no gradient does nothing. \throws mpi_error.
+  /// `average`; a prefix that names no gradient does nothing, and a tree that is not the reducer's
+  /// starts nothing (`average` reports it). With gradient accumulation, report only in the last
+  /// micro-batch's backward pass (DDP's `no_sync` for the others).
+  /// \throws std::logic_error on every rank when `prefix` names a gradient already reported final since
+  ///         the last `average` (after waiting for the sums in flight, which are dropped); mpi_error.
   template <class G>
   void ready(const G& grads, std::string_view prefix) {
     const internal::profile_scope region("distributed::ready");
@@ -207,14 +249,27 @@ class gradient_reducer {
     }
     std::vector<const std::byte*> data;
     data.reserve(entries_.size());
-    grads.for_each([&](std::string_view, const auto& tensor) {
+    bool same_tree = true;
+    grads.for_each([&](std::string_view name, const auto& tensor) {
+      using E = std::remove_cvref_t<decltype(*tensor.data())>;
+      const std::size_t k = data.size();
+      same_tree = same_tree && k < entries_.size() && name == entries_[k].name &&
+                  sizeof(E) == entries_[k].element_bytes &&
+                  static_cast<std::size_t>(tensor.size()) == entries_[k].elements;
       data.push_back(reinterpret_cast<const std::byte*>(tensor.data()));
     });
-    if (data.size() != entries_.size()) return;  // not the tree of this reducer: `average` reports it
+    if (!same_tree || data.size() != entries_.size()) return;  // not the reducer's tree: `average` reports it
     for (std::size_t k = 0; k < entries_.size(); ++k) {
       const std::string_view name = entries_[k].name;
       const bool under = name.starts_with(prefix) && (name.size() == prefix.size() || name[prefix.size()] == '.');
-      if (ready_[k] != 0 || !under) continue;
+      if (!under) continue;
+      if (ready_[k] != 0) {
+        discard();
+        throw std::logic_error(
+            internal::concat("mixprec::distributed::gradient_reducer::ready: gradient \"", name,
+                             "\" was already reported final in this step; report each part once per step, in the last "
+                             "micro-batch's backward pass (the sums started are dropped)"));
+      }
       ready_[k] = 1;
       const std::size_t b = bucket_of_[k];
       if (--pending_[b] == 0 && !(buckets_[b].element_bytes == sizeof(float) && options_.wire == wire_format::bfloat16))

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -45,7 +46,7 @@ class shard_plan {
   /// over the ranks of `comm`. Names are `prefix + "." + name` (or `name` when `prefix` is empty), the
   /// names an optimiser's `step(lr, model, grads, prefix)` uses. Collective: checks that every rank walks
   /// the same tensors first. \throws std::invalid_argument on every rank when the ranks' walks differ
-  /// (`check_same_structure`); mpi_error.
+  /// (`check_same_structure`) or a name comes twice; mpi_error.
   template <class Walk>
   shard_plan(const communicator& comm, const Walk& walk, std::string_view prefix = {})
       : shard_plan(comm, structure_of(walk), prefix) {}
@@ -67,7 +68,10 @@ class shard_plan {
     for (std::size_t k = 0; k < entries_.size(); ++k) {
       const std::string full =
           prefix.empty() ? entries_[k].name : internal::concat(prefix, ".", std::string_view(entries_[k].name));
-      by_name_.emplace(full, owners_[k]);
+      if (!by_name_.emplace(full, owners_[k]).second) {  // the same walk on every rank: every rank throws
+        throw std::invalid_argument(internal::concat("mixprec::distributed::shard_plan: the walk names \"", full,
+                                                     "\" twice; parameter names must be unique"));
+      }
     }
   }
 
@@ -96,8 +100,9 @@ class shard_plan {
 
 namespace detail {
 
-/// Bytes per element of the MPI datatype the parameter and state gathers move: MPI's counts are
-/// `int`, so a gather counts 64-byte units, and one rank's part may reach 2^31 · 64 bytes (128 GiB).
+/// Bytes per element of the MPI datatype the parameter and state gathers move: MPI's counts and
+/// displacements are `int`, so a gather counts 64-byte units and may move up to 2^31 · 64 bytes (128
+/// GiB) in all.
 inline constexpr std::size_t gather_unit = 64;
 
 /// A committed `MPI_Type_contiguous(gather_unit, MPI_BYTE)`, freed on destruction.
@@ -136,7 +141,8 @@ inline std::string gather_layout(const communicator& comm, std::size_t mine, std
     if (all[r] > static_cast<unsigned long long>(std::numeric_limits<int>::max()) ||
         at > static_cast<unsigned long long>(std::numeric_limits<int>::max())) {
       return internal::concat("a gather of ", (at + all[r]) * gather_unit,
-                              " bytes exceeds what MPI's int counts address in 64-byte units; use more ranks");
+                              " bytes or more exceeds the 128 GiB that MPI's int displacements address in 64-byte "
+                              "units");
     }
     counts[r] = static_cast<int>(all[r]);
     displs[r] = static_cast<int>(at);
@@ -147,21 +153,24 @@ inline std::string gather_layout(const communicator& comm, std::size_t mine, std
 
 }  // namespace detail
 
-/// After every rank has stepped the tensors `plan` gives it, copies each tensor's new value from the rank
-/// that stepped it into every other rank's `model` (`model.for_each_parameter(f(name, tensor))`: the
-/// tensors' bytes, whatever their element type). One `MPI_Allgatherv`: each rank contributes its own
-/// tensors in walk order. Collective; every rank's walk matches `plan` (checked; the plan is the same on
-/// every rank). \throws std::invalid_argument on every rank when a rank's walk has other names, element
-///         counts or element sizes than the plan; mpi_error.
+namespace detail {
+
+/// A contiguous parameter tensor as bytes.
+struct tensor_bytes {
+  std::byte* data;
+  std::size_t bytes;
+};
+
+/// The tensors of `model`'s walk as bytes, and an error message when the walk is not the one `plan`
+/// was made for (names, element counts and sizes, in order) or the plan is for another rank count.
 template <class Model>
-void all_gather_parameters(const communicator& comm, const shard_plan& plan, Model& model) {
-  const internal::profile_scope region("distributed::all_gather_parameters");
-  struct view {
-    std::byte* data;
-    std::size_t bytes;
-  };
-  std::vector<view> tensors;
+std::string plan_walk(const communicator& comm, const shard_plan& plan, Model& model,
+                      std::vector<tensor_bytes>& tensors) {
   std::string error;
+  if (plan.ranks() != comm.size()) {
+    error = internal::concat("mixprec::distributed: the shard plan is for ", plan.ranks(),
+                             " ranks, the communicator has ", comm.size());
+  }
   model.for_each_parameter([&](std::string_view name, auto& tensor) {
     using E = std::remove_cvref_t<decltype(*tensor.data())>;
     const std::size_t k = tensors.size();
@@ -169,27 +178,63 @@ void all_gather_parameters(const communicator& comm, const shard_plan& plan, Mod
     if (error.empty() && (k >= plan.entries().size() || plan.entries()[k].name != name ||
                           plan.entries()[k].elements != n || plan.entries()[k].element_bytes != sizeof(E))) {
       error = internal::concat(
-          "mixprec::distributed::all_gather_parameters: tensor ", k, " is \"", name, "\", ", n, " elements of ",
-          sizeof(E), " bytes, not what the shard plan was made for",
+          "mixprec::distributed: tensor ", k, " is \"", name, "\", ", n, " elements of ", sizeof(E),
+          " bytes, not what the shard plan was made for",
           k < plan.entries().size() ? internal::concat(" (", describe(plan.entries()[k]), ")") : std::string());
     }
     tensors.push_back({reinterpret_cast<std::byte*>(tensor.data()), n * sizeof(E)});
   });
   if (error.empty() && tensors.size() != plan.entries().size()) {
-    error = internal::concat("mixprec::distributed::all_gather_parameters: the model has ", tensors.size(),
-                             " tensors, the shard plan ", plan.entries().size());
+    error = internal::concat("mixprec::distributed: the model has ", tensors.size(), " tensors, the shard plan ",
+                             plan.entries().size());
   }
-  std::vector<std::size_t> part(static_cast<std::size_t>(comm.size()), 0);
-  for (std::size_t k = 0; k < tensors.size() && error.empty(); ++k)
-    part[static_cast<std::size_t>(plan.owner(k))] += tensors[k].bytes;
-  std::vector<int> counts, displs;
-  if (error.empty()) error = detail::gather_layout(comm, part[static_cast<std::size_t>(comm.rank())], counts, displs);
+  return error;
+}
+
+}  // namespace detail
+
+/// After every rank has stepped the tensors `plan` gives it, copies each tensor's new value from the rank
+/// that stepped it into every other rank's `model` (`model.for_each_parameter(f(name, tensor))`: the
+/// tensors' bytes, whatever their element type). One `MPI_Allgatherv` (each rank contributes its own
+/// tensors in walk order; the layout follows from the plan) after one small `MPI_Allreduce` that agrees
+/// on errors; a buffer of the parameters' bytes is allocated per call. Collective; every rank's walk
+/// matches `plan`. \throws std::invalid_argument on every rank when a rank's walk has other names,
+/// element counts or element sizes than the plan, the plan is for another rank count, or the gather
+/// exceeds 128 GiB; mpi_error.
+template <class Model>
+void all_gather_parameters(const communicator& comm, const shard_plan& plan, Model& model) {
+  const internal::profile_scope region("distributed::all_gather_parameters");
+  std::vector<detail::tensor_bytes> tensors;
+  std::string error = detail::plan_walk(comm, plan, model, tensors);
+  // Every rank's part in 64-byte units, from the plan (the same on every rank whose walk matches it).
+  std::vector<int> counts(static_cast<std::size_t>(comm.size()), 0), displs(counts.size(), 0);
+  std::unique_ptr<std::byte[]> buffer;
+  if (error.empty()) {
+    std::vector<std::size_t> part(counts.size(), 0);
+    for (std::size_t k = 0; k < tensors.size(); ++k) part[static_cast<std::size_t>(plan.owner(k))] += tensors[k].bytes;
+    std::size_t at = 0;
+    for (std::size_t r = 0; r < part.size() && error.empty(); ++r) {
+      const std::size_t units = detail::units_of(part[r]);
+      if (at + units > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+        error = "mixprec::distributed::all_gather_parameters: the parameters exceed the 128 GiB one gather addresses";
+        break;
+      }
+      counts[r] = static_cast<int>(units);
+      displs[r] = static_cast<int>(at);
+      at += units;
+    }
+    if (error.empty()) {
+      try {
+        buffer.reset(new std::byte[std::max<std::size_t>(at, 1) * detail::gather_unit]);
+      } catch (const std::bad_alloc&) {
+        error = "mixprec::distributed::all_gather_parameters: out of memory for the gathered parameters";
+      }
+    }
+  }
   throw_if_any_rank(comm, error);
 
-  const std::size_t units = static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back());
-  const std::unique_ptr<std::byte[]> buffer(new std::byte[std::max<std::size_t>(units, 1) * detail::gather_unit]);
   // Each rank's tensors in walk order from the start of its part; this rank packs its own.
-  std::vector<std::size_t> at(part.size());
+  std::vector<std::size_t> at(counts.size());
   for (std::size_t r = 0; r < at.size(); ++r) at[r] = static_cast<std::size_t>(displs[r]) * detail::gather_unit;
   const auto me = static_cast<std::size_t>(comm.rank());
   std::byte* const mine = buffer.get() + at[me];

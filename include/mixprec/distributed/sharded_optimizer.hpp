@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "mixprec/arch/message.hpp"
 #include "mixprec/distributed/communicator.hpp"
@@ -50,29 +51,33 @@ class sharded_optimizer {
   /// average, the same on every rank) by `Optimizer::step(lr, model, grads, prefix, owned)`, then every
   /// rank receives the others' new values (`all_gather_parameters`). `only` further restricts the
   /// parameters stepped on every rank. Collective.
-  /// \throws std::invalid_argument on every rank when `prefix` is not the one the plan was made with or
-  ///         the local optimiser's `step` throws on any rank (its message, after the rank: the parameters
-  ///         of the ranks that stepped are then updated, the others not); what `all_gather_parameters`
-  ///         throws.
+  /// \throws std::invalid_argument on every rank, before any change, when `model` is not the plan's or
+  ///         `prefix` is not the one the plan was made with; on every rank, after the gather, when the
+  ///         local optimiser's `step` threw on any rank (its message, after the rank: the parameters are
+  ///         the same on every rank, stepped where their owner's step got to); mpi_error.
   template <class Model, class Grads>
   void step(double lr, Model& model, const Grads& grads, std::string_view prefix = {},
             const std::function<bool(std::string_view)>& only = {}) {
-    std::string error;
-    if (prefix != prefix_) {
+    // Checked before anything changes: the prefix, and the model against the plan (a name the plan
+    // does not know would be stepped by no rank).
+    std::vector<detail::tensor_bytes> tensors;
+    std::string error = detail::plan_walk(*comm_, plan_, model, tensors);
+    if (error.empty() && prefix != prefix_) {
       error = internal::concat("mixprec::distributed::sharded_optimizer: step's prefix \"", prefix,
                                "\" is not the prefix \"", prefix_, "\" the optimiser was made with");
     }
-    const int rank = comm_->rank();
-    if (error.empty()) {
-      try {  // a failure on one rank's shard is agreed before the gather, where the others would wait
-        local_.step(lr, model, grads, prefix,
-                    [&](std::string_view name) { return plan_.owns(rank, name) && (!only || only(name)); });
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
     throw_if_any_rank(*comm_, error);
+    const int rank = comm_->rank();
+    try {
+      local_.step(lr, model, grads, prefix,
+                  [&](std::string_view name) { return plan_.owns(rank, name) && (!only || only(name)); });
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    // Even after a failure on some rank, every rank takes the tensors as their owners left them: the
+    // ranks keep the same parameters.
     all_gather_parameters(*comm_, plan_, model);
+    throw_if_any_rank(*comm_, error);
   }
 
   /// Writes the whole optimiser state into rank `root`'s `ck`, with the names and values a single

@@ -26,6 +26,7 @@
 
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 
@@ -76,16 +77,32 @@ bool scaled_step(L& ls, Grads& grads, Step&& step, std::optional<double> max_nor
   return true;
 }
 
-/// The optimiser form: as the generic form with `opt.step(lr, model, grads, options.prefix)` as the
-/// step (`begin_step(lr)` and one `update` per parameter of `model`, nanoGPT's decay rule). `opt` is
-/// an `adamw` or `sgd`; `model` a layer or model with `for_each_parameter`, `grads` its gradients.
+/// The optimiser form: as the generic form with `opt.step(lr, model, grads, options.prefix,
+/// options.only)` as the step (`begin_step(lr)` and one `update` per parameter of `model`, nanoGPT's
+/// decay rule; only the parameters `only` accepts when it is set). `opt` is an `adamw`, an `sgd`, a
+/// `distributed::sharded_optimizer`, or any optimiser whose `step(lr, model, grads, prefix)` takes no
+/// filter (then `options.only` must be empty); `model` a layer or model with `for_each_parameter`,
+/// `grads` its gradients.
 /// \throws std::invalid_argument when the parameter and gradient walks disagree (after `adjust`,
-///         before any parameter changes), and what `optimizer::update` throws.
+///         before any parameter changes), or `options.only` is set for an optimiser without the filter;
+///         and what `optimizer::update` throws.
 template <loss_scale_like L, class Optimizer, class Model, class Grads>
 bool scaled_step(L& ls, Optimizer& opt, double lr, Model& model, Grads& grads,
                  const scaled_step_options& options = {}) {
   return scaled_step(
-      ls, grads, [&] { opt.step(lr, model, std::as_const(grads), options.prefix, options.only); }, options.max_norm);
+      ls, grads,
+      [&] {
+        if constexpr (requires { opt.step(lr, model, std::as_const(grads), options.prefix, options.only); }) {
+          opt.step(lr, model, std::as_const(grads), options.prefix, options.only);
+        } else {
+          if (options.only) {
+            throw std::invalid_argument(
+                "train::scaled_step: options.only is set, but this optimiser's step takes no parameter filter");
+          }
+          opt.step(lr, model, std::as_const(grads), options.prefix);
+        }
+      },
+      options.max_norm);
 }
 
 }  // namespace mixprec::train
