@@ -74,10 +74,10 @@ using clip_math_t = std::conditional_t<std::is_floating_point_v<L> && (sizeof(L)
 
 /// The sum of the squares of a stream of doubles in eight partial sums: element i of the stream goes
 /// to partial i mod 8 (eight at a time), and the partials are added pairwise at the end. Eight
-/// independent chains of additions, where one chain waits on each addition's latency (a 0.8 M-element
-/// gradient: 0.7 ms serial on a Zen 4); the order is fixed by the stream, so the result is
-/// deterministic. Each partial adds about n/8 terms: the rounding error bound is (n/8 + 3)·u·Σx²
-/// (u = 2⁻⁵³), below the serial sum's (n − 1)·u·Σx².
+/// independent chains of additions, where a single running sum waits on each addition's latency
+/// (docs/training.md, "Schedule and clipping", has the timing); the order is fixed by the stream, so
+/// the result is deterministic. Each partial adds about n/8 terms: the rounding error bound is
+/// (n/8 + 3)·u·Σx² (u = 2⁻⁵³), below the serial sum's (n − 1)·u·Σx².
 class sum_of_squares {
  public:
   void add(double x) noexcept {
