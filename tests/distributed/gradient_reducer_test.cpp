@@ -315,7 +315,8 @@ std::vector<double> flat(const mixed_grads& g) {
 }
 }  // namespace
 
-TEST_CASE("ready on the bfloat16 wire starts the float64 buckets; reporting twice, discard", "[distributed]") {
+TEST_CASE("ready on the bfloat16 wire starts the float64 buckets, refuses a part reported twice, and discards",
+          "[distributed]") {
   const dist::communicator comm;
   mixed_grads expected(comm.rank());
   // One tensor per bucket: 32 bytes of float, 64 of double.

@@ -47,7 +47,9 @@ inline void gather_checkpoint(const communicator& comm, train::checkpoint& ck, i
   }
   throw_if_any_rank(comm, failure);
   std::vector<int> counts, displs;
-  throw_if_any_rank(comm, detail::gather_layout(comm, image.size(), counts, displs));
+  std::string layout = detail::gather_layout(comm, image.size(), counts, displs);
+  if (!layout.empty()) layout = "mixprec::distributed::gather_checkpoint: " + layout;
+  throw_if_any_rank(comm, layout);
   // Each part: its byte length, then the image padded to whole units.
   std::vector<unsigned long long> lengths(static_cast<std::size_t>(comm.size()));
   const unsigned long long length = image.size();

@@ -248,17 +248,7 @@ class gradient_reducer {
       overlapping_ = true;
     }
     std::vector<const std::byte*> data;
-    data.reserve(entries_.size());
-    bool same_tree = true;
-    grads.for_each([&](std::string_view name, const auto& tensor) {
-      using E = std::remove_cvref_t<decltype(*tensor.data())>;
-      const std::size_t k = data.size();
-      same_tree = same_tree && k < entries_.size() && name == entries_[k].name &&
-                  sizeof(E) == entries_[k].element_bytes &&
-                  static_cast<std::size_t>(tensor.size()) == entries_[k].elements;
-      data.push_back(reinterpret_cast<const std::byte*>(tensor.data()));
-    });
-    if (!same_tree || data.size() != entries_.size()) return;  // not the reducer's tree: `average` reports it
+    if (!tensors_of(grads, data).empty()) return;  // not the reducer's tree: `average` reports it
     for (std::size_t k = 0; k < entries_.size(); ++k) {
       const std::string_view name = entries_[k].name;
       const bool under = name.starts_with(prefix) && (name.size() == prefix.size() || name[prefix.size()] == '.');
@@ -287,26 +277,7 @@ class gradient_reducer {
   void average(G& grads) {
     const internal::profile_scope region("distributed::average_gradients");
     std::vector<std::byte*> data;
-    data.reserve(entries_.size());
-    std::size_t k = 0;
-    std::string error;  // agreed by every rank before any reduction (throw_if_any_rank)
-    grads.for_each([&](std::string_view name, auto& tensor) {
-      using E = std::remove_cvref_t<decltype(*tensor.data())>;
-      if (error.empty() &&
-          (k >= entries_.size() || name != entries_[k].name || sizeof(E) != entries_[k].element_bytes ||
-           static_cast<std::size_t>(tensor.size()) != entries_[k].elements)) {
-        error = internal::concat("mixprec::distributed::gradient_reducer::average: gradient ", k, " (\"", name,
-                                 "\") is not the tensor the reducer was made for (",
-                                 k < entries_.size() ? describe(entries_[k]) : std::string("none"),
-                                 "); make the reducer for these gradients");
-      }
-      data.push_back(reinterpret_cast<std::byte*>(tensor.data()));
-      ++k;
-    });
-    if (error.empty() && k != entries_.size()) {
-      error = internal::concat("mixprec::distributed::gradient_reducer::average: the gradients have ", k,
-                               " tensors but the reducer was made for ", entries_.size());
-    }
+    const std::string error = tensors_of(grads, data);  // agreed by every rank before any reduction
     try {
       throw_if_any_rank(*comm_, error);
     } catch (const std::invalid_argument&) {
@@ -350,14 +321,48 @@ class gradient_reducer {
     std::vector<std::size_t> tensors;  // indices into entries_, in reverse walk order
   };
 
+  /// The data of `grads`' tensors in walk order, into `data`; an error message (empty: none) when the
+  /// tree is not the one the reducer was made for (names, element sizes and counts, in order).
+  template <class G, class Pointer>
+  std::string tensors_of(G& grads, std::vector<Pointer>& data) const {
+    data.reserve(entries_.size());
+    std::string error;
+    grads.for_each([&](std::string_view name, auto& tensor) {
+      using E = std::remove_cvref_t<decltype(*tensor.data())>;
+      const std::size_t k = data.size();
+      if (error.empty() &&
+          (k >= entries_.size() || name != entries_[k].name || sizeof(E) != entries_[k].element_bytes ||
+           static_cast<std::size_t>(tensor.size()) != entries_[k].elements)) {
+        error = internal::concat("mixprec::distributed::gradient_reducer::average: gradient ", k, " (\"", name,
+                                 "\") is not the tensor the reducer was made for (",
+                                 k < entries_.size() ? describe(entries_[k]) : std::string("none"),
+                                 "); make the reducer for these gradients");
+      }
+      data.push_back(reinterpret_cast<Pointer>(tensor.data()));
+    });
+    if (error.empty() && data.size() != entries_.size()) {
+      error = internal::concat("mixprec::distributed::gradient_reducer::average: the gradients have ", data.size(),
+                               " tensors but the reducer was made for ", entries_.size());
+    }
+    return error;
+  }
+
+  /// Copies bucket `b`'s gradients (`data`, by tensor index) one after another into `dst`; returns
+  /// the bucket's element count.
+  template <class Pointer>
+  std::size_t pack(const bucket& b, const std::vector<Pointer>& data, std::byte* dst) const {
+    std::size_t at = 0;
+    for (const std::size_t k : b.tensors) {
+      std::memcpy(dst + at, data[k], entries_[k].elements * b.element_bytes);
+      at += entries_[k].elements * b.element_bytes;
+    }
+    return at / b.element_bytes;
+  }
+
   template <class T>
   void reduce(const bucket& b, const std::vector<std::byte*>& data) {
     T* buf = reinterpret_cast<T*>(buffer_.data());
-    std::size_t at = 0;
-    for (const std::size_t k : b.tensors) {
-      std::memcpy(buf + at, data[k], entries_[k].elements * sizeof(T));
-      at += entries_[k].elements;
-    }
+    const std::size_t at = pack(b, data, reinterpret_cast<std::byte*>(buf));
     const MPI_Datatype type = std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
     // The constructor refused buckets of 2^31 elements or more (MPI's int counts).
     check(MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(at), type, MPI_SUM, comm_->native()), "MPI_Allreduce");
@@ -380,14 +385,9 @@ class gradient_reducer {
   void start(std::size_t index, const std::vector<const std::byte*>& data) {
     const bucket& b = buckets_[index];
     auto* buf = reinterpret_cast<std::byte*>(sums_[index].data());
-    std::size_t at = 0;
-    for (const std::size_t k : b.tensors) {
-      std::memcpy(buf + at, data[k], entries_[k].elements * b.element_bytes);
-      at += entries_[k].elements * b.element_bytes;
-    }
+    const std::size_t n = pack(b, data, buf);
     const MPI_Datatype type = b.element_bytes == sizeof(float) ? MPI_FLOAT : MPI_DOUBLE;
-    check(MPI_Iallreduce(MPI_IN_PLACE, buf, static_cast<int>(at / b.element_bytes), type, MPI_SUM, comm_->native(),
-                         &requests_[index]),
+    check(MPI_Iallreduce(MPI_IN_PLACE, buf, static_cast<int>(n), type, MPI_SUM, comm_->native(), &requests_[index]),
           "MPI_Iallreduce");
     started_[index] = 1;
   }
@@ -395,11 +395,7 @@ class gradient_reducer {
   /// The bfloat16 wire (`wire_format::bfloat16`) for one float bucket; `residual_at`: its first residual.
   void reduce_bfloat16(const bucket& b, const std::vector<std::byte*>& data, std::size_t residual_at) {
     float* v = reinterpret_cast<float*>(buffer_.data());
-    std::size_t n = 0;
-    for (const std::size_t k : b.tensors) {
-      std::memcpy(v + n, data[k], entries_[k].elements * sizeof(float));
-      n += entries_[k].elements;
-    }
+    const std::size_t n = pack(b, data, reinterpret_cast<std::byte*>(v));
     float* e = options_.error_feedback ? residual_.data() + residual_at : nullptr;
     if (e != nullptr) {
       for (std::size_t i = 0; i < n; ++i) v[i] += e[i];

@@ -126,29 +126,36 @@ class gather_unit_type {
   return (bytes + gather_unit - 1) / gather_unit;
 }
 
-/// Every rank's unit count (from `mine`) and the displacements of their parts, in units; an error
-/// message when a part exceeds MPI's int counts.
-inline std::string gather_layout(const communicator& comm, std::size_t mine, std::vector<int>& counts,
-                                 std::vector<int>& displs) {
-  std::vector<unsigned long long> all(static_cast<std::size_t>(comm.size()));
-  unsigned long long units = units_of(mine);
-  check(MPI_Allgather(&units, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1, MPI_UNSIGNED_LONG_LONG, comm.native()),
-        "MPI_Allgather");
-  counts.assign(all.size(), 0);
-  displs.assign(all.size(), 0);
-  unsigned long long at = 0;
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r] > static_cast<unsigned long long>(std::numeric_limits<int>::max()) ||
-        at > static_cast<unsigned long long>(std::numeric_limits<int>::max())) {
-      return internal::concat("a gather of ", (at + all[r]) * gather_unit,
+/// The counts and displacements, in 64-byte units, of parts of `bytes[r]` bytes laid one after another
+/// (rank order); an error message when a count or displacement exceeds MPI's `int`.
+inline std::string unit_layout(const std::vector<std::size_t>& bytes, std::vector<int>& counts,
+                               std::vector<int>& displs) {
+  constexpr auto max = static_cast<std::size_t>(std::numeric_limits<int>::max());
+  counts.assign(bytes.size(), 0);
+  displs.assign(bytes.size(), 0);
+  std::size_t at = 0;
+  for (std::size_t r = 0; r < bytes.size(); ++r) {
+    const std::size_t units = units_of(bytes[r]);
+    if (units > max || at > max) {
+      return internal::concat("a gather of ", (at + units) * gather_unit,
                               " bytes or more exceeds the 128 GiB that MPI's int displacements address in 64-byte "
                               "units");
     }
-    counts[r] = static_cast<int>(all[r]);
+    counts[r] = static_cast<int>(units);
     displs[r] = static_cast<int>(at);
-    at += all[r];
+    at += units;
   }
   return {};
+}
+
+/// `unit_layout` of every rank's `mine` bytes (one `MPI_Allgather`).
+inline std::string gather_layout(const communicator& comm, std::size_t mine, std::vector<int>& counts,
+                                 std::vector<int>& displs) {
+  std::vector<unsigned long long> all(static_cast<std::size_t>(comm.size()));
+  unsigned long long bytes = mine;
+  check(MPI_Allgather(&bytes, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1, MPI_UNSIGNED_LONG_LONG, comm.native()),
+        "MPI_Allgather");
+  return unit_layout(std::vector<std::size_t>(all.begin(), all.end()), counts, displs);
 }
 
 }  // namespace detail
@@ -206,26 +213,18 @@ void all_gather_parameters(const communicator& comm, const shard_plan& plan, Mod
   const internal::profile_scope region("distributed::all_gather_parameters");
   std::vector<detail::tensor_bytes> tensors;
   std::string error = detail::plan_walk(comm, plan, model, tensors);
-  // Every rank's part in 64-byte units, from the plan (the same on every rank whose walk matches it).
+  // Every rank's part, from the plan (the same on every rank whose walk matches it).
   std::vector<int> counts(static_cast<std::size_t>(comm.size()), 0), displs(counts.size(), 0);
   std::unique_ptr<std::byte[]> buffer;
   if (error.empty()) {
     std::vector<std::size_t> part(counts.size(), 0);
     for (std::size_t k = 0; k < tensors.size(); ++k) part[static_cast<std::size_t>(plan.owner(k))] += tensors[k].bytes;
-    std::size_t at = 0;
-    for (std::size_t r = 0; r < part.size() && error.empty(); ++r) {
-      const std::size_t units = detail::units_of(part[r]);
-      if (at + units > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
-        error = "mixprec::distributed::all_gather_parameters: the parameters exceed the 128 GiB one gather addresses";
-        break;
-      }
-      counts[r] = static_cast<int>(units);
-      displs[r] = static_cast<int>(at);
-      at += units;
-    }
+    error = detail::unit_layout(part, counts, displs);
+    if (!error.empty()) error = "mixprec::distributed::all_gather_parameters: " + error;
     if (error.empty()) {
+      const std::size_t units = static_cast<std::size_t>(displs.back()) + static_cast<std::size_t>(counts.back());
       try {
-        buffer.reset(new std::byte[std::max<std::size_t>(at, 1) * detail::gather_unit]);
+        buffer.reset(new std::byte[std::max<std::size_t>(units, 1) * detail::gather_unit]);
       } catch (const std::bad_alloc&) {
         error = "mixprec::distributed::all_gather_parameters: out of memory for the gathered parameters";
       }
