@@ -20,6 +20,7 @@
 #include "mixprec/kernels/reductions.hpp"
 #include "mixprec/kernels/softmax.hpp"
 
+#include "mixprec/nn/alibi.hpp"
 #include "mixprec/nn/attention.hpp"
 #include "mixprec/nn/batch_norm.hpp"
 #include "mixprec/nn/causal_lm.hpp"
@@ -36,6 +37,7 @@
 #include "mixprec/nn/layer_types.hpp"
 #include "mixprec/nn/parameters.hpp"
 #include "mixprec/nn/probe.hpp"
+#include "mixprec/nn/relative_position_bias.hpp"
 #include "mixprec/nn/repeated.hpp"
 #include "mixprec/nn/rms_norm.hpp"
 #include "mixprec/nn/rotary.hpp"

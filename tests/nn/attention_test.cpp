@@ -2,6 +2,7 @@
 // (projections, RoPE, scores q·k / sqrt(d), masks, softmax over all keys at once, weighted sum, output
 // projection), which also propagates magnitudes to give each output a first-order error scale.
 #include <catch2/catch.hpp>
+#include <xtensor/xview.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -29,6 +30,7 @@
 #include "mixprec/policies/policy.hpp"
 #include "policies.hpp"
 #include "support/allocation_counter.hpp"
+#include "support/gradcheck.hpp"
 
 namespace attention_test {
 
@@ -1096,6 +1098,125 @@ TEMPLATE_TEST_CASE("attention: NaN in the inputs of padding tokens never reaches
       }
     }
   }
+}
+
+namespace {
+/// The float64 cross-attention of x [batch, seq, d] over context [batch, keys, d], written from the
+/// definitions with the layer's parameters (read as doubles): q = x Wq + bq, k = c Wk + bk, v = c Wv + bv,
+/// per head softmax(q·k / sqrt(head_dim)) over the valid keys, y = attended Wo + bo.
+template <class Layer, class T>
+std::vector<double> cross_reference(const Layer& layer, const xt::xtensor<T, 3>& x, const xt::xtensor<T, 3>& c,
+                                    const xt::xtensor<bool, 2>& valid) {
+  const auto& cfg = layer.config();
+  const std::size_t B = x.shape()[0], S = x.shape()[1], K = c.shape()[1], d = cfg.d_model;
+  const std::size_t H = cfg.n_heads, G = cfg.n_kv_heads, D = cfg.head_dim;
+  const auto project = [](const auto& dense, const auto& in, std::size_t rows, std::size_t width_in) {
+    const std::size_t out = dense.kernel().shape()[1];
+    std::vector<double> y(rows * out, 0.0);
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t o = 0; o < out; ++o) {
+        double sum = dense.bias() ? static_cast<double>((*dense.bias())(o)) : 0.0;
+        for (std::size_t i = 0; i < width_in; ++i) {
+          sum += static_cast<double>(in[r * width_in + i]) * static_cast<double>(dense.kernel()(i, o));
+        }
+        y[r * out + o] = sum;
+      }
+    }
+    return y;
+  };
+  const std::vector<double> q = project(layer.wq(), x.data(), B * S, d);
+  const std::vector<double> k = project(layer.wk(), c.data(), B * K, d);
+  const std::vector<double> v = project(layer.wv(), c.data(), B * K, d);
+  std::vector<double> att(B * S * H * D, 0.0);
+  for (std::size_t b = 0; b < B; ++b) {
+    for (std::size_t t = 0; t < S; ++t) {
+      for (std::size_t h = 0; h < H; ++h) {
+        const std::size_t g = h / (H / G);
+        std::vector<double> p(K, 0.0);
+        double max = -std::numeric_limits<double>::infinity(), sum = 0.0;
+        for (std::size_t j = 0; j < K; ++j) {
+          if (!valid(b, j)) continue;
+          double dot = 0.0;
+          for (std::size_t e = 0; e < D; ++e)
+            dot += q[(b * S + t) * H * D + h * D + e] * k[(b * K + j) * G * D + g * D + e];
+          p[j] = dot / std::sqrt(static_cast<double>(D));
+          max = std::max(max, p[j]);
+        }
+        for (std::size_t j = 0; j < K; ++j) sum += (p[j] = valid(b, j) ? std::exp(p[j] - max) : 0.0);
+        for (std::size_t j = 0; j < K; ++j) {
+          for (std::size_t e = 0; e < D; ++e) {
+            att[(b * S + t) * H * D + h * D + e] += p[j] / sum * v[(b * K + j) * G * D + g * D + e];
+          }
+        }
+      }
+    }
+  }
+  return project(layer.wo(), att.data(), B * S, H * D);
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("attention cross: a context of another length, against float64, and decoding from a filled cache",
+                   "[nn][attention][cross]", p_f64, p_c_bf16) {
+  using P = TestType;
+  using T = typename P::param_type;  // float64 or float32 inputs
+  const nn::attention_config cfg{
+      .d_model = 16, .n_heads = 4, .n_kv_heads = 2, .causal = false, .query_block = 4, .key_block = 3};
+  nn::attention<P> layer(cfg, nn::use_bias::yes);
+  unsigned seed = 7;
+  layer.for_each_parameter([&](std::string_view, auto& p) {
+    std::mt19937 rng(seed++);
+    std::uniform_real_distribution<double> u(-0.5, 0.5);
+    for (auto& e : p) e = static_cast<T>(u(rng));
+  });
+  std::mt19937 rng(11);
+  std::normal_distribution<double> n(0.0, 1.0);
+  xt::xtensor<T, 3> x = xt::xtensor<T, 3>::from_shape({2, 5, 16});
+  xt::xtensor<T, 3> context = xt::xtensor<T, 3>::from_shape({2, 9, 16});
+  for (auto& e : x) e = static_cast<T>(n(rng));
+  for (auto& e : context) e = static_cast<T>(n(rng));
+  xt::xtensor<bool, 2> mask = xt::ones<bool>({2, 9});
+  mask(1, 0) = mask(1, 4) = false;
+  const auto y = layer.cross(x, context, mask);
+  const std::vector<double> ref = cross_reference(layer, x, context, mask);
+  // float64: sums of O(1) terms (relative 1e-12); c=bf16: x, the context, the weights, q, k, v, the heads
+  // rounded to bfloat16, about eight roundings of 2^-8 in relative L2.
+  const double bound = std::is_same_v<T, double> ? 1e-12 : 8 * std::ldexp(1.0, -8);
+  CHECK(gradcheck::relative_l2(std::span<const T>(y.data(), y.size()), std::span<const double>(ref)) <= bound);
+
+  // Decoding: the context projected into a cache once, then the queries one token at a time, each the
+  // same bits as its row of the whole call (queries do not see each other in cross-attention).
+  auto cache = layer.template make_cache<T>(2, 9);
+  layer.fill_context(context, mask, cache);
+  REQUIRE(cache.size() == 9);
+  CHECK(bool(layer.cross(x, cache) == y));
+  for (std::size_t t = 0; t < 5; ++t) {
+    const xt::xtensor<T, 3> step = xt::view(x, xt::all(), xt::range(t, t + 1), xt::all());
+    const auto ys = layer.cross(step, cache);
+    for (std::size_t b = 0; b < 2; ++b) {
+      for (std::size_t e = 0; e < 16; ++e) CHECK(ys(b, 0, e) == y(b, t, e));
+    }
+  }
+  // A context that is all padding for a batch row: its queries output Wo's bias alone (zeros before Wo).
+  xt::xtensor<bool, 2> none = mask;
+  for (std::size_t j = 0; j < 9; ++j) none(0, j) = false;
+  const auto y_none = layer.cross(x, context, none);
+  // (The bias as the projection adds it: rounded to the compute type.)
+  for (std::size_t e = 0; e < 16; ++e) {
+    CHECK(static_cast<double>(y_none(0, 2, e)) ==
+          round_to<nn::compute_t<P, T>>(static_cast<double>((*layer.wo().bias())(e))));
+  }
+
+  // Errors, each naming what to fix.
+  nn::attention<P> causal(nn::attention_config{.d_model = 16, .n_heads = 4, .causal = true});
+  CHECK_THROWS_WITH(causal.cross(x, context, mask), Contains("causal = false and no rotary"));
+  const xt::xtensor<T, 3> one_row = xt::view(context, xt::range(0, 1), xt::all(), xt::all());
+  CHECK_THROWS_WITH(layer.cross(x, one_row, nn::no_key_mask), Contains("the same rank and batch"));
+  const xt::xtensor<bool, 2> short_mask = xt::ones<bool>({2, 8});
+  CHECK_THROWS_WITH(layer.cross(x, context, short_mask), Contains("needs [2, 9]"));
+  auto small = layer.template make_cache<T>(2, 8);
+  CHECK_THROWS_WITH(layer.fill_context(context, mask, small), Contains("make_cache<In>(2, 9)"));
+  auto empty = layer.template make_cache<T>(2, 9);
+  CHECK_THROWS_WITH(layer.cross(x, empty), Contains("fill it with fill_context"));
 }
 
 }  // namespace attention_test

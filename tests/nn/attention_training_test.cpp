@@ -10,6 +10,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -138,6 +139,110 @@ TEST_CASE("attention backward: a masked key whose key and value are NaN or Inf c
       for (std::size_t e = 0; e < a[t].size(); ++e) CHECK(a[t][e] == b[t][e]);
     }
   }
+}
+
+/// dx, every parameter gradient and d_bias of Σ w ⊙ attn(x, mask, bias) against central differences,
+/// for a bias of `form` holding `bias_values`.
+template <class Mask>
+void check_biased_against_finite_differences(nn::attention<p_f64>& layer, xt::xtensor<double, 3>& x, const Mask& mask,
+                                             mixprec::kernels::score_bias_layout layout,
+                                             std::vector<double>& bias_values) {
+  const auto w = gradcheck::uniform(x.size(), 98);
+  const auto bias = [&] { return mixprec::kernels::score_bias<double>{layout, bias_values}; };
+  auto run = [&] { return layer(x, mask, bias()); };
+  nn::attention<p_f64>::saved<double> ctx;
+  const xt::xtensor<double, 3> y = layer.forward(x, mask, bias(), ctx);
+  REQUIRE(bool(y == run()));  // forward gives operator()'s bits
+  auto g = layer.zero_gradients();
+  std::vector<double> d_bias(bias_values.size(), 0.0);
+  auto dx = layer.backward(ctx, tensor_from<double, 3>(w, {x.shape()[0], x.shape()[1], x.shape()[2]}), g,
+                           std::span<double>(d_bias));
+  auto loss = [&] { return gradcheck::weighted_sum(run(), w); };
+  gradcheck::require_close("dx", flat_values(dx), gradcheck::numeric_gradient(x.data(), x.size(), loss));
+  gradcheck::require_close("d_bias", std::span<const double>(d_bias),
+                           gradcheck::numeric_gradient(bias_values.data(), bias_values.size(), loss));
+  std::vector<std::span<const double>> grads;
+  g.for_each([&](std::string_view, auto& t) { grads.emplace_back(t.data(), t.size()); });
+  std::size_t i = 0;
+  layer.for_each_parameter([&](std::string_view name, auto& p) {
+    gradcheck::require_close(std::string(name), grads[i++], gradcheck::numeric_gradient(p.data(), p.size(), loss));
+  });
+}
+
+TEST_CASE("attention backward: a relative score bias, causal and not, with its gradient", "[nn][attention][backward]") {
+  using mixprec::kernels::score_bias_form;
+  for (const bool causal : {true, false}) {
+    INFO("causal " << causal);
+    // T5's unscaled scores (scale 1), tiles smaller than the sequence, a padding key, and a bias per head
+    // and one shared by the heads.
+    const nn::attention_config cfg{
+        .d_model = 8, .n_heads = 2, .causal = causal, .scale = 1.0, .query_block = 2, .key_block = 2};
+    auto layer = random_layer(cfg, 80, nn::use_bias::no);
+    auto x = tensor_from<double, 3>(gradcheck::uniform(2 * 5 * 8, 81), {2, 5, 8});
+    xt::xtensor<bool, 2> mask = {{true, true, true, true, true}, {true, false, true, true, true}};
+    for (const std::size_t heads : {std::size_t{2}, std::size_t{1}}) {
+      INFO("bias heads " << heads);
+      auto values = gradcheck::uniform(heads * 9, 82, -2.0, 2.0);
+      check_biased_against_finite_differences(layer, x, mask, {score_bias_form::relative, 1, heads, 0, 0}, values);
+    }
+  }
+}
+
+TEST_CASE("attention backward: dense score biases broadcast over batch rows and heads, with their gradients",
+          "[nn][attention][backward]") {
+  using mixprec::kernels::score_bias_form;
+  const nn::attention_config cfg{
+      .d_model = 8, .n_heads = 2, .n_kv_heads = 1, .causal = true, .query_block = 2, .key_block = 3};
+  auto layer = random_layer(cfg, 90, nn::use_bias::yes);
+  auto x = tensor_from<double, 3>(gradcheck::uniform(2 * 4 * 8, 91), {2, 4, 8});
+  for (const auto& [batch, heads] : {std::pair<std::size_t, std::size_t>{1, 1}, {2, 1}, {1, 2}, {2, 2}}) {
+    INFO("bias [" << batch << ", " << heads << ", 4, 4]");
+    auto values = gradcheck::uniform(batch * heads * 16, 92, -2.0, 2.0);
+    check_biased_against_finite_differences(layer, x, nn::no_key_mask, {score_bias_form::dense, batch, heads, 0, 0},
+                                            values);
+  }
+}
+
+TEST_CASE("attention cross_backward: gradients to x, the context and every projection (finite differences)",
+          "[nn][attention][backward][cross]") {
+  // Queries from x (5 tokens), keys and values from a context of 3 and of 7 tokens with a padding
+  // position; grouped-query heads and biases; tiles smaller than both lengths.
+  const nn::attention_config cfg{
+      .d_model = 8, .n_heads = 4, .n_kv_heads = 2, .causal = false, .query_block = 2, .key_block = 2};
+  auto layer = random_layer(cfg, 100, nn::use_bias::yes);
+  auto x = tensor_from<double, 3>(gradcheck::uniform(2 * 5 * 8, 101), {2, 5, 8});
+  for (const std::size_t keys : {std::size_t{3}, std::size_t{7}}) {
+    INFO("context keys " << keys);
+    auto context = tensor_from<double, 3>(gradcheck::uniform(2 * keys * 8, 102), {2, keys, 8});
+    xt::xtensor<bool, 2> mask = xt::ones<bool>({std::size_t{2}, keys});
+    mask(1, 1) = false;
+    const auto w = gradcheck::uniform(x.size(), 103);
+    auto run = [&] { return layer.cross(x, context, mask); };
+    nn::attention<p_f64>::saved<double> ctx;
+    const xt::xtensor<double, 3> y = layer.cross_forward(x, context, mask, ctx);
+    REQUIRE(bool(y == run()));
+    auto g = layer.zero_gradients();
+    const auto d = layer.cross_backward(ctx, tensor_from<double, 3>(w, {2, 5, 8}), g);
+    REQUIRE(d.d_context.shape() == context.shape());
+    auto loss = [&] { return gradcheck::weighted_sum(run(), w); };
+    gradcheck::require_close("dx", flat_values(d.dx), gradcheck::numeric_gradient(x.data(), x.size(), loss));
+    gradcheck::require_close("d_context", flat_values(d.d_context),
+                             gradcheck::numeric_gradient(context.data(), context.size(), loss));
+    // The padding position of the context gets exactly nothing.
+    for (std::size_t e = 0; e < 8; ++e) CHECK(d.d_context(1, 1, e) == 0.0);
+    std::vector<std::span<const double>> grads;
+    g.for_each([&](std::string_view, auto& t) { grads.emplace_back(t.data(), t.size()); });
+    std::size_t i = 0;
+    layer.for_each_parameter([&](std::string_view name, auto& p) {
+      gradcheck::require_close(std::string(name), grads[i++], gradcheck::numeric_gradient(p.data(), p.size(), loss));
+    });
+    // A cross context is refused by the self-attention backward, and the other way round.
+    CHECK_THROWS_WITH(layer.backward(ctx, tensor_from<double, 3>(w, {2, 5, 8}), g), Catch::Contains("cross_backward"));
+  }
+  nn::attention<p_f64>::saved<double> self;
+  (void)layer.forward(x, self);
+  auto g = layer.zero_gradients();
+  CHECK_THROWS_WITH(layer.cross_backward(self, x, g), Catch::Contains("self-attention forward"));
 }
 
 TEMPLATE_TEST_CASE("attention backward under a low-precision policy matches the float64 VJP",

@@ -47,6 +47,7 @@
 #include "mixprec/kernels/gemm.hpp"
 #include "mixprec/kernels/matmul_accumulate.hpp"
 #include "mixprec/kernels/rounding.hpp"
+#include "mixprec/kernels/score_bias.hpp"
 #include "mixprec/kernels/softmax.hpp"
 #include "mixprec/kernels/threads.hpp"
 
@@ -203,8 +204,9 @@ A log_sum_exp_of(const online_softmax<A>& state) {
 ///         n_kv_heads not dividing n_heads, a block of 0, seq > keys or keys > capacity.
 template <class C, class KV, class Scratch>
 requires attention_kv_source<KV, C>
-void attention(std::span<const C> queries, const KV& kv, const attention_problem& problem, std::span<C> out,
-               std::span<accumulator_t<C>> log_sum_exp, Scratch&& scratch) {
+void attention(std::span<const C> queries, const KV& kv, const attention_problem& problem,
+               const score_bias<accumulator_t<C>>& bias, std::span<C> out, std::span<accumulator_t<C>> log_sum_exp,
+               Scratch&& scratch) {
   const internal::profile_scope region("kernels::attention");
   static_assert(std::same_as<C, float> || std::same_as<C, double> || small_float<C>,
                 "scaled_dot_product_attention: the compute type must be real (float, double or a mixprec small "
@@ -231,13 +233,20 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
                                 "head_dim] = " +
                                 shape + " needs " + std::to_string(expected));
   }
-  if (c.n_kv_heads == 0 || n_heads % c.n_kv_heads != 0 || c.query_block == 0 || c.key_block == 0 || seq > total ||
-      c.capacity < total) {
+  if (c.n_kv_heads == 0 || n_heads % c.n_kv_heads != 0 || c.query_block == 0 || c.key_block == 0 ||
+      (c.causal && seq > total) || c.capacity < total) {
     throw std::invalid_argument(internal::concat(
         "kernels::attention: the problem is inconsistent (n_heads ", n_heads, ", n_kv_heads ", c.n_kv_heads,
         ", query_block ", c.query_block, ", key_block ", c.key_block, ", seq ", seq, ", keys ", total, ", capacity ",
-        c.capacity, "): n_kv_heads must divide n_heads, the blocks must be positive, and seq <= keys <= capacity"));
+        c.capacity, "): n_kv_heads must divide n_heads, the blocks must be positive, keys <= capacity, and under a ",
+        "causal mask seq <= keys"));
   }
+  // Queries have positions among the keys (query t at keys - seq + t) when seq <= keys; cross-attention
+  // may have more queries than keys, and then no causal mask and no relative bias.
+  const score_bias_layout bias_layout = check_score_bias("kernels::attention", "the score bias", bias.layout,
+                                                         bias.values.size(), batch, n_heads, seq, total, seq <= total);
+  const A* const bias_values = bias.values.data();
+  const bool biased = !bias.empty();
   if (!log_sum_exp.empty() && log_sum_exp.size() != batch * n_heads * seq) {
     throw std::invalid_argument(internal::concat("kernels::attention: log_sum_exp has ", log_sum_exp.size(),
                                                  " elements but [batch, n_heads, seq] = [", batch, ", ", n_heads, ", ",
@@ -245,7 +254,7 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
   }
   if (expected == 0) return;
 
-  const std::size_t offset = total - seq;  // position of query 0
+  const std::size_t offset = seq <= total ? total - seq : 0;  // position of query 0
   const std::size_t group = n_heads / c.n_kv_heads;
   const std::size_t qb = std::min(c.query_block, seq);
   const std::size_t kb = std::min(c.key_block, total);
@@ -438,10 +447,16 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
               const std::size_t position = first + r;
               A* row = s + r * ld;
               const A row_scale = packed ? A{1} : scale;  // the packed path scaled the queries
+              // The bias of this query's keys j0, j0 + 1, ... (read per tile: a relative bias is one row of
+              // distances per head, never [S, S]).
+              const A* bias_row = biased ? bias_values + bias_layout.row_offset(b, h, t0 + r, position) + j0 : nullptr;
               if (!any_padding && (!c.causal || j0 + cols <= position + 1)) {
                 // Every key of the tile is visible to this query.
                 if (!packed) {
                   for (std::size_t j = 0; j < cols; ++j) row[j] *= row_scale;
+                }
+                if (biased) {
+                  for (std::size_t j = 0; j < cols; ++j) row[j] += bias_row[j];
                 }
                 if (round_scores) {
                   for (std::size_t j = 0; j < cols; ++j) row[j] = internal::round_widen<C>(row[j]);
@@ -451,6 +466,9 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
                 const std::size_t visible = position >= j0 ? std::min(cols, position - j0 + 1) : 0;
                 if (!packed) {
                   for (std::size_t j = 0; j < visible; ++j) row[j] *= row_scale;
+                }
+                if (biased) {
+                  for (std::size_t j = 0; j < visible; ++j) row[j] += bias_row[j];
                 }
                 if (round_scores) {
                   for (std::size_t j = 0; j < visible; ++j) row[j] = internal::round_widen<C>(row[j]);
@@ -463,6 +481,7 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
                     row[j] = neg_inf;
                   } else {
                     row[j] *= row_scale;
+                    if (biased) row[j] += bias_row[j];
                     if (round_scores) row[j] = internal::round_widen<C>(row[j]);
                   }
                 }
@@ -574,7 +593,17 @@ template <class C, class KV, class Scratch>
 requires attention_kv_source<KV, C>
 void attention(std::span<const C> queries, const KV& kv, const attention_problem& problem, std::span<C> out,
                Scratch&& scratch) {
-  attention<C>(queries, kv, problem, out, std::span<accumulator_t<C>>(), std::forward<Scratch>(scratch));
+  attention<C>(queries, kv, problem, score_bias<accumulator_t<C>>{}, out, std::span<accumulator_t<C>>(),
+               std::forward<Scratch>(scratch));
+}
+
+/// `attention` without a score bias (the same bits as the biased call with an empty bias).
+/// \throws std::invalid_argument as the biased overload.
+template <class C, class KV, class Scratch>
+requires attention_kv_source<KV, C>
+void attention(std::span<const C> queries, const KV& kv, const attention_problem& problem, std::span<C> out,
+               std::span<accumulator_t<C>> log_sum_exp, Scratch&& scratch) {
+  attention<C>(queries, kv, problem, score_bias<accumulator_t<C>>{}, out, log_sum_exp, std::forward<Scratch>(scratch));
 }
 
 // ---- backward (training: whole sequences, no cache) ----
@@ -586,7 +615,7 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
 /// [batch, n_heads, seq].
 struct attention_backward_problem {
   std::size_t batch = 0;        ///< batch rows
-  std::size_t seq = 0;          ///< tokens per row, queries and keys alike
+  std::size_t seq = 0;          ///< queries per row (and keys, unless `keys` says otherwise)
   std::size_t n_heads = 0;      ///< query heads
   std::size_t n_kv_heads = 0;   ///< key/value heads: query head h reads kv head h / (n_heads / n_kv_heads)
   std::size_t head_dim = 0;     ///< features per head
@@ -594,6 +623,12 @@ struct attention_backward_problem {
   std::size_t key_block = 0;    ///< keys per tile
   bool causal = false;          ///< query t sees keys up to position t only
   double scale = 0.0;           ///< the forward's score scale (finite; nn::attention_config's is 1/sqrt(head_dim))
+  /// keys per row; 0 = seq (self-attention). Cross-attention's keys and values come from a context of
+  /// another length: its queries have no positions among the keys (no causal mask, no relative bias).
+  std::size_t keys = 0;
+
+  /// The keys per row: `keys`, or `seq` when it is 0.
+  [[nodiscard]] constexpr std::size_t key_count() const noexcept { return keys == 0 ? seq : keys; }
 };
 
 /// What `attention_backward` reads: the forward's tensors in its compute type C (as it rounded them), the
@@ -606,7 +641,8 @@ struct attention_backward_inputs {
   std::span<const C> out;                         ///< [batch, seq, n_heads, head_dim]: the forward's output O
   std::span<const C> d_out;                       ///< [batch, seq, n_heads, head_dim]: dO, the cotangent of O
   std::span<const accumulator_t<C>> log_sum_exp;  ///< [batch, n_heads, seq], from `attention_log_sum_exp`
-  std::span<const std::uint8_t> validity;         ///< [batch, seq]: 0 for a padding key; empty: every key valid
+  std::span<const std::uint8_t> validity;         ///< [batch, keys]: 0 for a padding key; empty: every key valid
+  score_bias<accumulator_t<C>> bias{};            ///< the forward's score bias; empty: none
 };
 
 /// Where `attention_backward` adds its gradients, in opmath A.
@@ -615,6 +651,9 @@ struct attention_backward_gradients {
   std::span<A> d_queries;  ///< [batch, seq, n_heads, head_dim]
   std::span<A> d_keys;     ///< [batch, seq, n_kv_heads, head_dim], summed over the query heads of a group
   std::span<A> d_values;   ///< [batch, seq, n_kv_heads, head_dim], summed over the query heads of a group
+  /// The score bias's gradient, laid out as the bias (summed over the batch rows and heads it is
+  /// broadcast over; for a relative bias, over the score pairs at each distance); empty: not wanted.
+  std::span<A> d_bias{};
 };
 
 namespace detail {
@@ -663,7 +702,11 @@ inline void check_attention_backward(const char* where, const attention_backward
     }
   };
   for (const attention_tensor_size& t : tensors) check(t);
-  if (!validity.empty()) check({"validity", validity.size(), "[batch, seq]", {p.batch, p.seq, 0, 0}, 2});
+  if (!validity.empty()) check({"validity", validity.size(), "[batch, keys]", {p.batch, p.key_count(), 0, 0}, 2});
+  if (p.causal && p.key_count() != p.seq) {
+    throw std::invalid_argument(internal::concat(where, ": a causal mask needs as many keys as queries (", p.seq,
+                                                 " queries, ", p.key_count(), " keys)"));
+  }
 }
 
 /// The shapes `attention_backward` and `attention_log_sum_exp` check their tensors against.
@@ -674,7 +717,7 @@ inline attention_tensor_size attention_query_shaped(const char* name, std::size_
 /// See `attention_query_shaped`.
 inline attention_tensor_size attention_kv_shaped(const char* name, std::size_t size,
                                                  const attention_backward_problem& p) {
-  return {name, size, "[batch, seq, n_kv_heads, head_dim]", {p.batch, p.seq, p.n_kv_heads, p.head_dim}};
+  return {name, size, "[batch, keys, n_kv_heads, head_dim]", {p.batch, p.key_count(), p.n_kv_heads, p.head_dim}};
 }
 /// See `attention_query_shaped`.
 inline attention_tensor_size attention_lse_shaped(const char* name, std::size_t size,
@@ -729,7 +772,8 @@ void scatter_attention_head(const Mat& in, A* dst, std::size_t seq, std::size_t 
 ///         count does not fit std::size_t is refused too).
 template <class C>
 void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, std::span<const std::uint8_t> validity,
-                           const attention_backward_problem& problem, std::span<accumulator_t<C>> lse) {
+                           const score_bias<accumulator_t<C>>& bias, const attention_backward_problem& problem,
+                           std::span<accumulator_t<C>> lse) {
   const internal::profile_scope region("kernels::attention_log_sum_exp");
   static_assert(std::same_as<C, float> || std::same_as<C, double> || small_float<C>,
                 "kernels::attention_log_sum_exp: the compute type must be real (float, double or a mixprec small "
@@ -744,13 +788,17 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
        detail::attention_kv_shaped("keys", keys.size(), c), detail::attention_lse_shaped("lse", lse.size(), c)},
       validity);
   const std::size_t seq = c.seq;
+  const std::size_t nk = c.key_count();
+  const score_bias_layout bias_layout =
+      check_score_bias("kernels::attention_log_sum_exp", "the score bias", bias.layout, bias.values.size(), c.batch,
+                       c.n_heads, seq, nk, nk == seq);
   const std::size_t n_heads = c.n_heads;
   const std::size_t group = n_heads / c.n_kv_heads;
   const std::size_t q_width = n_heads * hd;
   const std::size_t kv_width = c.n_kv_heads * hd;
   const A scale = static_cast<A>(c.scale);
   const std::size_t bq = std::min(c.query_block, seq);
-  const std::size_t bk = std::min(c.key_block, seq);
+  const std::size_t bk = std::min(c.key_block, nk);
   Mat kg, qh, sc;
   // Each query's running maximum and sum over the key tiles (the online softmax: vectorised exp for
   // float), and one tile's visible scores, -Inf where a key is padding.
@@ -758,15 +806,15 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
   std::vector<A> tile_scores(bk);
   for (std::size_t b = 0; b < c.batch; ++b) {
     for (std::size_t g = 0; g < c.n_kv_heads; ++g) {
-      detail::gather_attention_head(keys.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, validity, b, kg);
+      detail::gather_attention_head(keys.data() + b * nk * kv_width, nk, kv_width, g * hd, hd, validity, b, kg);
       for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
         detail::gather_attention_head(queries.data() + b * seq * q_width, seq, q_width, h * hd, hd, {}, b, qh);
         for (auto& s : state) s.reset();
         for (std::size_t i0 = 0; i0 < seq; i0 += bq) {
           const auto ni = static_cast<Eigen::Index>(std::min(bq, seq - i0));
-          for (std::size_t j0 = 0; j0 < seq; j0 += bk) {
+          for (std::size_t j0 = 0; j0 < nk; j0 += bk) {
             if (c.causal && j0 > i0 + static_cast<std::size_t>(ni) - 1) break;
-            const auto nj = static_cast<Eigen::Index>(std::min(bk, seq - j0));
+            const auto nj = static_cast<Eigen::Index>(std::min(bk, nk - j0));
             sc.noalias() = scale * (qh.middleRows(static_cast<Eigen::Index>(i0), ni) *
                                     kg.middleRows(static_cast<Eigen::Index>(j0), nj).transpose());
             for (Eigen::Index i = 0; i < ni; ++i) {
@@ -776,9 +824,13 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
               if (visible == 0) continue;
               const A* row = sc.data() + static_cast<std::size_t>(i) * cols;
               std::copy_n(row, visible, tile_scores.data());
+              if (!bias.empty()) {
+                const A* bias_row = bias.values.data() + bias_layout.row_offset(b, h, qi, qi) + j0;
+                for (std::size_t j = 0; j < visible; ++j) tile_scores[j] += bias_row[j];
+              }
               if (!validity.empty()) {
                 for (std::size_t j = 0; j < visible; ++j) {
-                  if (validity[b * seq + j0 + j] == 0) tile_scores[j] = -std::numeric_limits<A>::infinity();
+                  if (validity[b * nk + j0 + j] == 0) tile_scores[j] = -std::numeric_limits<A>::infinity();
                 }
               }
               (void)state[qi].update(std::span<A>(tile_scores.data(), visible));
@@ -789,6 +841,14 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
       }
     }
   }
+}
+
+/// `attention_log_sum_exp` without a score bias.
+/// \throws std::invalid_argument as the biased overload.
+template <class C>
+void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, std::span<const std::uint8_t> validity,
+                           const attention_backward_problem& problem, std::span<accumulator_t<C>> lse) {
+  attention_log_sum_exp<C>(queries, keys, validity, score_bias<accumulator_t<C>>{}, problem, lse);
 }
 
 /// The backward of scaled dot-product attention (FlashAttention-2's backward, Dao 2023, Algorithm 2,
@@ -872,20 +932,30 @@ void attention_backward(const attention_backward_inputs<C>& in, const attention_
                                     detail::attention_kv_shaped("d_values", grads.d_values.size(), c)},
                                    in.validity);
   const std::size_t seq = c.seq;
+  const std::size_t nk = c.key_count();
+  const score_bias<A>& bias = in.bias;
+  const score_bias_layout bias_layout = check_score_bias("kernels::attention_backward", "the score bias", bias.layout,
+                                                         bias.values.size(), c.batch, c.n_heads, seq, nk, nk == seq);
+  if (!grads.d_bias.empty()) {
+    (void)check_score_bias("kernels::attention_backward", "d_bias (shaped as the bias)", bias.layout,
+                           grads.d_bias.size(), c.batch, c.n_heads, seq, nk, nk == seq);
+  }
+  const bool biased = !bias.empty();
+  const bool bias_gradient = biased && !grads.d_bias.empty();
   const std::size_t n_heads = c.n_heads;
   const std::size_t group = n_heads / c.n_kv_heads;
   const A scale = static_cast<A>(c.scale);
   const std::span<const std::uint8_t> valid = in.validity;
   const std::size_t bq = std::min(c.query_block, seq);
-  const std::size_t bk = std::min(c.key_block, seq);
+  const std::size_t bk = std::min(c.key_block, nk);
   Mat kg, vg, dkg, dvg, qh, doh, dqh, sc, pr, dpr;
   Vec dd(static_cast<Eigen::Index>(seq));
   for (std::size_t b = 0; b < c.batch; ++b) {
     for (std::size_t g = 0; g < c.n_kv_heads; ++g) {
-      detail::gather_attention_head(in.keys.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, valid, b, kg);
-      detail::gather_attention_head(in.values.data() + b * seq * kv_width, seq, kv_width, g * hd, hd, valid, b, vg);
-      dkg.setZero(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
-      dvg.setZero(static_cast<Eigen::Index>(seq), static_cast<Eigen::Index>(hd));
+      detail::gather_attention_head(in.keys.data() + b * nk * kv_width, nk, kv_width, g * hd, hd, valid, b, kg);
+      detail::gather_attention_head(in.values.data() + b * nk * kv_width, nk, kv_width, g * hd, hd, valid, b, vg);
+      dkg.setZero(static_cast<Eigen::Index>(nk), static_cast<Eigen::Index>(hd));
+      dvg.setZero(static_cast<Eigen::Index>(nk), static_cast<Eigen::Index>(hd));
       for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
         const std::size_t head = b * seq * q_width;
         detail::gather_attention_head(in.queries.data() + head, seq, q_width, h * hd, hd, {}, b, qh);
@@ -899,9 +969,9 @@ void attention_backward(const attention_backward_inputs<C>& in, const attention_
           const auto ei0 = static_cast<Eigen::Index>(i0);
           // dO rows that are not finite (NaN or Inf in dy) take the dV product apart, below.
           const bool do_finite = doh.middleRows(ei0, ni).allFinite();
-          for (std::size_t j0 = 0; j0 < seq; j0 += bk) {
+          for (std::size_t j0 = 0; j0 < nk; j0 += bk) {
             if (c.causal && j0 > i0 + static_cast<std::size_t>(ni) - 1) break;  // tiles above the diagonal
-            const auto nj = static_cast<Eigen::Index>(std::min(bk, seq - j0));
+            const auto nj = static_cast<Eigen::Index>(std::min(bk, nk - j0));
             const auto ej0 = static_cast<Eigen::Index>(j0);
             const auto cols = static_cast<std::size_t>(nj);
             const auto rows = static_cast<std::size_t>(ni);
@@ -914,18 +984,27 @@ void attention_backward(const attention_backward_inputs<C>& in, const attention_
             dpr.resize(ni, nj);
             detail::attention_product(q_blk, k_tile, b_layout::n_k, sc.data(), {rows, hd, cols});  // S = Q Kᵀ
             for (std::size_t i = 0; i < rows; ++i) {
-              // P_ij = exp(scale S_ij - lse_i) for the keys query i sees (j <= i under causal; none when
-              // all its keys are masked: lse = -Inf), 0 for the others and for padding keys.
+              // P_ij = exp(scale S_ij + bias_ij - lse_i) for the keys query i sees (j <= i under causal; none
+              // when all its keys are masked: lse = -Inf), 0 for the others and for padding keys.
               const std::size_t qi = i0 + i;
               std::size_t visible = cols;
               if (c.causal) visible = qi >= j0 ? std::min(cols, qi - j0 + 1) : 0;
               if (std::isinf(lse[qi])) visible = 0;
               A* p_row = pr.data() + i * cols;
-              detail::attention_probabilities(sc.data() + i * cols, p_row, visible, scale, lse[qi]);
+              A* s_row = sc.data() + i * cols;
+              if (biased) {
+                // The biased score first, then exp(s - lse): one rounding more than the unbiased path's
+                // fused exp(scale s - lse), as the forward rounds scale · s before adding the bias.
+                const A* bias_row = bias.values.data() + bias_layout.row_offset(b, h, qi, qi) + j0;
+                for (std::size_t j = 0; j < visible; ++j) s_row[j] = scale * s_row[j] + bias_row[j];
+                detail::attention_probabilities(s_row, p_row, visible, A(1), lse[qi]);
+              } else {
+                detail::attention_probabilities(s_row, p_row, visible, scale, lse[qi]);
+              }
               std::fill(p_row + visible, p_row + cols, A(0));
               if (!valid.empty()) {
                 for (std::size_t j = 0; j < visible; ++j) {
-                  if (valid[b * seq + j0 + j] == 0) p_row[j] = A(0);
+                  if (valid[b * nk + j0 + j] == 0) p_row[j] = A(0);
                 }
               }
             }
@@ -946,11 +1025,19 @@ void attention_backward(const attention_backward_inputs<C>& in, const attention_
               detail::attention_accumulate(pr.data(), a_layout::k_m, finite_do.data(), dv_tile, {cols, rows, hd});
             }
             detail::attention_product(do_blk, v_tile, b_layout::n_k, dpr.data(), {rows, hd, cols});  // dP = dO Vᵀ
-            // scale · dS = scale · P ⊙ (dP − D); P = 0 exactly where masked, so masked keys contribute nothing.
+            // dS = P ⊙ (dP − D), the bias's gradient (the bias enters the scores unscaled), then scale · dS;
+            // P = 0 exactly where masked, so masked keys contribute nothing.
             for (std::size_t i = 0; i < rows; ++i) {
               const A di = dd(ei0 + static_cast<Eigen::Index>(i));
               A* p_row = pr.data() + i * cols;
               const A* dp_row = dpr.data() + i * cols;
+              if (bias_gradient) {
+                const std::size_t qi = i0 + i;
+                A* d_bias_row = grads.d_bias.data() + bias_layout.row_offset(b, h, qi, qi) + j0;
+                for (std::size_t j = 0; j < cols; ++j) {
+                  if (p_row[j] != A(0)) d_bias_row[j] += p_row[j] * (dp_row[j] - di);
+                }
+              }
               for (std::size_t j = 0; j < cols; ++j) {
                 p_row[j] = p_row[j] == A(0) ? A(0) : scale * (p_row[j] * (dp_row[j] - di));
               }
@@ -963,8 +1050,8 @@ void attention_backward(const attention_backward_inputs<C>& in, const attention_
         }
         detail::scatter_attention_head(dqh, grads.d_queries.data() + head, seq, q_width, h * hd, hd);
       }
-      detail::scatter_attention_head(dkg, grads.d_keys.data() + b * seq * kv_width, seq, kv_width, g * hd, hd);
-      detail::scatter_attention_head(dvg, grads.d_values.data() + b * seq * kv_width, seq, kv_width, g * hd, hd);
+      detail::scatter_attention_head(dkg, grads.d_keys.data() + b * nk * kv_width, nk, kv_width, g * hd, hd);
+      detail::scatter_attention_head(dvg, grads.d_values.data() + b * nk * kv_width, nk, kv_width, g * hd, hd);
     }
   }
 }
@@ -978,6 +1065,7 @@ void attention_backward(const attention_backward_inputs<C>& in, const attention_
 #define MIXPREC_ATTENTION_BACKWARD_INSTANTIATION(E, C)                                                            \
   E template void mixprec::kernels::attention_log_sum_exp<C>(                                                     \
       std::span<const C>, std::span<const C>, std::span<const std::uint8_t>,                                      \
+      const mixprec::kernels::score_bias<mixprec::accumulator_t<C>>&,                                             \
       const mixprec::kernels::attention_backward_problem&, std::span<mixprec::accumulator_t<C>>);                 \
   E template void mixprec::kernels::attention_backward<C>(                                                        \
       const mixprec::kernels::attention_backward_inputs<C>&, const mixprec::kernels::attention_backward_problem&, \

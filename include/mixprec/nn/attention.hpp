@@ -54,6 +54,7 @@
 #include "mixprec/arrays/xtensor.hpp"
 #include "mixprec/kernels/attention.hpp"
 #include "mixprec/kernels/rounding.hpp"
+#include "mixprec/kernels/score_bias.hpp"
 #include "mixprec/kernels/softmax.hpp"
 #include "mixprec/nn/dense.hpp"
 #include "mixprec/nn/detail/arrays.hpp"
@@ -121,6 +122,10 @@ class attention {
   /// The key/value cache type for inputs of element type `In`: its elements are the compute type.
   template <class In>
   using cache_type = kv_cache<compute_t<P, In>>;
+  /// The score bias for inputs of element type `In` (kernels/score_bias.hpp), in the opmath of their
+  /// compute type: float32 for float32, bfloat16 and float16 compute, float64 for float64.
+  template <class In>
+  using bias_type = kernels::score_bias<accumulator_t<compute_t<P, In>>>;
 
   /// A layer with all-zero projections (biases, if any, zero too).
   /// \throws std::invalid_argument if the config is invalid.
@@ -242,6 +247,24 @@ class attention {
     }
   }
 
+  /// Self-attention with an additive score bias (T5's relative position bias, ALiBi, a stored mask of
+  /// floats): scale · q · k + bias before the masks and the softmax (kernels/score_bias.hpp). `bias` is
+  /// dense [batch or 1, heads or 1, seq, seq] or relative [heads or 1, 2 seq − 1], in opmath; pass
+  /// `no_key_mask` for no key padding mask. A masked key stays masked whatever its bias.
+  /// \throws std::invalid_argument as `operator()`, or when the bias does not fit the call.
+  template <detail::layer_input X, class M>
+  requires(std::same_as<M, no_key_mask_t> || (detail::layer_input<M> && std::same_as<detail::value_t<M>, bool>))
+      [[nodiscard]] auto
+      operator()(const X& x_in, const M& key_mask_in, const bias_type<detail::value_t<X>>& bias) const {
+    const auto& x = detail::as_array(x_in);
+    using In = detail::value_t<X>;
+    return with_mask<In>(key_mask_in, [&](const auto* mask) {
+      diagnostics::null_probe none;
+      return forward_impl(x, static_cast<cache_type<In>*>(nullptr), mask, static_cast<saved<In>*>(nullptr), none, {},
+                          bias);
+    });
+  }
+
   /// Attention of x's tokens over the cache and themselves; appends x's keys and values to `cache`.
   template <detail::layer_input X>
   [[nodiscard]] auto operator()(const X& x_in, cache_type<detail::value_t<X>>& cache) const {
@@ -257,6 +280,23 @@ class attention {
     const auto& x = detail::as_array(x_in);
     const auto& key_mask = detail::as_array(key_mask_in);
     return forward(x, &cache, &key_mask);
+  }
+
+  /// Attention of x's tokens over the cache and themselves with a score bias over every cached key: dense
+  /// [batch or 1, heads or 1, seq, cache.size() + seq] or relative [heads or 1, 2 (cache.size() + seq) − 1]
+  /// (a decoder's relative position bias, its rows for the keys after this call's append).
+  /// \throws std::invalid_argument as `operator()(x, cache)`, or when the bias does not fit the call.
+  template <detail::layer_input X>
+  [[nodiscard]] auto operator()(const X& x_in, cache_type<detail::value_t<X>>& cache,
+                                const bias_type<detail::value_t<X>>& bias) const {
+    const auto& x = detail::as_array(x_in);
+    using In = detail::value_t<X>;
+    static_assert(detail::attention_real_v<In>,
+                  "nn::attention does not support complex (or integer) inputs: the softmax needs real scores. "
+                  "Pass float, double or a mixprec small float.");
+    diagnostics::null_probe none;
+    return forward_impl(x, &cache, static_cast<const no_mask*>(nullptr), static_cast<saved<In>*>(nullptr), none, {},
+                        bias);
   }
 
   /// `operator()(x, cache)` written into `out` (x's shape, element type `output_t<P, T>`), its
@@ -335,6 +375,16 @@ class attention {
     std::vector<opmath_type> lse;     ///< [batch, n_heads, seq]; −Inf for a query with no visible key
     std::vector<std::uint8_t> valid;  ///< [batch, seq] key validity (0 = padding); empty: every key is valid
     std::size_t batch = 0, seq = 0;
+    /// The forward's score bias, copied (the caller's buffer need not outlive the forward), and its layout.
+    std::vector<opmath_type> bias_values;
+    kernels::score_bias_layout bias_layout{};
+    /// Cross-attention (`cross_forward`): the context rounded to C (shared by wk and wv), and its
+    /// positions per batch row; `keys` is 0 for self-attention, whose keys are x's own.
+    typename projection_type::template saved<T> context;
+    std::size_t keys = 0;
+
+    /// The saved score bias as the kernels read it.
+    [[nodiscard]] kernels::score_bias<opmath_type> bias() const noexcept { return {bias_layout, bias_values}; }
   };
 
   /// Calls `f(name, tensor)` on every parameter: "wq.kernel", ("wq.bias"), "wk.kernel", ..., "wo.kernel".
@@ -379,6 +429,21 @@ class attention {
     return forward_impl(x, static_cast<cache_type<detail::value_t<X>>*>(nullptr), &key_mask, &ctx);
   }
 
+  /// As above with a key padding mask (or `no_key_mask`) and a score bias (see `operator()(x, mask,
+  /// bias)`); `ctx` keeps a copy of the bias, and `backward(ctx, dy, grads, d_bias)` gives its gradient.
+  /// \throws std::invalid_argument as `operator()(x, mask, bias)`.
+  template <detail::layer_input X, class M>
+  requires(std::same_as<M, no_key_mask_t> || (detail::layer_input<M> && std::same_as<detail::value_t<M>, bool>))
+      [[nodiscard]] auto forward(const X& x_in, const M& key_mask_in, const bias_type<detail::value_t<X>>& bias,
+                                 saved<detail::value_t<X>>& ctx) const {
+    const auto& x = detail::as_array(x_in);
+    using In = detail::value_t<X>;
+    return with_mask<In>(key_mask_in, [&](const auto* mask) {
+      diagnostics::null_probe none;
+      return forward_impl(x, static_cast<cache_type<In>*>(nullptr), mask, &ctx, none, {}, bias);
+    });
+  }
+
   /// The VJP of `forward`: dO = dy · woᵀ (wo's gradients added), dQ, dK and dV from
   /// `kernels::attention_backward` (FlashAttention-2's backward from the saved log-sum-exps, in A; masked
   /// keys get exactly nothing, so under `causal` a NaN in dy at position t reaches dx at positions <= t
@@ -394,7 +459,25 @@ class attention {
     const auto& dy = detail::as_array(dy_in);
     check_backward(ctx, dy, "attention::backward");
     auto dx = detail::make_like<T>(dy, config_.d_model);
-    backward_to(ctx, dy, grads, dx.data());
+    backward_to(ctx, dy, grads, dx.data(), {});
+    return dx;
+  }
+
+  /// `backward(ctx, dy, grads)` that also adds the gradient of the forward's score bias into `d_bias`,
+  /// laid out as the bias was (summed over what it is broadcast over; for a relative bias, over the
+  /// (query, key) pairs at each distance: `relative_position_bias::backward` then maps it to the table).
+  /// The bias enters the scores unscaled: d_bias = dS = P ⊙ (dP − D) (kernels::attention_backward).
+  /// \throws std::invalid_argument as `backward`, or when d_bias is not shaped as the saved bias (checked
+  ///         before anything is added).
+  template <class T, detail::layer_input DY>
+  [[nodiscard]] auto backward(const saved<T>& ctx, const DY& dy_in, gradients& grads,
+                              std::span<typename saved<T>::opmath_type> d_bias) const {
+    const auto& dy = detail::as_array(dy_in);
+    check_backward(ctx, dy, "attention::backward");
+    (void)kernels::check_score_bias("attention::backward", "d_bias (shaped as the forward's bias)", ctx.bias_layout,
+                                    d_bias.size(), ctx.batch, config_.n_heads, ctx.seq, ctx.seq, true);
+    auto dx = detail::make_like<T>(dy, config_.d_model);
+    backward_to(ctx, dy, grads, dx.data(), d_bias);
     return dx;
   }
 
@@ -408,23 +491,329 @@ class attention {
     detail::backward_into<T>(
         "attention::backward_into", dx_out, dy_in, config_.d_model,
         [&](const auto& dy) { check_backward(ctx, dy, "attention::backward_into"); },
-        [&](const auto& dy, auto& dx) { backward_to(ctx, dy, grads, dx.data()); });
+        [&](const auto& dy, auto& dx) { backward_to(ctx, dy, grads, dx.data(), {}); });
+  }
+
+  // ---- cross-attention (T5's EncDecAttention: queries from the decoder, keys and values from the encoder) ----
+
+  /// Cross-attention of x [batch, seq, d_model] (or [seq, d_model]) over `context` [batch, keys, d_model]
+  /// (the same rank and batch, its own length; the same element type): q = x · Wq, k = context · Wk,
+  /// v = context · Wv, then the tiled attention with no causal mask and no position encoding (the
+  /// config must have neither: T5's cross-attention has no position bias), y = attended · Wo.
+  /// `context_mask` [keys] / [batch, keys] marks the context's padding (or `no_key_mask`); a query whose
+  /// context is all padding outputs zeros before Wo. Output: x's shape, `output_t<P, In>`.
+  /// 	hrows std::invalid_argument when the config is causal or rotary, the ranks, batches or features do
+  ///         not match, or the mask is not the context's shape without d_model.
+  template <detail::layer_input X, detail::layer_input Ctx, class M>
+  requires(std::same_as<M, no_key_mask_t> || (detail::layer_input<M> && std::same_as<detail::value_t<M>, bool>))
+      [[nodiscard]] auto cross(const X& x_in, const Ctx& context_in, const M& context_mask_in) const {
+    return cross_call(x_in, context_in, context_mask_in, static_cast<saved<detail::value_t<X>>*>(nullptr));
+  }
+
+  /// `cross(x, context, context_mask)`, saving in `ctx` what `cross_backward` needs. The same bits.
+  /// 	hrows std::invalid_argument as `cross`.
+  template <detail::layer_input X, detail::layer_input Ctx, class M>
+  requires(std::same_as<M, no_key_mask_t> || (detail::layer_input<M> && std::same_as<detail::value_t<M>, bool>))
+      [[nodiscard]] auto cross_forward(const X& x_in, const Ctx& context_in, const M& context_mask_in,
+                                       saved<detail::value_t<X>>& ctx) const {
+    return cross_call(x_in, context_in, context_mask_in, &ctx);
+  }
+
+  /// Projects `context` [batch, keys, d_model] (or [keys, d_model]) into `cache`'s keys and values once per
+  /// sequence, for decoding with `cross(x, cache)`: the cache is cleared, then holds the context's keys
+  /// and values and its validity (`context_mask`, or `no_key_mask`). Make the cache with
+  /// `make_cache<In>(batch, keys)`. The same keys and values, bit for bit, as `cross` computes.
+  /// 	hrows std::invalid_argument when the config is causal or rotary, the context's features or the
+  ///         mask's shape do not match, or the cache's batch, heads or capacity do not fit the context.
+  template <detail::layer_input Ctx, class M>
+  requires(std::same_as<M, no_key_mask_t> ||
+           (detail::layer_input<M> &&
+            std::same_as<detail::value_t<M>, bool>)) void fill_context(const Ctx& context_in, const M& context_mask_in,
+                                                                       cache_type<detail::value_t<Ctx>>& cache) const {
+    using In = detail::value_t<Ctx>;
+    using C = compute_t<P, In>;
+    const auto& context = detail::as_array(context_in);
+    check_cross_config("attention::fill_context");
+    with_mask<In>(context_mask_in, [&](const auto* mask) {
+      const auto [batch, keys] = check_context("attention::fill_context", context, mask,
+                                               static_cast<const std::remove_cvref_t<decltype(context)>*>(nullptr));
+      if (cache.batch() != batch || cache.n_kv_heads() != config_.n_kv_heads || cache.head_dim() != config_.head_dim ||
+          cache.capacity() < keys) {
+        throw std::invalid_argument(internal::concat(
+            "attention::fill_context: the kv_cache has batch ", cache.batch(), ", ", cache.n_kv_heads(),
+            " kv heads of dimension ", cache.head_dim(), " and capacity ", cache.capacity(), " but the context ",
+            detail::shape_string(context.shape()), " needs batch ", batch, ", ", config_.n_kv_heads,
+            " kv heads of dimension ", config_.head_dim, " and ", keys, " positions; make it with make_cache<In>(",
+            batch, ", ", keys, ")"));
+      }
+      const std::size_t kv_width = config_.n_kv_heads * config_.head_dim;
+      std::vector<C> k(batch * keys * kv_width), v(batch * keys * kv_width);
+      const std::span<const In> cs(context.data(), context.size());
+      project<C>(wk_, cs, batch * keys, std::span<C>(k));
+      project<C>(wv_, cs, batch * keys, std::span<C>(v));
+      std::span<const bool> valid;
+      if (mask != nullptr) valid = std::span<const bool>(mask->data(), mask->size());
+      cache.clear();
+      cache.append(std::span<const C>(k), std::span<const C>(v), keys, valid);
+      return 0;
+    });
+  }
+
+  /// Cross-attention of x [batch, seq, d_model] over the context keys and values that `fill_context`
+  /// put in `cache` (read, not changed): a decoder step's cross-attention. The same bits as
+  /// `cross(x, context, context_mask)` for the same x.
+  /// 	hrows std::invalid_argument when the config is causal or rotary, x's features do not match, the
+  ///         cache's batch or heads are not x's and the layer's, or the cache is empty.
+  template <detail::layer_input X>
+  [[nodiscard]] auto cross(const X& x_in, const cache_type<detail::value_t<X>>& cache) const {
+    using In = detail::value_t<X>;
+    static_assert(detail::attention_real_v<In>,
+                  "nn::attention does not support complex (or integer) inputs: the softmax needs real scores. "
+                  "Pass float, double or a mixprec small float.");
+    const auto& x = detail::as_array(x_in);
+    check_cross_config("attention::cross");
+    check_input(x, static_cast<const cache_type<In>*>(nullptr), static_cast<const no_mask*>(nullptr));
+    const std::size_t batch = x.shape().size() == 3 ? x.shape()[0] : 1;
+    if (cache.batch() != batch || cache.n_kv_heads() != config_.n_kv_heads || cache.head_dim() != config_.head_dim ||
+        cache.empty()) {
+      throw std::invalid_argument(
+          internal::concat("attention::cross: the kv_cache has batch ", cache.batch(), ", ", cache.n_kv_heads(),
+                           " kv heads of dimension ", cache.head_dim(), " and ", cache.size(), " positions but x ",
+                           detail::shape_string(x.shape()), " and the layer need batch ", batch, ", ",
+                           config_.n_kv_heads, " kv heads of dimension ", config_.head_dim,
+                           " and at least one position; fill it with fill_context(context, mask, cache)"));
+    }
+    auto y = detail::make_like<output_t<P, In>>(x, config_.d_model);
+    cross_into(x, static_cast<const std::remove_cvref_t<decltype(x)>*>(nullptr), static_cast<const no_mask*>(nullptr),
+               &cache, static_cast<saved<In>*>(nullptr), y.data());
+    return y;
+  }
+
+  /// The gradients of a cross-attention forward: dx (x's shape) and d_context (the context's shape), in
+  /// the forward input's type T.
+  template <class DX>
+  struct cross_cotangents {
+    DX dx;         ///< [..., seq, d_model]: through the queries
+    DX d_context;  ///< [..., keys, d_model]: through the keys and values
+  };
+
+  /// The VJP of `cross_forward`: dO = dy · Woᵀ, then `kernels::attention_backward` over the context's
+  /// keys (masked ones get exactly nothing), dx = dQ · Wqᵀ and d_context = dK · Wkᵀ + dV · Wvᵀ, each summed
+  /// in A and rounded once to T; the four projections' gradients added into `grads`.
+  /// 	hrows std::invalid_argument if dy's features or rows do not match the saved forward, or `ctx` was
+  ///         not saved by `cross_forward` of this layer.
+  template <class T, detail::layer_input DY>
+  [[nodiscard]] auto cross_backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
+    const internal::profile_scope region("nn::attention.cross_backward");
+    using C = typename saved<T>::compute_type;
+    using A = typename saved<T>::opmath_type;
+    const auto& dy = detail::as_array(dy_in);
+    if (ctx.keys == 0) {
+      throw std::invalid_argument(
+          "attention::cross_backward: the context was saved by a self-attention forward; pass it to backward()");
+    }
+    check_backward(ctx, dy, "attention::cross_backward", true);
+    const std::size_t rows = ctx.batch * ctx.seq;
+    const std::size_t kv_rows = ctx.batch * ctx.keys;
+    const std::size_t q_width = config_.n_heads * config_.head_dim;
+    const std::size_t kv_width = config_.n_kv_heads * config_.head_dim;
+    xt::xtensor<C, 2> dy2 = xt::xtensor<C, 2>::from_shape({rows, config_.d_model});
+    internal::round_n<C>(dy.data(), dy.size(), dy2.data());
+    const auto d_att = wo_.backward(ctx.attended, dy2, grads.wo);
+    std::vector<A> dq(rows * q_width, A(0)), dk(kv_rows * kv_width, A(0)), dv(kv_rows * kv_width, A(0));
+    kernels::attention_backward_problem problem = backward_problem(ctx.batch, ctx.seq);
+    problem.keys = ctx.keys;
+    kernels::attention_backward<C>({.queries = ctx.q,
+                                    .keys = ctx.k,
+                                    .values = ctx.v,
+                                    .out = ctx.attended.x,
+                                    .d_out = std::span<const C>(d_att.data(), d_att.size()),
+                                    .log_sum_exp = ctx.lse,
+                                    .validity = ctx.valid},
+                                   problem, {dq, dk, dv});
+    std::vector<A> dx_acc(rows * config_.d_model, A(0)), dc_acc(kv_rows * config_.d_model, A(0));
+    wq_.backward_accumulate(ctx.in, std::span<const A>(dq), grads.wq, std::span<A>(dx_acc));
+    wk_.backward_accumulate(ctx.context, std::span<const A>(dk), grads.wk, std::span<A>(dc_acc));
+    wv_.backward_accumulate(ctx.context, std::span<const A>(dv), grads.wv, std::span<A>(dc_acc));
+    auto dx = detail::make_like<T>(dy, config_.d_model);
+    for (std::size_t i = 0; i < dx_acc.size(); ++i) dx.data()[i] = internal::round_out<T>(dx_acc[i]);
+    // d_context: dy's kind of container with the context's leading axes.
+    using DX = decltype(dx);
+    DX dc;
+    if (dy.shape().size() == 3) {
+      dc = DX::from_shape({ctx.batch, ctx.keys, config_.d_model});
+    } else {
+      dc = DX::from_shape({ctx.keys, config_.d_model});
+    }
+    for (std::size_t i = 0; i < dc_acc.size(); ++i) dc.data()[i] = internal::round_out<T>(dc_acc[i]);
+    return cross_cotangents<DX>{std::move(dx), std::move(dc)};
   }
 
  private:
+  /// Cross-attention needs a config with no causal mask and no rotary embedding.
+  void check_cross_config(const char* where) const {
+    if (config_.causal || config_.rotary) {
+      throw std::invalid_argument(internal::concat(
+          where, ": the layer's config is ", config_.causal ? "causal" : "rotary",
+          " but cross-attention's queries have no positions among the context's keys; build the cross-attention "
+          "layer with causal = false and no rotary (T5's EncDecAttention)"));
+    }
+  }
+
+  /// The checks of a context [batch, keys, d_model] or [keys, d_model] and its mask (against x's rank and
+  /// batch when x is given); returns {batch, keys}.
+  template <class Ctx, class M, class X = Ctx>
+  std::pair<std::size_t, std::size_t> check_context(const char* where, const Ctx& context, const M* mask,
+                                                    const X* x) const {
+    const auto& shape = context.shape();
+    const std::size_t rank = shape.size();
+    if (rank != 2 && rank != 3) {
+      throw std::invalid_argument(internal::concat(where, ": the context has shape ", detail::shape_string(shape),
+                                                   " but the layer takes [keys, d_model] or [batch, keys, d_model]"));
+    }
+    detail::check_features(where, context, config_.d_model, "d_model");
+    const std::size_t batch = rank == 3 ? shape[0] : 1;
+    const std::size_t keys = shape[rank - 2];
+    if (x != nullptr && (x->shape().size() != rank || (rank == 3 && x->shape()[0] != batch))) {
+      throw std::invalid_argument(internal::concat(where, ": x has shape ", detail::shape_string(x->shape()),
+                                                   " and the context ", detail::shape_string(shape),
+                                                   "; they need the same rank and batch"));
+    }
+    if (keys == 0) {
+      throw std::invalid_argument(internal::concat(where, ": the context ", detail::shape_string(shape),
+                                                   " has no positions; cross-attention needs at least one"));
+    }
+    if (mask != nullptr) {
+      const auto& ms = mask->shape();
+      if (ms.size() != rank - 1 || !std::equal(ms.begin(), ms.end(), shape.begin())) {
+        throw std::invalid_argument(internal::concat(
+            where, ": the context mask has shape ", detail::shape_string(ms), " but the context ",
+            detail::shape_string(shape), " needs ",
+            rank == 3 ? detail::attention_dims_string({batch, keys}) : detail::attention_dims_string({keys}),
+            " (the context's shape without d_model; true = real token, false = padding)"));
+      }
+    }
+    return {batch, keys};
+  }
+
+  template <class X, class Ctx, class M>
+  auto cross_call(const X& x_in, const Ctx& context_in, const M& context_mask_in,
+                  saved<detail::value_t<X>>* ctx) const {
+    using In = detail::value_t<X>;
+    static_assert(std::same_as<In, detail::value_t<Ctx>>,
+                  "nn::attention::cross: x and the context must have the same element type (they share the "
+                  "projections' compute type and the cache type); convert one of them.");
+    const auto& x = detail::as_array(x_in);
+    const auto& context = detail::as_array(context_in);
+    check_cross_config("attention::cross");
+    check_input(x, static_cast<const cache_type<In>*>(nullptr), static_cast<const no_mask*>(nullptr));
+    return with_mask<In>(context_mask_in, [&](const auto* mask) {
+      (void)check_context("attention::cross", context, mask, &x);
+      auto y = detail::make_like<output_t<P, In>>(x, config_.d_model);
+      cross_into(x, &context, mask, static_cast<const cache_type<In>*>(nullptr), ctx, y.data());
+      return y;
+    });
+  }
+
+  /// The cross-attention forward of checked inputs into y_data: over `context` (projected here; kept in
+  /// `ctx` when training) or, when it is null, over the keys and values already in `cache`.
+  template <class X, class Ctx, class M>
+  void cross_into(const X& x, const Ctx* context, const M* context_mask, const cache_type<detail::value_t<X>>* cache,
+                  saved<detail::value_t<X>>* ctx, output_t<P, detail::value_t<X>>* y_data) const {
+    const internal::profile_scope region("nn::attention.cross");
+    using In = detail::value_t<X>;
+    using C = compute_t<P, In>;
+    using O = output_t<P, In>;
+    const auto& shape = x.shape();
+    const std::size_t rank = shape.size();
+    const std::size_t batch = rank == 3 ? shape[0] : 1;
+    const std::size_t seq = shape[rank - 2];
+    const std::size_t q_width = config_.n_heads * config_.head_dim;
+    const std::size_t kv_width = config_.n_kv_heads * config_.head_dim;
+    const std::size_t rows = batch * seq;
+    workspace ws{workspace::per_call};
+    std::vector<C> q(rows * q_width), attended(rows * q_width), k, v;
+    std::optional<kv_cache<C>> local;
+    if (context != nullptr) {
+      const std::size_t keys = context->shape()[context->shape().size() - 2];
+      k.resize(batch * keys * kv_width);
+      v.resize(batch * keys * kv_width);
+      if (ctx != nullptr) {
+        // Training: x and the context rounded to C once and kept for the backward (the same operands).
+        ctx->in.rows = rows;
+        ctx->in.x.resize(x.size());
+        internal::round_n<C>(x.data(), x.size(), ctx->in.x.data());
+        ctx->context.rows = batch * keys;
+        ctx->context.x.resize(context->size());
+        internal::round_n<C>(context->data(), context->size(), ctx->context.x.data());
+        project<C>(wq_, std::span<const C>(ctx->in.x), rows, std::span<C>(q));
+        project<C>(wk_, std::span<const C>(ctx->context.x), batch * keys, std::span<C>(k));
+        project<C>(wv_, std::span<const C>(ctx->context.x), batch * keys, std::span<C>(v));
+      } else {
+        project<C>(wq_, std::span<const In>(x.data(), x.size()), rows, std::span<C>(q));
+        const std::span<const In> cs(context->data(), context->size());
+        project<C>(wk_, cs, batch * keys, std::span<C>(k));
+        project<C>(wv_, cs, batch * keys, std::span<C>(v));
+      }
+      std::span<const bool> valid;
+      if (context_mask != nullptr) valid = std::span<const bool>(context_mask->data(), context_mask->size());
+      local.emplace(batch, config_.n_kv_heads, config_.head_dim, keys);
+      local->append(std::span<const C>(k), std::span<const C>(v), keys, valid);
+      cache = &*local;
+    } else {
+      project<C>(wq_, std::span<const In>(x.data(), x.size()), rows, std::span<C>(q));
+    }
+    std::span<accumulator_t<C>> lse;
+    const bool lse_from_forward = ctx != nullptr && config_.softmax == kernels::softmax_precision::opmath;
+    if (lse_from_forward) {
+      ctx->lse.resize(batch * config_.n_heads * seq);
+      lse = ctx->lse;
+    }
+    scaled_dot_product_attention<C>(std::span<const C>(q), *cache, seq, config_, {}, std::span<C>(attended), lse, ws);
+    project<C>(wo_, std::span<const C>(attended), rows, std::span<O>(y_data, rows * config_.d_model));
+    if (ctx != nullptr) {
+      const std::size_t keys = cache->size();
+      ctx->batch = batch;
+      ctx->seq = seq;
+      ctx->keys = keys;
+      ctx->valid.clear();
+      if (context_mask != nullptr) ctx->valid.assign(context_mask->data(), context_mask->data() + context_mask->size());
+      ctx->bias_values.clear();
+      ctx->bias_layout = {};
+      if (!lse_from_forward) {
+        ctx->lse.resize(batch * config_.n_heads * seq);
+        kernels::attention_backward_problem problem = backward_problem(batch, seq);
+        problem.keys = keys;
+        kernels::attention_log_sum_exp<C>(q, k, ctx->valid, problem, ctx->lse);
+      }
+      ctx->attended.rows = rows;
+      ctx->attended.x = std::move(attended);
+      ctx->q = std::move(q);
+      ctx->k = std::move(k);
+      ctx->v = std::move(v);
+    }
+  }
+
   /// The checks of `backward`: dy's features and rows, the saved context (the projections check the
   /// gradients before adding to them).
   template <class T, class DY>
-  void check_backward(const saved<T>& ctx, const DY& dy, const char* where) const {
+  void check_backward(const saved<T>& ctx, const DY& dy, const char* where, bool cross = false) const {
     detail::check_features(where, dy, config_.d_model, "d_model");
     const std::size_t rows = ctx.batch * ctx.seq;
     detail::check_backward_rows(where, detail::leading_size(dy), rows);
     const std::size_t hd = config_.head_dim;
     const std::size_t q_width = config_.n_heads * hd;
     const std::size_t kv_width = config_.n_kv_heads * hd;
-    if (ctx.q.size() != rows * q_width || ctx.k.size() != rows * kv_width || ctx.v.size() != rows * kv_width ||
+    const std::size_t kv_rows = ctx.batch * (ctx.keys == 0 ? ctx.seq : ctx.keys);
+    if (ctx.keys != 0 && !cross) {
+      throw std::invalid_argument(internal::concat(where, ": the context was saved by cross_forward (", ctx.keys,
+                                                   " context keys); pass it to cross_backward()"));
+    }
+    if (ctx.q.size() != rows * q_width || ctx.k.size() != kv_rows * kv_width || ctx.v.size() != kv_rows * kv_width ||
         ctx.lse.size() != ctx.batch * config_.n_heads * ctx.seq || ctx.attended.x.size() != rows * q_width ||
-        ctx.in.x.size() != rows * config_.d_model || (!ctx.valid.empty() && ctx.valid.size() != rows)) {
+        ctx.in.x.size() != rows * config_.d_model || (!ctx.valid.empty() && ctx.valid.size() != kv_rows) ||
+        (ctx.keys != 0 && ctx.context.x.size() != kv_rows * config_.d_model) ||
+        ctx.bias_values.size() != ctx.bias_layout.size()) {
       throw std::invalid_argument(internal::concat(
           where, ": the saved context does not fit this layer (", ctx.q.size(), " query and ", ctx.k.size(),
           " key values for ", rows, " rows; the layer has ", config_.n_heads, " heads and ", config_.n_kv_heads,
@@ -434,7 +823,8 @@ class attention {
 
   /// The backward pass after its checks: dx written at `out` (rows · d_model values), gradients added.
   template <class T, class DY>
-  void backward_to(const saved<T>& ctx, const DY& dy, gradients& grads, T* out) const {
+  void backward_to(const saved<T>& ctx, const DY& dy, gradients& grads, T* out,
+                   std::span<typename saved<T>::opmath_type> d_bias) const {
     const internal::profile_scope region("nn::attention.backward");
     using C = typename saved<T>::compute_type;
     using A = typename saved<T>::opmath_type;
@@ -454,8 +844,9 @@ class attention {
                                     .out = ctx.attended.x,
                                     .d_out = std::span<const C>(d_att.data(), d_att.size()),
                                     .log_sum_exp = ctx.lse,
-                                    .validity = ctx.valid},
-                                   backward_problem(ctx.batch, seq), {dq, dk, dv});
+                                    .validity = ctx.valid,
+                                    .bias = ctx.bias()},
+                                   backward_problem(ctx.batch, seq), {dq, dk, dv, d_bias});
     if (rotary_) {
       for (std::size_t r = 0; r < rows; ++r) {
         rotary_->apply_inverse(std::span<A>(dq.data() + r * q_width, q_width), r % seq);
@@ -513,6 +904,21 @@ class attention {
     p.template project<C>(x, rows, y);
   }
 
+  /// Calls `f(mask)` with a pointer to the key padding mask `key_mask_in` viewed as an array, or a null
+  /// `const no_mask*` for `no_key_mask`, after checking that x's element type is real.
+  template <class In, class M, class F>
+  static auto with_mask(const M& key_mask_in, F&& f) {
+    static_assert(detail::attention_real_v<In>,
+                  "nn::attention does not support complex (or integer) inputs: the softmax needs real scores. "
+                  "Pass float, double or a mixprec small float.");
+    if constexpr (std::same_as<M, no_key_mask_t>) {
+      return f(static_cast<const no_mask*>(nullptr));
+    } else {
+      const auto& key_mask = detail::as_array(key_mask_in);
+      return f(&key_mask);
+    }
+  }
+
   /// Checks the element type first, so that a complex input stops at one clear message.
   template <class X, class Cache, class M>
   auto forward(const X& x, Cache* cache, const M* key_mask) const {
@@ -538,7 +944,8 @@ class attention {
 
   template <class X, class M, class Probe>
   auto forward_impl(const X& x, cache_type<detail::value_t<X>>* cache, const M* key_mask,
-                    saved<detail::value_t<X>>* ctx, Probe& probe, std::string_view site) const {
+                    saved<detail::value_t<X>>* ctx, Probe& probe, std::string_view site,
+                    const bias_type<detail::value_t<X>>& bias = {}) const {
     using In = detail::value_t<X>;
     using C = compute_t<P, In>;
     using O = output_t<P, In>;
@@ -548,7 +955,7 @@ class attention {
     check_input(x, cache, key_mask);
     auto y = detail::make_like<O>(x, config_.d_model);
     workspace ws{workspace::per_call};
-    attend_into(x, cache, key_mask, ctx, probe, site, y.data(), ws);
+    attend_into(x, cache, key_mask, ctx, probe, site, y.data(), ws, bias);
     return y;
   }
 
@@ -617,7 +1024,8 @@ class attention {
   /// (kept in `ctx` when training). x is checked by the caller.
   template <class X, class M, class Probe>
   void attend_into(const X& x, cache_type<detail::value_t<X>>* cache, const M* key_mask, saved<detail::value_t<X>>* ctx,
-                   Probe& probe, std::string_view site, output_t<P, detail::value_t<X>>* y_data, workspace& ws) const {
+                   Probe& probe, std::string_view site, output_t<P, detail::value_t<X>>* y_data, workspace& ws,
+                   const bias_type<detail::value_t<X>>& bias = {}) const {
     const internal::profile_scope region("nn::attention.forward");
     using In = detail::value_t<X>;
     using C = compute_t<P, In>;
@@ -690,7 +1098,7 @@ class attention {
       ctx->lse.resize(batch * config_.n_heads * seq);
       lse = ctx->lse;
     }
-    scaled_dot_product_attention<C>(std::span<const C>(q), kv, seq, config_, attended, lse, ws);
+    scaled_dot_product_attention<C>(std::span<const C>(q), kv, seq, config_, bias, attended, lse, ws);
 
     if constexpr (diagnostics::probe_enabled_v<Probe>) {
       probe.observe(internal::concat(site, ".context"), std::span<const C>(attended));
@@ -701,6 +1109,10 @@ class attention {
       probe.observe(internal::concat(site, ".out"), std::span<const O>(y));
     }
     if (ctx != nullptr) {
+      // Training sees whole sequences (no cache): seq queries against seq keys; the kernel checked the bias.
+      ctx->bias_layout = kernels::check_score_bias("attention::forward", "the score bias", bias.layout,
+                                                   bias.values.size(), batch, config_.n_heads, seq, seq, true);
+      ctx->bias_values.assign(bias.values.begin(), bias.values.end());
       save_for_backward(*ctx, batch, seq, std::move(q_kept), std::move(k_kept), std::move(v_kept),
                         std::move(attended_kept), valid, lse_from_forward);
     }
@@ -726,10 +1138,12 @@ class attention {
                          std::vector<C> v, std::vector<C> attended, std::span<const bool> valid, bool lse_saved) const {
     ctx.batch = batch;
     ctx.seq = seq;
+    ctx.keys = 0;  // self-attention: x's own keys
+    ctx.context = {};
     ctx.valid.assign(valid.begin(), valid.end());
     if (!lse_saved) {
       ctx.lse.resize(batch * config_.n_heads * seq);
-      kernels::attention_log_sum_exp<C>(q, k, ctx.valid, backward_problem(batch, seq), ctx.lse);
+      kernels::attention_log_sum_exp<C>(q, k, ctx.valid, ctx.bias(), backward_problem(batch, seq), ctx.lse);
     }
     ctx.attended.rows = batch * seq;
     ctx.attended.x = std::move(attended);

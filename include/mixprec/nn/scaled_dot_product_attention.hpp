@@ -106,8 +106,8 @@ inline constexpr bool attention_real_v = std::same_as<T, float> || std::same_as<
 /// resolved and checked against the cache.
 template <class C, class Scratch>
 void checked_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
-                       const attention_config& config, std::span<C> out, std::span<accumulator_t<C>> log_sum_exp,
-                       Scratch&& scratch) {
+                       const attention_config& config, const kernels::score_bias<accumulator_t<C>>& bias,
+                       std::span<C> out, std::span<accumulator_t<C>> log_sum_exp, Scratch&& scratch) {
   static_assert(detail::attention_real_v<C>,
                 "scaled_dot_product_attention: the compute type must be real (float, double or a mixprec small "
                 "float); attention over complex values is not supported.");
@@ -119,7 +119,7 @@ void checked_attention(std::span<const C> queries, const kv_cache<C>& cache, std
                                 " kv heads of dimension " + std::to_string(cache.head_dim()) + " but the config " +
                                 std::to_string(c.n_kv_heads) + " of dimension " + std::to_string(hd));
   }
-  if (seq > total) {
+  if (c.causal && seq > total) {
     throw std::invalid_argument("scaled_dot_product_attention: " + std::to_string(seq) +
                                 " queries but the cache holds only " + std::to_string(total) +
                                 " positions; append the queries' own keys and values to the cache first.");
@@ -136,7 +136,7 @@ void checked_attention(std::span<const C> queries, const kv_cache<C>& cache, std
                                            .causal = c.causal,
                                            .scale = *c.scale,
                                            .softmax = c.softmax};
-  kernels::attention<C>(queries, cache, problem, out, log_sum_exp, std::forward<Scratch>(scratch));
+  kernels::attention<C>(queries, cache, problem, bias, out, log_sum_exp, std::forward<Scratch>(scratch));
 }
 
 }  // namespace detail
@@ -163,7 +163,7 @@ template <class C>
 void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
                                   const attention_config& config, std::span<C> out,
                                   attention_workspace<accumulator_t<C>>& workspace) {
-  detail::checked_attention<C>(queries, cache, seq, config, out, {}, workspace);
+  detail::checked_attention<C>(queries, cache, seq, config, {}, out, {}, workspace);
 }
 
 /// `scaled_dot_product_attention` with its buffers taken from `ws` (nn/workspace.hpp): no allocation
@@ -184,9 +184,21 @@ template <class C>
 void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
                                   const attention_config& config, std::span<C> out,
                                   std::span<accumulator_t<C>> log_sum_exp, workspace& ws) {
+  scaled_dot_product_attention<C>(queries, cache, seq, config, {}, out, log_sum_exp, ws);
+}
+
+/// `scaled_dot_product_attention` with an additive score bias (kernels/score_bias.hpp): scale · q · k +
+/// bias before the masks and the softmax; a dense bias [batch or 1, heads or 1, seq, cache.size()], or a
+/// relative one [heads or 1, 2 cache.size() − 1] (T5's relative position bias, ALiBi) read per tile.
+/// With an empty bias, the unbiased call's bits.
+/// \throws std::invalid_argument as above, or when the bias does not fit the call (`kernels::check_score_bias`).
+template <class C>
+void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
+                                  const attention_config& config, const kernels::score_bias<accumulator_t<C>>& bias,
+                                  std::span<C> out, std::span<accumulator_t<C>> log_sum_exp, workspace& ws) {
   using A = accumulator_t<C>;
   const workspace::frame frame(ws);
-  detail::checked_attention<C>(queries, cache, seq, config, out, log_sum_exp,
+  detail::checked_attention<C>(queries, cache, seq, config, bias, out, log_sum_exp,
                                [&](const kernels::attention_scratch_sizes& n) {
                                  return kernels::attention_scratch<A>{ws.take<A>(n.queries),
                                                                       ws.take<A>(n.queries),
@@ -206,10 +218,11 @@ void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>&
 // NOLINTBEGIN(bugprone-macro-parentheses)
 /// The compiled library's tiled attention forward against a kv_cache, with the layer's buffers
 /// (kernels/compiled.hpp): float, float64, bfloat16 and float16 compute.
-#define MIXPREC_ATTENTION_INSTANTIATION(E, C)                                                                        \
-  E template void mixprec::kernels::attention<C, mixprec::nn::kv_cache<C>,                                           \
-                                              mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&>(      \
-      std::span<const C>, const mixprec::nn::kv_cache<C>&, const mixprec::kernels::attention_problem&, std::span<C>, \
+#define MIXPREC_ATTENTION_INSTANTIATION(E, C)                                                                   \
+  E template void mixprec::kernels::attention<C, mixprec::nn::kv_cache<C>,                                      \
+                                              mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&>( \
+      std::span<const C>, const mixprec::nn::kv_cache<C>&, const mixprec::kernels::attention_problem&,          \
+      const mixprec::kernels::score_bias<mixprec::accumulator_t<C>>&, std::span<C>,                             \
       std::span<mixprec::accumulator_t<C>>, mixprec::kernels::attention_buffers<mixprec::accumulator_t<C>>&);
 #define MIXPREC_ATTENTION_INSTANTIATIONS(E) MIXPREC_FOR_REAL_COMPUTE_TYPES(MIXPREC_ATTENTION_INSTANTIATION, E)
 // NOLINTEND(bugprone-macro-parentheses)
