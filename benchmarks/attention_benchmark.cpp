@@ -11,12 +11,17 @@
 //                         one head at a time.
 //  - baseline/bf16:       the bfloat16 queries, keys and values widened to float32 (timed), the f32
 //                         baseline, the output rounded to bfloat16.
+//  - relative_bias/f32, /bf16: mixprec/f32 and /bf16 with T5's relative position bias (issue 41): its
+//                         rows [H, 2S − 1] (nn::relative_position_bias, 32 buckets, max distance 128)
+//                         computed once before the timing, as a model computes them once per forward for
+//                         all its layers, and read per tile by the kernel; scratch counts the rows too.
 //
 // Wall-clock time. Arguments {S, threads}: S 1024 and 4096 (and 128, the case ctest runs), 1 and 2 threads (mixprec
 // spreads (batch row, kv head) pairs over its threads; oneDNN runs its OpenMP threads). Counters: GFLOP/s (4·H·S²·D per
 // call) and scratch bytes (mixprec: the workspace's high water; baseline: one head's scores).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <random>
@@ -28,6 +33,7 @@
 #include "mixprec/core.hpp"
 #include "mixprec/kernels/softmax.hpp"
 #include "mixprec/nn/attention.hpp"
+#include "mixprec/nn/relative_position_bias.hpp"
 #include "mixprec/nn/workspace.hpp"
 #include "peer_threads.hpp"
 
@@ -62,7 +68,7 @@ nn::attention_config config() {
   return {.d_model = heads * head_dim, .n_heads = heads, .n_kv_heads = heads, .head_dim = head_dim, .causal = false};
 }
 
-template <class C>
+template <class C, bool Biased = false>
 void mixprec_attention(benchmark::State& state) {
   const auto seq = static_cast<std::size_t>(state.range(0));
   const threads_for threads(static_cast<std::size_t>(state.range(1)));
@@ -74,12 +80,24 @@ void mixprec_attention(benchmark::State& state) {
   std::vector<C> out(seq * width);
   nn::workspace ws;
   const nn::attention_config c = config();
+  using A = mixprec::accumulator_t<C>;
+  std::vector<A> rows;
+  mixprec::kernels::score_bias<A> bias;
+  if constexpr (Biased) {
+    nn::relative_position_bias<mixprec::policy<float, C, float>> table(
+        nn::relative_position_bias_config{.n_heads = heads});
+    auto& t = table.table();
+    const auto values = random_values<float>(t.size(), 4);
+    std::copy(values.begin(), values.end(), t.begin());
+    rows = table.template rows<float>(seq);
+    bias = mixprec::kernels::score_bias<A>::relative(rows, heads);
+  }
   for (auto _ : state) {
-    nn::scaled_dot_product_attention<C>(std::span<const C>(q), cache, seq, c, std::span<C>(out), ws);
+    nn::scaled_dot_product_attention<C>(std::span<const C>(q), cache, seq, c, bias, std::span<C>(out), {}, ws);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  set_counters(state, seq, static_cast<double>(ws.high_water()));
+  set_counters(state, seq, static_cast<double>(ws.high_water() + rows.size() * sizeof(A)));
 }
 
 /// The baseline's two products for one head, on float data in [S, H, D] layout.
@@ -206,5 +224,7 @@ BENCHMARK_TEMPLATE(mixprec_attention, float)->Name("mixprec/f32")->Apply(sizes);
 BENCHMARK_TEMPLATE(baseline, float)->Name("baseline/f32")->Apply(sizes);
 BENCHMARK_TEMPLATE(mixprec_attention, bfloat16)->Name("mixprec/bf16")->Apply(sizes);
 BENCHMARK_TEMPLATE(baseline, bfloat16)->Name("baseline/bf16")->Apply(sizes);
+BENCHMARK_TEMPLATE(mixprec_attention, float, true)->Name("relative_bias/f32")->Apply(sizes);
+BENCHMARK_TEMPLATE(mixprec_attention, bfloat16, true)->Name("relative_bias/bf16")->Apply(sizes);
 
 BENCHMARK_MAIN();

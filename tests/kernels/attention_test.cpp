@@ -99,7 +99,7 @@ TEST_CASE("kernels::attention rejects an inconsistent problem, naming its sizes"
   const auto fails = [&](attention_problem p) {
     CHECK_THROWS_WITH(mixprec::kernels::attention<float>(q, kv, p, out, scratch),
                       Catch::Contains("kernels::attention: the problem is inconsistent") &&
-                          Catch::Contains("seq <= keys <= capacity"));
+                          Catch::Contains("keys <= capacity, and under a causal mask seq <= keys"));
   };
   attention_problem p = problem_of(1, 2);
   p.query_block = 0;
@@ -113,10 +113,12 @@ TEST_CASE("kernels::attention rejects an inconsistent problem, naming its sizes"
   p = problem_of(1, 2);
   p.n_kv_heads = 0;
   fails(p);
-  // seq > keys: one query more than the source holds (queries and out sized for it).
+  // seq > keys under a causal mask: one query more than the source holds (queries and out sized for it).
+  // Without the mask it is cross-attention, whose queries have no positions (tests/kernels/score_bias_test.cpp).
   const std::vector<float> q3(6, 1.0f);
   std::vector<float> out3(6);
   p = problem_of(3, 2);
+  p.causal = true;
   CHECK_THROWS_WITH(mixprec::kernels::attention<float>(q3, kv, p, out3, scratch), Catch::Contains("seq 3, keys 2"));
   // The shape check keeps the message nn's callers see.
   std::vector<float> short_out(1);
@@ -509,7 +511,7 @@ TEST_CASE("kernels::attention_backward and attention_log_sum_exp refuse a bad pr
   // Sizes: each tensor named with its shape.
   k.resize(5);
   CHECK_THROWS_WITH(backward(good),
-                    Catch::Contains("kernels::attention_backward: keys has 5 elements but [batch, seq, n_kv_heads, "
+                    Catch::Contains("kernels::attention_backward: keys has 5 elements but [batch, keys, n_kv_heads, "
                                     "head_dim] = [1, 2, 1, 3] needs 6"));
   CHECK_THROWS_WITH(mixprec::kernels::attention_log_sum_exp<float>(q, k, validity, good, lse),
                     Catch::Contains("kernels::attention_log_sum_exp: keys has 5 elements"));
@@ -521,10 +523,10 @@ TEST_CASE("kernels::attention_backward and attention_log_sum_exp refuse a bad pr
                     Catch::Contains("lse has 3 elements but [batch, n_heads, seq] = [1, 1, 2] needs 2"));
   lse.resize(2);
   dv.resize(7);
-  CHECK_THROWS_WITH(backward(good), Catch::Contains("d_values has 7 elements but [batch, seq, n_kv_heads, head_dim]"));
+  CHECK_THROWS_WITH(backward(good), Catch::Contains("d_values has 7 elements but [batch, keys, n_kv_heads, head_dim]"));
   dv.resize(6);
   validity.push_back(1);
-  CHECK_THROWS_WITH(backward(good), Catch::Contains("validity has 3 elements but [batch, seq] = [1, 2] needs 2"));
+  CHECK_THROWS_WITH(backward(good), Catch::Contains("validity has 3 elements but [batch, keys] = [1, 2] needs 2"));
   validity.pop_back();
   // A shape whose element count wraps around std::size_t is refused, not read out of bounds.
   p = good;

@@ -33,6 +33,7 @@ struct ref_out {
 /// (defaults resolved here independently). `valid` [batch * seq] (empty: all real). `round_c` is the
 /// rounding to the compute type applied to scores and probabilities in `softmax_precision::compute`
 /// (null: none). Only the query rows in `rows` (flat b * seq + t) are evaluated (empty: all).
+/// `score_bias` (null: none) is added to each scaled score: [batch, n_heads, seq, seq] (query t, key j).
 ///
 /// Error scale: if every value an operation reads is off by at most eps times its magnitude and the
 /// operation adds a relative eps, the result is off by at most ~eps times the magnitude computed here:
@@ -43,7 +44,8 @@ struct ref_out {
 ///    Ma_i = sum_j p_j (Mv_ji + 2 max Ms |v_ji|) + |a_i| (+ sum_j p_j |v_ji| when probabilities are rounded).
 inline ref_out reference_attention(const mixprec::nn::attention_config& cfg, std::size_t batch, std::size_t seq,
                                    const std::vector<double>& x, const weights64& w, const std::vector<char>& valid,
-                                   double (*round_c)(double), const std::vector<std::size_t>& rows = {}) {
+                                   double (*round_c)(double), const std::vector<std::size_t>& rows = {},
+                                   const std::vector<double>* score_bias = nullptr) {
   const std::size_t d = cfg.d_model, H = cfg.n_heads;
   const std::size_t KV = cfg.n_kv_heads == 0 ? H : cfg.n_kv_heads;
   const std::size_t hd = cfg.head_dim == 0 ? d / H : cfg.head_dim;
@@ -124,6 +126,12 @@ inline ref_out reference_attention(const mixprec::nn::attention_config& cfg, std
           }
           double score = dot * scale;
           mag *= scale;
+          if (score_bias != nullptr) {
+            // An additive score bias [batch, heads, seq, seq], exact; its addition's rounding is covered
+            // by the magnitude of the biased score.
+            score += (*score_bias)[((b * H + h) * seq + t) * seq + j];
+            mag += std::abs(score);
+          }
           if (round_c != nullptr) {
             mag += std::abs(score);
             score = round_c(score);

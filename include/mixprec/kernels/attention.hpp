@@ -19,6 +19,11 @@
 /// tile of padding only is skipped, padding rows of the value tile are zeroed before P·V, and under
 /// `causal` each query's P·V stops at its own position (0 × NaN would otherwise be NaN); the backward
 /// reads padding keys and values as zero and gives them exactly zero gradients.
+///
+/// **Score bias and cross-attention**: every operation takes an additive score bias
+/// (kernels/score_bias.hpp: dense, or relative rows for T5's relative position bias and ALiBi, O(S) per
+/// head), and the backward its gradient. Without a causal mask or a relative bias the queries need no
+/// positions among the keys: cross-attention, with its own key count.
 #pragma once
 
 #include <algorithm>
@@ -57,11 +62,12 @@ namespace mixprec::kernels {
 /// (nn::attention_config's defaults filled in).
 struct attention_problem {
   std::size_t batch = 0;        ///< batch rows
-  std::size_t seq = 0;          ///< queries per row; query t sits at position `keys - seq + t`
+  std::size_t seq = 0;          ///< queries per row; query t sits at position `keys - seq + t` (seq <= keys),
+                                ///< or has no position (cross-attention: seq > keys, no causal mask)
   std::size_t n_heads = 0;      ///< query heads
   std::size_t n_kv_heads = 0;   ///< key/value heads: query head h reads kv head h / (n_heads / n_kv_heads)
   std::size_t head_dim = 0;     ///< features per head
-  std::size_t keys = 0;         ///< positions the key/value source holds (at least `seq`)
+  std::size_t keys = 0;         ///< positions the key/value source holds (at least `seq` under `causal`)
   std::size_t capacity = 0;     ///< positions it can hold: the key tiles are sized by it, so that a decode
                                 ///< loop's buffers stop growing after its first step
   std::size_t query_block = 0;  ///< queries per tile
@@ -172,7 +178,9 @@ A log_sum_exp_of(const online_softmax<A>& state) {
 
 /// The tiled online-softmax attention (FlashAttention's loop, Dao et al. 2022) of projected queries
 /// against the keys and values of `kv` (nn::kv_cache), for `problem`: out[b, t, h, :] = softmax(scale ·
-/// q·kᵀ, masked) · v, in opmath A = accumulator_t<C>, each output rounded once to C. Its buffers come from
+/// q·kᵀ + bias, masked) · v, in opmath A = accumulator_t<C>, each output rounded once to C. The score
+/// bias (kernels/score_bias.hpp; empty: none, the same bits as without) is read per tile: a query's row
+/// of a dense bias, or its slice of a relative one; a masked key stays masked whatever its bias. Its buffers come from
 /// `scratch(attention_scratch_sizes)`, called once after the checks. The caller (nn::attention,
 /// `scaled_dot_product_attention`) has validated the problem against `kv`; here `queries` and `out`
 /// must hold [batch, seq, n_heads, head_dim] values.
@@ -200,8 +208,10 @@ A log_sum_exp_of(const online_softmax<A>& state) {
 /// of the rounded scores.
 /// \throws std::invalid_argument when `queries` or `out` do not hold [batch, seq, n_heads, head_dim]
 ///         (the message starts "scaled_dot_product_attention:", the operation nn exposes), when
-///         `log_sum_exp` is neither empty nor [batch, n_heads, seq], or when the problem is inconsistent:
-///         n_kv_heads not dividing n_heads, a block of 0, seq > keys or keys > capacity.
+///         `log_sum_exp` is neither empty nor [batch, n_heads, seq], when the problem is inconsistent:
+///         n_kv_heads not dividing n_heads, a block of 0, keys > capacity, or seq > keys under `causal`,
+///         or when the bias does not fit the call (`check_score_bias`: its size, its broadcast counts, a
+///         relative bias with seq > keys).
 template <class C, class KV, class Scratch>
 requires attention_kv_source<KV, C>
 void attention(std::span<const C> queries, const KV& kv, const attention_problem& problem,
@@ -636,8 +646,8 @@ struct attention_backward_problem {
 template <class C>
 struct attention_backward_inputs {
   std::span<const C> queries;                     ///< [batch, seq, n_heads, head_dim], as the scores saw them
-  std::span<const C> keys;                        ///< [batch, seq, n_kv_heads, head_dim], as the scores saw them
-  std::span<const C> values;                      ///< [batch, seq, n_kv_heads, head_dim]
+  std::span<const C> keys;                        ///< [batch, keys, n_kv_heads, head_dim], as the scores saw them
+  std::span<const C> values;                      ///< [batch, keys, n_kv_heads, head_dim]
   std::span<const C> out;                         ///< [batch, seq, n_heads, head_dim]: the forward's output O
   std::span<const C> d_out;                       ///< [batch, seq, n_heads, head_dim]: dO, the cotangent of O
   std::span<const accumulator_t<C>> log_sum_exp;  ///< [batch, n_heads, seq], from `attention_log_sum_exp`
@@ -649,8 +659,8 @@ struct attention_backward_inputs {
 template <class A>
 struct attention_backward_gradients {
   std::span<A> d_queries;  ///< [batch, seq, n_heads, head_dim]
-  std::span<A> d_keys;     ///< [batch, seq, n_kv_heads, head_dim], summed over the query heads of a group
-  std::span<A> d_values;   ///< [batch, seq, n_kv_heads, head_dim], summed over the query heads of a group
+  std::span<A> d_keys;     ///< [batch, keys, n_kv_heads, head_dim], summed over the query heads of a group
+  std::span<A> d_values;   ///< [batch, keys, n_kv_heads, head_dim], summed over the query heads of a group
   /// The score bias's gradient, laid out as the bias (summed over the batch rows and heads it is
   /// broadcast over; for a relative bias, over the score pairs at each distance); empty: not wanted.
   std::span<A> d_bias{};
@@ -759,17 +769,19 @@ void scatter_attention_head(const Mat& in, A* dst, std::size_t seq, std::size_t 
 
 }  // namespace detail
 
-/// The log-sum-exp of each query's visible scores, lse_i = log Σ_j exp(scale q_i · k_j) over the keys
-/// it sees (causal, valid), in opmath A = accumulator_t<C>: the statistics FlashAttention-2 saves for
+/// The log-sum-exp of each query's visible scores, lse_i = log Σ_j exp(scale q_i · k_j + bias_ij) over the
+/// keys it sees (causal, valid), in opmath A = accumulator_t<C>: the statistics FlashAttention-2 saves for
 /// its backward (Dao 2023, Algorithm 1's L), recomputed from the forward's q and k in opmath: for a
 /// forward that did not write them (`attention`'s `log_sum_exp`), as under `softmax_precision::compute`,
 /// whose backward differentiates the opmath softmax. Tile by tile (query_block × key_block score
 /// products in A), then one online log-sum-exp per score in key order. `lse` [batch, n_heads, seq] is
 /// written; a query with no visible key gets −Inf. Memory O(seq · head_dim).
 /// \throws std::invalid_argument (messages starting "kernels::attention_log_sum_exp:") when the problem
-///         is inconsistent (no heads, n_kv_heads not dividing n_heads, a block of 0, a scale not finite),
-///         or a tensor's size is not its shape's (validity: [batch, seq] or empty; a shape whose element
-///         count does not fit std::size_t is refused too).
+///         is inconsistent (no heads, n_kv_heads not dividing n_heads, a block of 0, a scale not finite,
+///         a causal mask with keys ≠ seq), a tensor's size is not its shape's (keys [batch, keys, n_kv_heads,
+///         head_dim]; validity: [batch, keys] or empty; a shape whose element count does not fit
+///         std::size_t is refused too), or the bias does not fit (`check_score_bias`; a relative bias
+///         needs keys == seq).
 template <class C>
 void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, std::span<const std::uint8_t> validity,
                            const score_bias<accumulator_t<C>>& bias, const attention_backward_problem& problem,
@@ -856,8 +868,8 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
 /// D_i = Σ_e dO_ie O_ie, for each query i and visible key j of its kv head g, all in opmath
 /// A = accumulator_t<C> (products of C values summed in A):
 ///
-///     s_ij = scale q_i · k_j      P_ij = exp(s_ij − lse_i)     dV_j += P_ij dO_i     dP_ij = dO_i · v_j
-///     dS_ij = P_ij (dP_ij − D_i)  dQ_i += scale dS_ij k_j      dK_j += scale dS_ij q_i
+///     s_ij = scale q_i · k_j + bias_ij    P_ij = exp(s_ij − lse_i)     dV_j += P_ij dO_i     dP_ij = dO_i · v_j
+///     dS_ij = P_ij (dP_ij − D_i)  dQ_i += scale dS_ij k_j      dK_j += scale dS_ij q_i     dbias_ij += dS_ij
 ///
 /// dK and dV sum over the query heads of a group. Each head's dQ, and each kv head's dK and dV, are
 /// added into `grads` once, after all its tiles (so zeroed gradients receive the sums exactly). Masked
@@ -867,9 +879,11 @@ void attention_log_sum_exp(std::span<const C> queries, std::span<const C> keys, 
 /// reaches dV only through its query's nonzero weights. The gradient is that of the opmath softmax.
 /// Memory: O(seq · head_dim) per head (the tiles' products on `matmul`'s engine, no seq × seq matrix).
 /// \throws std::invalid_argument (messages starting "kernels::attention_backward:") when the problem is
-///         inconsistent (no heads, n_kv_heads not dividing n_heads, a block of 0, a scale not finite), or
-///         a tensor's size is not its shape's (as `attention_log_sum_exp`; checked in the order of
-///         `attention_backward_inputs`' members, then the gradients', validity last).
+///         inconsistent (no heads, n_kv_heads not dividing n_heads, a block of 0, a scale not finite, a
+///         causal mask with keys ≠ seq), a tensor's size is not its shape's (as `attention_log_sum_exp`;
+///         checked in the order of `attention_backward_inputs`' members, then the gradients', validity
+///         last), or the bias or d_bias does not fit (`check_score_bias`; d_bias is laid out as the bias;
+///         a relative bias needs keys == seq).
 namespace detail {
 /// p_j = exp(scale · s_j − lse) for j < n, one query's probabilities recomputed from its log-sum-exp:
 /// for float, the vectorised exp (softmax_rows-inl.hpp `exp_affine`, within 2 ulp; the same bits at

@@ -406,8 +406,15 @@ template <class T, class P, class Source = typename P::param_type>
 ///   the softmax costs 2 max_j M_s_j: M_a = sum_j p_j (M_v + 2 max M_s |v_j|) + |a| (+ sum_j p_j |v_j| when
 ///   the probabilities are rounded); then wo as a projection;
 /// - u = the unit roundoff of C (or of the parameters' rounding, if larger), K = max(d_model,
-///   n_heads head_dim), keys = the most keys a query sees (sequence length plus cached tokens);
+///   n_heads head_dim), keys = the most keys a query sees (sequence length plus cached tokens; for
+///   `cross`, the context's length);
 /// - 8: about 4 to 6 roundings per stage, and margin for the second-order terms of exp in half precision.
+///
+/// With a score bias (`kernels::score_bias`) the scores are scale q·k + bias: the exact computation uses
+/// the bias values the layer reads (a `relative_position_bias`'s rows already rounded to C), M_s gains
+/// |scale q k + bias|, and the one more rounding in A per score is inside the (keys + 8) u_acc margin, so
+/// the coefficients are the same. Cross-attention is the same computation with the keys and values
+/// projected from the context (M of k and v from the context's magnitudes).
 struct attention_error_bound {
   double magnitude_coefficient = 0.0;  ///< 8 eps: multiplies M
   double output_coefficient = 0.0;     ///< u_O: multiplies |y|

@@ -145,7 +145,8 @@ void checked_attention(std::span<const C> queries, const kv_cache<C>& cache, std
 /// cache: the core of `attention`, exposed for testing and for callers that do their own projections.
 ///
 /// - `queries`: [batch, seq, n_heads, head_dim] row-major, in the compute type `C`; query t of batch row
-///   b sits at position `cache.size() - seq + t` (its own key and value are already in the cache).
+///   b sits at position `cache.size() - seq + t` (its own key and value are already in the cache), or,
+///   without a causal mask, may attend to a cache of another length (cross-attention: the context's keys).
 /// - `cache`: keys and values [batch, n_kv_heads, positions, head_dim] in `C`, with key validity.
 /// - `config`: n_heads, n_kv_heads, head_dim (must match the cache), causal, scale, softmax precision,
 ///   tile sizes. Query head h reads kv head h / (n_heads / n_kv_heads).
@@ -158,7 +159,7 @@ void checked_attention(std::span<const C> queries, const kv_cache<C>& cache, std
 /// contribute exactly nothing, even when their keys or values are Inf or NaN; a query with no unmasked
 /// key outputs zeros.
 /// \throws std::invalid_argument if the config is invalid, the sizes do not match, the cache's heads
-///         do not match the config, or `seq > cache.size()`.
+///         do not match the config, or `seq > cache.size()` under a causal mask.
 template <class C>
 void scaled_dot_product_attention(std::span<const C> queries, const kv_cache<C>& cache, std::size_t seq,
                                   const attention_config& config, std::span<C> out,
