@@ -312,6 +312,42 @@ TEMPLATE_LIST_TEST_CASE(
   }
 }
 
+TEST_CASE("a T5 decoder's self-attention decodes token by token with its relative bias as one pass does",
+          "[nn][attention][score_bias]") {
+  // The rows for a cache of n keys: a decoding step passes the rows of cache.size() + 1 keys, its query
+  // at the last position. float64: the step's GEMV and the pass's GEMM differ by reassociation only.
+  using P = p_f64;
+  nn::attention_config cfg = small_config();
+  cfg.rotary.reset();
+  cfg.scale = 1.0;
+  const auto layer = random_layer<P>(cfg, 7, /*biases=*/false);
+  nn::relative_position_bias<P> bias({.n_heads = 4, .num_buckets = 6, .max_distance = 5, .bidirectional = false});
+  const auto entries = gradcheck::uniform(bias.table().size(), 8, -2.0, 2.0);
+  std::copy(entries.begin(), entries.end(), bias.table().begin());
+  const std::size_t batch = 2, seq = 8;
+  const auto x = random_input<double>(batch, seq, cfg.d_model, 9);
+  const std::vector<double> all_rows = bias.rows<double>(seq);
+  const auto y = layer(x, nn::no_key_mask, kernels::score_bias<double>::relative(all_rows, 4));
+  auto cache = layer.make_cache<double>(batch, seq);
+  for (std::size_t t = 0; t < seq; ++t) {
+    const std::vector<double> rows = bias.rows<double>(t + 1);
+    const auto step = layer(tokens(x, t, t + 1), cache, kernels::score_bias<double>::relative(rows, 4));
+    for (std::size_t b = 0; b < batch; ++b) {
+      for (std::size_t e = 0; e < cfg.d_model; ++e) {
+        CHECK(step(b, 0, e) == Approx(y(b, t, e)).epsilon(1e-12).margin(1e-12));
+      }
+    }
+  }
+  // The rows must cover every cached key: a second step with the rows of one key is refused, and the
+  // refused call appends nothing.
+  cache.clear();
+  (void)layer(tokens(x, 0, 1), cache, kernels::score_bias<double>::relative(bias.rows<double>(1), 4));
+  const std::vector<double> short_rows = bias.rows<double>(1);
+  CHECK_THROWS_WITH(layer(tokens(x, 1, 2), cache, kernels::score_bias<double>::relative(short_rows, 4)),
+                    Contains("[heads, 2 keys - 1] = [4, 3]"));
+  CHECK(cache.size() == 1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The same roundings as the layer (issue 12): a float64 reference that rounds to C where the layer
 // does (same_roundings_attention in attention_reference.hpp), so that only float32 arithmetic is left

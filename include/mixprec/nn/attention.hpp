@@ -1038,6 +1038,9 @@ class attention {
     const std::size_t q_width = config_.n_heads * hd;
     const std::size_t kv_width = config_.n_kv_heads * hd;
     const std::size_t rows = batch * seq;
+    // The bias is checked before the cache changes: a refused call appends nothing.
+    (void)kernels::check_score_bias("attention", "the score bias", bias.layout, bias.values.size(), batch,
+                                    config_.n_heads, seq, (cache != nullptr ? cache->size() : 0) + seq, true);
     const std::span<const In> xs(x.data(), x.size());
     const workspace::frame frame(ws);
     // Training keeps q, k, v and the context for backward (moved into ctx); inference takes them from ws.
