@@ -465,9 +465,7 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
                 if (!packed) {
                   for (std::size_t j = 0; j < cols; ++j) row[j] *= row_scale;
                 }
-                if (biased) {
-                  for (std::size_t j = 0; j < cols; ++j) row[j] += bias_row[j];
-                }
+                if (biased) detail::add_bias_row(row, bias_row, cols);
                 if (round_scores) {
                   for (std::size_t j = 0; j < cols; ++j) row[j] = internal::round_widen<C>(row[j]);
                 }
@@ -477,9 +475,7 @@ void attention(std::span<const C> queries, const KV& kv, const attention_problem
                 if (!packed) {
                   for (std::size_t j = 0; j < visible; ++j) row[j] *= row_scale;
                 }
-                if (biased) {
-                  for (std::size_t j = 0; j < visible; ++j) row[j] += bias_row[j];
-                }
+                if (biased) detail::add_bias_row(row, bias_row, visible);
                 if (round_scores) {
                   for (std::size_t j = 0; j < visible; ++j) row[j] = internal::round_widen<C>(row[j]);
                 }
