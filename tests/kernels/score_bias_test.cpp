@@ -649,7 +649,7 @@ TEMPLATE_TEST_CASE("A masked key stays masked whatever its bias, and a query tha
   }
 }
 
-TEMPLATE_TEST_CASE("A -Inf bias removes that one score; a query whose every visible score is -Inf outputs zeros",
+TEMPLATE_TEST_CASE("A -Inf bias removes that one score, and a query whose every visible score is -Inf outputs zeros",
                    "[kernels][attention][score_bias]", double, float, mixprec::bfloat16) {
   using C = TestType;
   using A = mixprec::accumulator_t<C>;
