@@ -723,10 +723,61 @@ TEST_CASE("attention.hpp: every documented error is thrown, naming both sides", 
                                                                  std::span<float>(out), ws),
                          std::invalid_argument,
                          says({"the cache has 1 kv heads of dimension 4 but the config 2 of dimension 4"}));
+    // More queries than cached positions: refused under a causal mask; without one it is cross-attention.
     std::vector<float> q4(4 * 2 * 4), out4(q4.size());
-    CHECK_THROWS_MATCHES(
-        nn::scaled_dot_product_attention<float>(std::span<const float>(q4), cache, 4, c, std::span<float>(out4), ws),
-        std::invalid_argument, says({"4 queries but the cache holds only 3 positions"}));
+    const config causal{.d_model = 8, .n_heads = 2, .n_kv_heads = 1, .causal = true};
+    CHECK_THROWS_MATCHES(nn::scaled_dot_product_attention<float>(std::span<const float>(q4), cache, 4, causal,
+                                                                 std::span<float>(out4), ws),
+                         std::invalid_argument, says({"4 queries but the cache holds only 3 positions"}));
+    CHECK_NOTHROW(
+        nn::scaled_dot_product_attention<float>(std::span<const float>(q4), cache, 4, c, std::span<float>(out4), ws));
+  }
+  SECTION("a score bias that does not fit the call, and a d_bias not shaped as it") {
+    using bias = mixprec::kernels::score_bias<float>;
+    const std::vector<float> rows(2 * 4);  // [heads, 2 keys - 1] needs 2 x 5 for 3 keys
+    CHECK_THROWS_MATCHES(attn(x, nn::no_key_mask, bias::relative(rows, 2)), std::invalid_argument,
+                         says({"the score bias has 8 elements but [heads, 2 keys - 1] = [2, 5] needs 10"}));
+    const std::vector<float> dense(3 * 2 * 3 * 3);
+    CHECK_THROWS_MATCHES(attn(x, nn::no_key_mask, bias::dense(dense, 3, 2)), std::invalid_argument,
+                         says({"holds 3 batch rows and 2 heads but the call has 2 and 2"}));
+    const std::vector<float> good(2 * 5);
+    nn::attention<p_f32>::saved<float> ctx;
+    (void)attn.forward(x, nn::no_key_mask, bias::relative(good, 2), ctx);
+    auto grads = attn.zero_gradients();
+    std::vector<float> d_bias(9);
+    CHECK_THROWS_MATCHES(attn.backward(ctx, x, grads, std::span<float>(d_bias)), std::invalid_argument,
+                         says({"d_bias (shaped as the forward's bias) has 9 elements", "needs 10"}));
+  }
+  SECTION("cross-attention: the config, the context, its mask and the cache") {
+    const auto context = random_tensor<float, 3>({2, 5, 8}, 53);
+    const auto causal_attn =
+        nn::attention<p_f32>::lecun_normal(config{.d_model = 8, .n_heads = 2, .causal = true}, rng);
+    CHECK_THROWS_MATCHES(causal_attn.cross(x, context, nn::no_key_mask), std::invalid_argument,
+                         says({"attention::cross: the layer's config is causal", "causal = false and no rotary"}));
+    const auto other_batch = random_tensor<float, 3>({1, 5, 8}, 54);
+    CHECK_THROWS_MATCHES(attn.cross(x, other_batch, nn::no_key_mask), std::invalid_argument,
+                         says({"x has shape [2, 3, 8] and the context [1, 5, 8]", "the same rank and batch"}));
+    const auto narrow = random_tensor<float, 3>({2, 5, 4}, 55);
+    CHECK_THROWS_AS(attn.cross(x, narrow, nn::no_key_mask), std::invalid_argument);
+    const auto empty = random_tensor<float, 3>({2, 0, 8}, 56);
+    CHECK_THROWS_MATCHES(attn.cross(x, empty, nn::no_key_mask), std::invalid_argument, says({"has no positions"}));
+    const xt::xtensor<bool, 2> mask = xt::ones<bool>({2, 4});
+    CHECK_THROWS_MATCHES(attn.cross(x, context, mask), std::invalid_argument,
+                         says({"the context mask has shape [2, 4] but the context [2, 5, 8] needs [2, 5]"}));
+    auto small = attn.make_cache<float>(2, 4);
+    CHECK_THROWS_MATCHES(attn.fill_context(context, nn::no_key_mask, small), std::invalid_argument,
+                         says({"attention::fill_context: the kv_cache has batch 2", "make_cache<In>(2, 5)"}));
+    auto unfilled = attn.make_cache<float>(2, 5);
+    CHECK_THROWS_MATCHES(attn.cross(x, unfilled), std::invalid_argument, says({"fill it with fill_context"}));
+    nn::attention<p_f32>::saved<float> self;
+    (void)attn.forward(x, self);
+    auto grads = attn.zero_gradients();
+    CHECK_THROWS_MATCHES(attn.cross_backward(self, x, grads), std::invalid_argument,
+                         says({"saved by a self-attention forward"}));
+    nn::attention<p_f32>::saved<float> cross;
+    (void)attn.cross_forward(x, context, nn::no_key_mask, cross);
+    CHECK_THROWS_MATCHES(attn.backward(cross, x, grads), std::invalid_argument,
+                         says({"saved by cross_forward (5 context keys)", "pass it to cross_backward()"}));
   }
 }
 
