@@ -462,6 +462,27 @@ TEST_CASE("attention's probed call hands the context and the output, same bits",
   }
 }
 
+TEST_CASE("attention's biased and cross-attention probed calls hand the same sites, same bits",
+          "[nn][attention][probe][cross]") {
+  nn::attention_config cfg = small_config();
+  cfg.rotary.reset();
+  cfg.causal = false;
+  const auto layer = random_layer<p_f32>(cfg, 13, /*biases=*/false);
+  const auto x = random_input<float>(2, 5, cfg.d_model, 14);
+  const auto context = random_input<float>(2, 6, cfg.d_model, 15);
+  const std::vector<float> rows = nn::alibi_bias<float>(nn::alibi_slopes(cfg.n_heads), 5);
+  const auto bias = kernels::score_bias<float>::relative(rows, cfg.n_heads);
+  mixprec::diagnostics::recording_probe probe(mixprec::diagnostics::capture::values);
+  const auto y = layer(x, nn::no_key_mask, bias, probe, "self");
+  CHECK(static_cast<bool>(y == layer(x, nn::no_key_mask, bias)));
+  const auto yc = layer.cross(x, context, nn::no_key_mask, probe, "cross");
+  CHECK(static_cast<bool>(yc == layer.cross(x, context, nn::no_key_mask)));
+  REQUIRE(probe.sites().size() == 4);
+  CHECK(probe.at("self.context").values.size() == 2 * 5 * cfg.n_heads * cfg.head_dim);
+  CHECK(probe.at("cross.context").values.size() == 2 * 5 * cfg.n_heads * cfg.head_dim);
+  for (std::size_t i = 0; i < yc.size(); ++i) REQUIRE(probe.at("cross.out").values[i] == yc.data()[i]);
+}
+
 TEST_CASE("attention output and cache dtypes follow the policy, including Flax's promote cases", "[nn][attention]") {
   nn::attention_config cfg{.d_model = 8, .n_heads = 2};
   const auto x32 = random_input<float>(1, 3, 8, 1);

@@ -265,6 +265,22 @@ class attention {
     });
   }
 
+  /// `operator()(x, key_mask, bias)` (the same bits) that hands `probe` the sites `<site>.context` and
+  /// `<site>.out`, as the unbiased probed call does.
+  /// \throws std::invalid_argument as `operator()(x, key_mask, bias)`, and whatever `probe.observe` throws.
+  template <detail::layer_input X, class M, diagnostics::probe Probe>
+  requires(std::same_as<M, no_key_mask_t> || (detail::layer_input<M> && std::same_as<detail::value_t<M>, bool>))
+      [[nodiscard]] auto
+      operator()(const X& x_in, const M& key_mask_in, const bias_type<detail::value_t<X>>& bias, Probe&& probe,
+                 std::string_view site) const {
+    const auto& x = detail::as_array(x_in);
+    using In = detail::value_t<X>;
+    return with_mask<In>(key_mask_in, [&](const auto* mask) {
+      return forward_impl(x, static_cast<cache_type<In>*>(nullptr), mask, static_cast<saved<In>*>(nullptr), probe, site,
+                          bias);
+    });
+  }
+
   /// Attention of x's tokens over the cache and themselves; appends x's keys and values to `cache`.
   template <detail::layer_input X>
   [[nodiscard]] auto operator()(const X& x_in, cache_type<detail::value_t<X>>& cache) const {
@@ -502,28 +518,40 @@ class attention {
   /// config must have neither: T5's cross-attention has no position bias), y = attended · Wo.
   /// `context_mask` [keys] / [batch, keys] marks the context's padding (or `no_key_mask`); a query whose
   /// context is all padding outputs zeros before Wo. Output: x's shape, `output_t<P, In>`.
-  /// 	hrows std::invalid_argument when the config is causal or rotary, the ranks, batches or features do
+  /// \throws std::invalid_argument when the config is causal or rotary, the ranks, batches or features do
   ///         not match, or the mask is not the context's shape without d_model.
   template <detail::layer_input X, detail::layer_input Ctx, class M>
   requires(std::same_as<M, no_key_mask_t> || (detail::layer_input<M> && std::same_as<detail::value_t<M>, bool>))
       [[nodiscard]] auto cross(const X& x_in, const Ctx& context_in, const M& context_mask_in) const {
-    return cross_call(x_in, context_in, context_mask_in, static_cast<saved<detail::value_t<X>>*>(nullptr));
+    diagnostics::null_probe none;
+    return cross_call(x_in, context_in, context_mask_in, static_cast<saved<detail::value_t<X>>*>(nullptr), none, {});
+  }
+
+  /// `cross(x, context, context_mask)` (the same bits) that hands `probe` the sites `<site>.context` (the
+  /// attended heads before Wo, in C) and `<site>.out` (after Wo), as self-attention's probed call does.
+  /// \throws std::invalid_argument as `cross`, and whatever `probe.observe` throws.
+  template <detail::layer_input X, detail::layer_input Ctx, class M, diagnostics::probe Probe>
+  requires(std::same_as<M, no_key_mask_t> || (detail::layer_input<M> && std::same_as<detail::value_t<M>, bool>))
+      [[nodiscard]] auto cross(const X& x_in, const Ctx& context_in, const M& context_mask_in, Probe&& probe,
+                               std::string_view site) const {
+    return cross_call(x_in, context_in, context_mask_in, static_cast<saved<detail::value_t<X>>*>(nullptr), probe, site);
   }
 
   /// `cross(x, context, context_mask)`, saving in `ctx` what `cross_backward` needs. The same bits.
-  /// 	hrows std::invalid_argument as `cross`.
+  /// \throws std::invalid_argument as `cross`.
   template <detail::layer_input X, detail::layer_input Ctx, class M>
   requires(std::same_as<M, no_key_mask_t> || (detail::layer_input<M> && std::same_as<detail::value_t<M>, bool>))
       [[nodiscard]] auto cross_forward(const X& x_in, const Ctx& context_in, const M& context_mask_in,
                                        saved<detail::value_t<X>>& ctx) const {
-    return cross_call(x_in, context_in, context_mask_in, &ctx);
+    diagnostics::null_probe none;
+    return cross_call(x_in, context_in, context_mask_in, &ctx, none, {});
   }
 
   /// Projects `context` [batch, keys, d_model] (or [keys, d_model]) into `cache`'s keys and values once per
   /// sequence, for decoding with `cross(x, cache)`: the cache is cleared, then holds the context's keys
   /// and values and its validity (`context_mask`, or `no_key_mask`). Make the cache with
   /// `make_cache<In>(batch, keys)`. The same keys and values, bit for bit, as `cross` computes.
-  /// 	hrows std::invalid_argument when the config is causal or rotary, the context's features or the
+  /// \throws std::invalid_argument when the config is causal or rotary, the context's features or the
   ///         mask's shape do not match, or the cache's batch, heads or capacity do not fit the context.
   template <detail::layer_input Ctx, class M>
   requires(std::same_as<M, no_key_mask_t> ||
@@ -562,7 +590,7 @@ class attention {
   /// Cross-attention of x [batch, seq, d_model] over the context keys and values that `fill_context`
   /// put in `cache` (read, not changed): a decoder step's cross-attention. The same bits as
   /// `cross(x, context, context_mask)` for the same x.
-  /// 	hrows std::invalid_argument when the config is causal or rotary, x's features do not match, the
+  /// \throws std::invalid_argument when the config is causal or rotary, x's features do not match, the
   ///         cache's batch or heads are not x's and the layer's, or the cache is empty.
   template <detail::layer_input X>
   [[nodiscard]] auto cross(const X& x_in, const cache_type<detail::value_t<X>>& cache) const {
@@ -584,8 +612,9 @@ class attention {
                            " and at least one position; fill it with fill_context(context, mask, cache)"));
     }
     auto y = detail::make_like<output_t<P, In>>(x, config_.d_model);
+    diagnostics::null_probe none;
     cross_into(x, static_cast<const std::remove_cvref_t<decltype(x)>*>(nullptr), static_cast<const no_mask*>(nullptr),
-               &cache, static_cast<saved<In>*>(nullptr), y.data());
+               &cache, static_cast<saved<In>*>(nullptr), y.data(), none, {});
     return y;
   }
 
@@ -600,7 +629,7 @@ class attention {
   /// The VJP of `cross_forward`: dO = dy · Woᵀ, then `kernels::attention_backward` over the context's
   /// keys (masked ones get exactly nothing), dx = dQ · Wqᵀ and d_context = dK · Wkᵀ + dV · Wvᵀ, each summed
   /// in A and rounded once to T; the four projections' gradients added into `grads`.
-  /// 	hrows std::invalid_argument if dy's features or rows do not match the saved forward, or `ctx` was
+  /// \throws std::invalid_argument if dy's features or rows do not match the saved forward, or `ctx` was
   ///         not saved by `cross_forward` of this layer.
   template <class T, detail::layer_input DY>
   [[nodiscard]] auto cross_backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
@@ -696,9 +725,9 @@ class attention {
     return {batch, keys};
   }
 
-  template <class X, class Ctx, class M>
-  auto cross_call(const X& x_in, const Ctx& context_in, const M& context_mask_in,
-                  saved<detail::value_t<X>>* ctx) const {
+  template <class X, class Ctx, class M, class Probe>
+  auto cross_call(const X& x_in, const Ctx& context_in, const M& context_mask_in, saved<detail::value_t<X>>* ctx,
+                  Probe& probe, std::string_view site) const {
     using In = detail::value_t<X>;
     static_assert(std::same_as<In, detail::value_t<Ctx>>,
                   "nn::attention::cross: x and the context must have the same element type (they share the "
@@ -710,16 +739,17 @@ class attention {
     return with_mask<In>(context_mask_in, [&](const auto* mask) {
       (void)check_context("attention::cross", context, mask, &x);
       auto y = detail::make_like<output_t<P, In>>(x, config_.d_model);
-      cross_into(x, &context, mask, static_cast<const cache_type<In>*>(nullptr), ctx, y.data());
+      cross_into(x, &context, mask, static_cast<const cache_type<In>*>(nullptr), ctx, y.data(), probe, site);
       return y;
     });
   }
 
   /// The cross-attention forward of checked inputs into y_data: over `context` (projected here; kept in
   /// `ctx` when training) or, when it is null, over the keys and values already in `cache`.
-  template <class X, class Ctx, class M>
+  template <class X, class Ctx, class M, class Probe>
   void cross_into(const X& x, const Ctx* context, const M* context_mask, const cache_type<detail::value_t<X>>* cache,
-                  saved<detail::value_t<X>>* ctx, output_t<P, detail::value_t<X>>* y_data) const {
+                  saved<detail::value_t<X>>* ctx, output_t<P, detail::value_t<X>>* y_data, Probe& probe,
+                  std::string_view site) const {
     const internal::profile_scope region("nn::attention.cross");
     using In = detail::value_t<X>;
     using C = compute_t<P, In>;
@@ -770,7 +800,14 @@ class attention {
       lse = ctx->lse;
     }
     scaled_dot_product_attention<C>(std::span<const C>(q), *cache, seq, config_, {}, std::span<C>(attended), lse, ws);
-    project<C>(wo_, std::span<const C>(attended), rows, std::span<O>(y_data, rows * config_.d_model));
+    if constexpr (diagnostics::probe_enabled_v<Probe>) {
+      probe.observe(internal::concat(site, ".context"), std::span<const C>(attended));
+    }
+    const std::span<O> y(y_data, rows * config_.d_model);
+    project<C>(wo_, std::span<const C>(attended), rows, y);
+    if constexpr (diagnostics::probe_enabled_v<Probe>) {
+      probe.observe(internal::concat(site, ".out"), std::span<const O>(y));
+    }
     if (ctx != nullptr) {
       const std::size_t keys = cache->size();
       ctx->batch = batch;

@@ -349,7 +349,7 @@ class optimizer : public optimizer_base {
   /// its gradient, walked by `nn::for_each_parameter(model, grads, ...)` (so `model` needs
   /// `for_each_parameter(f(name, tensor))` and `grads` `for_each(f(name, tensor))`, as every nn layer and
   /// its `gradients` have). Names are `prefix + "." + name`, or `name` when `prefix` is empty.
-  /// 	hrows std::invalid_argument when the two walks disagree (checked before `begin_step`, so nothing
+  /// \throws std::invalid_argument when the two walks disagree (checked before `begin_step`, so nothing
   ///         changes then), and what `update` throws.
   /// With `only`, the step updates only the parameters whose full name `only` accepts (the shard of a
   /// ZeRO-1 rank, distributed/sharded_optimizer.hpp); the others, and their state, are left untouched.
