@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/attention_support.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/kernels/attention.hpp"
 #include "support/gradcheck.hpp"
@@ -128,38 +129,10 @@ TEST_CASE("kernels::attention rejects an inconsistent problem, naming its sizes"
 
 // ---- backward ----
 
-/// x rounded to C (through float for a 16-bit C), and such a value back to double.
-template <class C>
-C to_type(double x) {
-  if constexpr (std::is_floating_point_v<C>) {
-    return static_cast<C>(x);
-  } else {
-    return C(static_cast<float>(x));
-  }
-}
-template <class C>
-double to_double(C x) {
-  if constexpr (std::is_floating_point_v<C>) {
-    return static_cast<double>(x);
-  } else {
-    return static_cast<double>(static_cast<float>(x));
-  }
-}
-
-/// `values` rounded to C and back: the test's operands, exactly representable in C.
-template <class C>
-std::vector<double> in_type(std::vector<double> values) {
-  for (double& x : values) x = to_double(to_type<C>(x));
-  return values;
-}
-
-/// `values` (exact in C) as C.
-template <class C>
-std::vector<C> as_type(const std::vector<double>& values) {
-  std::vector<C> out(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) out[i] = to_type<C>(values[i]);
-  return out;
-}
+using attention_support::as_type;
+using attention_support::in_type;
+using attention_support::to_double;
+using attention_support::to_type;
 
 /// The float64 attention of one problem and its vector-Jacobian product, written from the definitions
 /// (softmax over each query's visible keys, then the chain rule of O = P·V, P = softmax(scale Q·Kᵀ)):
@@ -229,22 +202,9 @@ reference_attention reference_of(const attention_backward_problem& p, const std:
   return r;
 }
 
-/// A small grouped-query problem with tiles smaller than the sequence.
-attention_backward_problem backward_problem_of(bool causal) {
-  return {.batch = 2,
-          .seq = 7,
-          .n_heads = 4,
-          .n_kv_heads = 2,
-          .head_dim = 3,
-          .query_block = 3,
-          .key_block = 2,
-          .causal = causal,
-          .scale = 0.7};
-}
-
-/// Row 0 left-padded by two keys (its first two queries see nothing under a causal mask), row 1 with a
-/// padding key in the middle.
-const std::vector<std::uint8_t> backward_validity{0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1};
+/// A small grouped-query problem with tiles smaller than the sequence, and its padding (support header).
+attention_backward_problem backward_problem_of(bool causal) { return attention_support::small_problem(causal); }
+const std::vector<std::uint8_t>& backward_validity = attention_support::small_validity;
 
 TEMPLATE_TEST_CASE("kernels::attention_backward and attention_log_sum_exp match a float64 reference",
                    "[kernels][attention][backward]", double, float, mixprec::bfloat16) {
@@ -314,49 +274,11 @@ TEMPLATE_TEST_CASE("kernels::attention_backward and attention_log_sum_exp match 
   }
 }
 
-/// Keys and values [batch, seq, n_kv_heads, head_dim] served to kernels::attention as [keys, head_dim]
-/// per batch row and kv head, with the validity of each row.
+/// Keys and values [batch, seq, n_kv_heads, head_dim] served to kernels::attention (support header).
 template <class T>
-struct split_source {
-  std::vector<std::vector<T>> k, v;
-  std::vector<std::vector<std::uint8_t>> valid;
-  split_source(const attention_backward_problem& p, const std::vector<T>& keys, const std::vector<T>& values,
-               const std::vector<std::uint8_t>& validity) {
-    for (std::size_t b = 0; b < p.batch; ++b) {
-      valid.emplace_back(validity.begin() + static_cast<std::ptrdiff_t>(b * p.seq),
-                         validity.begin() + static_cast<std::ptrdiff_t>((b + 1) * p.seq));
-      for (std::size_t g = 0; g < p.n_kv_heads; ++g) {
-        k.emplace_back();
-        v.emplace_back();
-        for (std::size_t t = 0; t < p.seq; ++t) {
-          for (std::size_t e = 0; e < p.head_dim; ++e) {
-            k.back().push_back(keys[((b * p.seq + t) * p.n_kv_heads + g) * p.head_dim + e]);
-            v.back().push_back(values[((b * p.seq + t) * p.n_kv_heads + g) * p.head_dim + e]);
-          }
-        }
-      }
-    }
-  }
-  std::size_t n_kv_heads() const { return k.size() / valid.size(); }
-  [[nodiscard]] std::span<const T> keys(std::size_t b, std::size_t g) const { return k[b * n_kv_heads() + g]; }
-  [[nodiscard]] std::span<const T> values(std::size_t b, std::size_t g) const { return v[b * n_kv_heads() + g]; }
-  [[nodiscard]] std::span<const std::uint8_t> validity(std::size_t b) const { return valid[b]; }
-};
+using split_source = attention_support::kv_source<T>;
 
-/// The forward problem of a backward problem (whole sequences: keys = capacity = seq).
-attention_problem forward_of(const attention_backward_problem& p) {
-  return {.batch = p.batch,
-          .seq = p.seq,
-          .n_heads = p.n_heads,
-          .n_kv_heads = p.n_kv_heads,
-          .head_dim = p.head_dim,
-          .keys = p.seq,
-          .capacity = p.seq,
-          .query_block = p.query_block,
-          .key_block = p.key_block,
-          .causal = p.causal,
-          .scale = p.scale};
-}
+using attention_support::forward_of;
 
 TEST_CASE("kernels::attention_backward is the gradient of kernels::attention (central finite differences)",
           "[kernels][attention][backward]") {

@@ -33,6 +33,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/attention_support.hpp"
 #include "mixprec/formats/bfloat16.hpp"
 #include "mixprec/kernels/attention.hpp"
 #include "mixprec/kernels/score_bias.hpp"
@@ -50,38 +51,14 @@ constexpr double inf = std::numeric_limits<double>::infinity();
 
 // ---- numbers in C ----
 
-/// x rounded to C (through float for a 16-bit C), and such a value back to double.
-template <class C>
-C to_type(double x) {
-  if constexpr (std::is_floating_point_v<C>) {
-    return static_cast<C>(x);
-  } else {
-    return C(static_cast<float>(x));
-  }
-}
-template <class C>
-double to_double(C x) {
-  if constexpr (std::is_floating_point_v<C>) {
-    return static_cast<double>(x);
-  } else {
-    return static_cast<double>(static_cast<float>(x));
-  }
-}
-
-/// `values` rounded to C and back: the test's operands, exactly representable in C.
-template <class C>
-std::vector<double> in_type(std::vector<double> values) {
-  for (double& x : values) x = to_double(to_type<C>(x));
-  return values;
-}
-
-/// `values` (exact in C) as C.
-template <class C>
-std::vector<C> as_type(const std::vector<double>& values) {
-  std::vector<C> out(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) out[i] = to_type<C>(values[i]);
-  return out;
-}
+using attention_support::as_type;
+using attention_support::forward_of;
+using attention_support::in_type;
+using attention_support::kv_source;
+using attention_support::small_problem;
+using attention_support::small_validity;
+using attention_support::to_double;
+using attention_support::to_type;
 
 /// The bound of a result of compute type C against its float64 reference: 64 ulps of the opmath type.
 template <class C>
@@ -127,23 +104,6 @@ void check_same(const std::string& what, const std::vector<T>& got, const std::v
 }
 
 // ---- problems and data ----
-
-/// A problem (the backward's description: keys = 0 means seq); the forward's query i sits at position
-/// keys - seq + i.
-attention_backward_problem small_problem(bool causal) {
-  return {.batch = 2,
-          .seq = 7,
-          .n_heads = 4,
-          .n_kv_heads = 2,
-          .head_dim = 3,
-          .query_block = 3,
-          .key_block = 2,
-          .causal = causal,
-          .scale = 0.7};
-}
-/// Row 0 left-padded by two keys (under a causal mask its queries 0 and 1 see nothing), row 1 with a
-/// padding key in the middle.
-const std::vector<std::uint8_t> small_validity{0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1};
 
 /// A problem the packed path takes (float opmath at the AVX2 level and above: head_dim and key_block
 /// multiples of 16, at least 8 queries a block; bfloat16 scores on VDPBF16PS for a power-of-two scale where
@@ -194,21 +154,6 @@ attention_backward_problem cross_problem() {
           .keys = 5};
 }
 const std::vector<std::uint8_t> cross_validity{1, 1, 0, 1, 1, 1, 1, 1, 1, 0};
-
-/// The forward problem of a problem: the whole key source held (capacity = keys).
-attention_problem forward_of(const attention_backward_problem& p) {
-  return {.batch = p.batch,
-          .seq = p.seq,
-          .n_heads = p.n_heads,
-          .n_kv_heads = p.n_kv_heads,
-          .head_dim = p.head_dim,
-          .keys = p.key_count(),
-          .capacity = p.key_count(),
-          .query_block = p.query_block,
-          .key_block = p.key_block,
-          .causal = p.causal,
-          .scale = p.scale};
-}
 
 /// A problem's operands as float64 values exact in C: q and dO [batch, seq, n_heads, head_dim], k and v
 /// [batch, keys, n_kv_heads, head_dim], the validity [batch, keys] (empty: every key valid).
@@ -376,41 +321,6 @@ std::vector<bool> masked_entries(const attention_backward_problem& p, const std:
 }
 
 // ---- the kernels ----
-
-/// Keys and values [batch, keys, n_kv_heads, head_dim] served to kernels::attention as [keys, head_dim] per
-/// batch row and kv head, with each row's validity (every key valid when none is given).
-template <class T>
-struct kv_source {
-  std::vector<std::vector<T>> k, v;
-  std::vector<std::vector<std::uint8_t>> valid;
-  std::size_t groups;
-  kv_source(const attention_backward_problem& p, const std::vector<T>& keys, const std::vector<T>& values,
-            const std::vector<std::uint8_t>& validity)
-      : groups(p.n_kv_heads) {
-    const std::size_t n = p.key_count();
-    for (std::size_t b = 0; b < p.batch; ++b) {
-      if (validity.empty()) {
-        valid.emplace_back(n, std::uint8_t{1});
-      } else {
-        valid.emplace_back(validity.begin() + static_cast<std::ptrdiff_t>(b * n),
-                           validity.begin() + static_cast<std::ptrdiff_t>((b + 1) * n));
-      }
-      for (std::size_t g = 0; g < p.n_kv_heads; ++g) {
-        k.emplace_back();
-        v.emplace_back();
-        for (std::size_t t = 0; t < n; ++t) {
-          for (std::size_t e = 0; e < p.head_dim; ++e) {
-            k.back().push_back(keys[((b * n + t) * p.n_kv_heads + g) * p.head_dim + e]);
-            v.back().push_back(values[((b * n + t) * p.n_kv_heads + g) * p.head_dim + e]);
-          }
-        }
-      }
-    }
-  }
-  [[nodiscard]] std::span<const T> keys(std::size_t b, std::size_t g) const { return k[b * groups + g]; }
-  [[nodiscard]] std::span<const T> values(std::size_t b, std::size_t g) const { return v[b * groups + g]; }
-  [[nodiscard]] std::span<const std::uint8_t> validity(std::size_t b) const { return valid[b]; }
-};
 
 template <class C>
 struct forward_result {

@@ -793,21 +793,8 @@ class attention {
     } else {
       project<C>(wq_, std::span<const In>(x.data(), x.size()), rows, std::span<C>(q));
     }
-    std::span<accumulator_t<C>> lse;
-    const bool lse_from_forward = ctx != nullptr && config_.softmax == kernels::softmax_precision::opmath;
-    if (lse_from_forward) {
-      ctx->lse.resize(batch * config_.n_heads * seq);
-      lse = ctx->lse;
-    }
-    scaled_dot_product_attention<C>(std::span<const C>(q), *cache, seq, config_, {}, std::span<C>(attended), lse, ws);
-    if constexpr (diagnostics::probe_enabled_v<Probe>) {
-      probe.observe(internal::concat(site, ".context"), std::span<const C>(attended));
-    }
-    const std::span<O> y(y_data, rows * config_.d_model);
-    project<C>(wo_, std::span<const C>(attended), rows, y);
-    if constexpr (diagnostics::probe_enabled_v<Probe>) {
-      probe.observe(internal::concat(site, ".out"), std::span<const O>(y));
-    }
+    const bool lse_from_forward = attend_and_project<C, O>(std::span<const C>(q), *cache, batch, seq, {},
+                                                           std::span<C>(attended), ctx, probe, site, y_data, ws);
     if (ctx != nullptr) {
       const std::size_t keys = cache->size();
       ctx->batch = batch;
@@ -1129,25 +1116,8 @@ class attention {
     if (key_mask != nullptr) valid = std::span<const bool>(key_mask->data(), key_mask->size());
     kv.append(std::span<const C>(k), std::span<const C>(v), seq, valid);
 
-    // Training under the opmath softmax: the forward writes the log-sum-exps the backward reads
-    // (FlashAttention-2's L). Under softmax_precision::compute they are recomputed from q and k in
-    // opmath instead (save_for_backward), since the backward differentiates the opmath softmax.
-    std::span<accumulator_t<C>> lse;
-    const bool lse_from_forward = ctx != nullptr && config_.softmax == kernels::softmax_precision::opmath;
-    if (lse_from_forward) {
-      ctx->lse.resize(batch * config_.n_heads * seq);
-      lse = ctx->lse;
-    }
-    scaled_dot_product_attention<C>(std::span<const C>(q), kv, seq, config_, bias, attended, lse, ws);
-
-    if constexpr (diagnostics::probe_enabled_v<Probe>) {
-      probe.observe(internal::concat(site, ".context"), std::span<const C>(attended));
-    }
-    const std::span<O> y(y_data, rows * config_.d_model);
-    project<C>(wo_, std::span<const C>(attended), rows, y);
-    if constexpr (diagnostics::probe_enabled_v<Probe>) {
-      probe.observe(internal::concat(site, ".out"), std::span<const O>(y));
-    }
+    const bool lse_from_forward =
+        attend_and_project<C, O>(std::span<const C>(q), kv, batch, seq, bias, attended, ctx, probe, site, y_data, ws);
     if (ctx != nullptr) {
       // Training sees whole sequences (no cache): seq queries against seq keys; the kernel checked the bias.
       ctx->bias_layout = kernels::check_score_bias("attention::forward", "the score bias", bias.layout,
@@ -1156,6 +1126,33 @@ class attention {
       save_for_backward(*ctx, batch, seq, std::move(q_kept), std::move(k_kept), std::move(v_kept),
                         std::move(attended_kept), valid, lse_from_forward);
     }
+  }
+
+  /// The attention of the projected queries `q` over `kv` into `attended`, then wo into `y_data`
+  /// (`batch · seq` rows), the probe's `<site>.context` and `<site>.out` observed. Training under the
+  /// opmath softmax: the kernel writes the log-sum-exps the backward reads (FlashAttention-2's L) into
+  /// `ctx`, and this returns true; under softmax_precision::compute the caller recomputes them from q and
+  /// k in opmath, since the backward differentiates the opmath softmax.
+  template <class C, class O, class T, class Probe>
+  bool attend_and_project(std::span<const C> q, const kv_cache<C>& kv, std::size_t batch, std::size_t seq,
+                          const kernels::score_bias<accumulator_t<C>>& bias, std::span<C> attended, saved<T>* ctx,
+                          Probe& probe, std::string_view site, O* y_data, workspace& ws) const {
+    std::span<accumulator_t<C>> lse;
+    const bool lse_from_forward = ctx != nullptr && config_.softmax == kernels::softmax_precision::opmath;
+    if (lse_from_forward) {
+      ctx->lse.resize(batch * config_.n_heads * seq);
+      lse = ctx->lse;
+    }
+    scaled_dot_product_attention<C>(q, kv, seq, config_, bias, attended, lse, ws);
+    if constexpr (diagnostics::probe_enabled_v<Probe>) {
+      probe.observe(internal::concat(site, ".context"), std::span<const C>(attended));
+    }
+    const std::span<O> y(y_data, batch * seq * config_.d_model);
+    project<C>(wo_, std::span<const C>(attended), batch * seq, y);
+    if constexpr (diagnostics::probe_enabled_v<Probe>) {
+      probe.observe(internal::concat(site, ".out"), std::span<const O>(y));
+    }
+    return lse_from_forward;
   }
 
   /// The kernels' description of this layer's backward over `batch` rows of `seq` tokens.
