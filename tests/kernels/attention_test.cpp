@@ -274,9 +274,7 @@ TEMPLATE_TEST_CASE("kernels::attention_backward and attention_log_sum_exp match 
   }
 }
 
-/// Keys and values [batch, seq, n_kv_heads, head_dim] served to kernels::attention (support header).
-template <class T>
-using split_source = attention_support::kv_source<T>;
+using attention_support::kv_source;
 
 using attention_support::forward_of;
 
@@ -295,7 +293,7 @@ TEST_CASE("kernels::attention_backward is the gradient of kernels::attention (ce
     mixprec::kernels::attention_buffers<double> buffers;
     std::vector<double> out(q_size);
     const auto run = [&] {
-      const split_source kv(p, k, v, backward_validity);
+      const kv_source<double> kv(p, k, v, backward_validity);
       mixprec::kernels::attention<double>(q, kv, forward, out, buffers);
     };
     const auto loss = [&] {
@@ -356,7 +354,7 @@ TEMPLATE_TEST_CASE("kernels::attention writes the log-sum-exps attention_backwar
         const auto v = in_type<C>(gradcheck::uniform(kv_size, 23));
         const reference_attention ref = reference_of<C>(p, q, k, v, validity, std::vector<double>(q_size, 0.0));
         const std::vector<C> qc = as_type<C>(q), kc = as_type<C>(k), vc = as_type<C>(v);
-        const split_source<C> kv(p, kc, vc, validity);
+        const kv_source<C> kv(p, kc, vc, validity);
         mixprec::kernels::attention_buffers<A> buffers;
         std::vector<C> out(q_size), out_without(q_size);
         std::vector<A> lse(p.batch * p.n_heads * p.seq, A(7)), recomputed(lse.size());
@@ -380,7 +378,7 @@ TEMPLATE_TEST_CASE("kernels::attention writes the log-sum-exps attention_backwar
   const attention_backward_problem p = backward_problem_of(true);
   const std::vector<C> qc(p.batch * p.seq * p.n_heads * p.head_dim, C(1.0F));
   const std::vector<C> kc(p.batch * p.seq * p.n_kv_heads * p.head_dim, C(1.0F));
-  const split_source<C> kv(p, kc, kc, backward_validity);
+  const kv_source<C> kv(p, kc, kc, backward_validity);
   mixprec::kernels::attention_buffers<A> buffers;
   std::vector<C> out(qc.size());
   std::vector<A> short_lse(3, A(7));
