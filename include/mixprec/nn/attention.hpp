@@ -224,27 +224,10 @@ class attention {
       operator()(const X& x_in, const M& key_mask_in, Probe&& probe, std::string_view site) const {
     const auto& x = detail::as_array(x_in);
     using In = detail::value_t<X>;
-    static_assert(detail::attention_real_v<In>,
-                  "nn::attention does not support complex (or integer) inputs: the softmax needs real scores. "
-                  "Pass float, double or a mixprec small float.");
-    if constexpr (detail::attention_real_v<In>) {
-      [[maybe_unused]] const auto& key_mask_view = [&]() -> decltype(auto) {
-        if constexpr (std::same_as<M, no_key_mask_t>) {
-          return (key_mask_in);
-        } else {
-          return detail::as_array(key_mask_in);
-        }
-      }();
-      const auto* mask = [&] {
-        if constexpr (std::same_as<M, no_key_mask_t>) {
-          return static_cast<const no_mask*>(nullptr);
-        } else {
-          return &key_mask_view;
-        }
-      }();
+    return with_mask<In>(key_mask_in, [&](const auto* mask) {
       return forward_impl(x, static_cast<cache_type<In>*>(nullptr), mask, static_cast<saved<In>*>(nullptr), probe,
                           site);
-    }
+    });
   }
 
   /// Self-attention with an additive score bias (T5's relative position bias, ALiBi, a stored mask of
@@ -935,7 +918,9 @@ class attention {
     static_assert(detail::attention_real_v<In>,
                   "nn::attention does not support complex (or integer) inputs: the softmax needs real scores. "
                   "Pass float, double or a mixprec small float.");
-    if constexpr (std::same_as<M, no_key_mask_t>) {
+    if constexpr (!detail::attention_real_v<In>) {
+      return;  // stopped at the static_assert above; nothing more is instantiated
+    } else if constexpr (std::same_as<M, no_key_mask_t>) {
       return f(static_cast<const no_mask*>(nullptr));
     } else {
       const auto& key_mask = detail::as_array(key_mask_in);
@@ -1063,8 +1048,9 @@ class attention {
     const std::size_t kv_width = config_.n_kv_heads * hd;
     const std::size_t rows = batch * seq;
     // The bias is checked before the cache changes: a refused call appends nothing.
-    (void)kernels::check_score_bias("attention", "the score bias", bias.layout, bias.values.size(), batch,
-                                    config_.n_heads, seq, (cache != nullptr ? cache->size() : 0) + seq, true);
+    const kernels::score_bias_layout bias_layout =
+        kernels::check_score_bias("attention", "the score bias", bias.layout, bias.values.size(), batch,
+                                  config_.n_heads, seq, (cache != nullptr ? cache->size() : 0) + seq, true);
     const std::span<const In> xs(x.data(), x.size());
     const workspace::frame frame(ws);
     // Training keeps q, k, v and the context for backward (moved into ctx); inference takes them from ws.
@@ -1119,9 +1105,8 @@ class attention {
     const bool lse_from_forward =
         attend_and_project<C, O>(std::span<const C>(q), kv, batch, seq, bias, attended, ctx, probe, site, y_data, ws);
     if (ctx != nullptr) {
-      // Training sees whole sequences (no cache): seq queries against seq keys; the kernel checked the bias.
-      ctx->bias_layout = kernels::check_score_bias("attention::forward", "the score bias", bias.layout,
-                                                   bias.values.size(), batch, config_.n_heads, seq, seq, true);
+      // Training sees whole sequences (no cache): the layout checked above, for seq queries and seq keys.
+      ctx->bias_layout = bias_layout;
       ctx->bias_values.assign(bias.values.begin(), bias.values.end());
       save_for_backward(*ctx, batch, seq, std::move(q_kept), std::move(k_kept), std::move(v_kept),
                         std::move(attended_kept), valid, lse_from_forward);
