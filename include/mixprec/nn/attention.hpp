@@ -34,6 +34,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
@@ -617,7 +618,6 @@ class attention {
   template <class T, detail::layer_input DY>
   [[nodiscard]] auto cross_backward(const saved<T>& ctx, const DY& dy_in, gradients& grads) const {
     const internal::profile_scope region("nn::attention.cross_backward");
-    using C = typename saved<T>::compute_type;
     using A = typename saved<T>::opmath_type;
     const auto& dy = detail::as_array(dy_in);
     if (ctx.keys == 0) {
@@ -627,22 +627,7 @@ class attention {
     check_backward(ctx, dy, "attention::cross_backward", true);
     const std::size_t rows = ctx.batch * ctx.seq;
     const std::size_t kv_rows = ctx.batch * ctx.keys;
-    const std::size_t q_width = config_.n_heads * config_.head_dim;
-    const std::size_t kv_width = config_.n_kv_heads * config_.head_dim;
-    xt::xtensor<C, 2> dy2 = xt::xtensor<C, 2>::from_shape({rows, config_.d_model});
-    internal::round_n<C>(dy.data(), dy.size(), dy2.data());
-    const auto d_att = wo_.backward(ctx.attended, dy2, grads.wo);
-    std::vector<A> dq(rows * q_width, A(0)), dk(kv_rows * kv_width, A(0)), dv(kv_rows * kv_width, A(0));
-    kernels::attention_backward_problem problem = backward_problem(ctx.batch, ctx.seq);
-    problem.keys = ctx.keys;
-    kernels::attention_backward<C>({.queries = ctx.q,
-                                    .keys = ctx.k,
-                                    .values = ctx.v,
-                                    .out = ctx.attended.x,
-                                    .d_out = std::span<const C>(d_att.data(), d_att.size()),
-                                    .log_sum_exp = ctx.lse,
-                                    .validity = ctx.valid},
-                                   problem, {dq, dk, dv});
+    auto [dq, dk, dv] = head_cotangents(ctx, dy, grads, {});
     std::vector<A> dx_acc(rows * config_.d_model, A(0)), dc_acc(kv_rows * config_.d_model, A(0));
     wq_.backward_accumulate(ctx.in, std::span<const A>(dq), grads.wq, std::span<A>(dx_acc));
     wk_.backward_accumulate(ctx.context, std::span<const A>(dk), grads.wk, std::span<A>(dc_acc));
@@ -833,27 +818,12 @@ class attention {
   void backward_to(const saved<T>& ctx, const DY& dy, gradients& grads, T* out,
                    std::span<typename saved<T>::opmath_type> d_bias) const {
     const internal::profile_scope region("nn::attention.backward");
-    using C = typename saved<T>::compute_type;
     using A = typename saved<T>::opmath_type;
     const std::size_t rows = ctx.batch * ctx.seq;
-    const std::size_t hd = config_.head_dim;
-    const std::size_t q_width = config_.n_heads * hd;
-    const std::size_t kv_width = config_.n_kv_heads * hd;
+    const std::size_t q_width = config_.n_heads * config_.head_dim;
+    const std::size_t kv_width = config_.n_kv_heads * config_.head_dim;
     const std::size_t seq = ctx.seq;
-    // dO [rows, q_width] = dy · woᵀ (and wo's gradients), in C as the kernel reads it.
-    xt::xtensor<C, 2> dy2 = xt::xtensor<C, 2>::from_shape({rows, config_.d_model});
-    internal::round_n<C>(dy.data(), dy.size(), dy2.data());
-    const auto d_att = wo_.backward(ctx.attended, dy2, grads.wo);
-    std::vector<A> dq(rows * q_width, A(0)), dk(rows * kv_width, A(0)), dv(rows * kv_width, A(0));
-    kernels::attention_backward<C>({.queries = ctx.q,
-                                    .keys = ctx.k,
-                                    .values = ctx.v,
-                                    .out = ctx.attended.x,
-                                    .d_out = std::span<const C>(d_att.data(), d_att.size()),
-                                    .log_sum_exp = ctx.lse,
-                                    .validity = ctx.valid,
-                                    .bias = ctx.bias()},
-                                   backward_problem(ctx.batch, seq), {dq, dk, dv, d_bias});
+    auto [dq, dk, dv] = head_cotangents(ctx, dy, grads, d_bias);
     if (rotary_) {
       for (std::size_t r = 0; r < rows; ++r) {
         rotary_->apply_inverse(std::span<A>(dq.data() + r * q_width, q_width), r % seq);
@@ -865,6 +835,37 @@ class attention {
     wk_.backward_accumulate(ctx.in, std::span<const A>(dk), grads.wk, std::span<A>(dx_acc));
     wv_.backward_accumulate(ctx.in, std::span<const A>(dv), grads.wv, std::span<A>(dx_acc));
     for (std::size_t i = 0; i < dx_acc.size(); ++i) out[i] = internal::round_out<T>(dx_acc[i]);
+  }
+
+  /// The first half of both backward passes: dO = dy · woᵀ (wo's gradients added; dy rounded to C as
+  /// the kernel reads it), then `kernels::attention_backward` from the saved forward: dQ [batch · seq,
+  /// n_heads · head_dim], and dK and dV over the saved keys (x's own, or the context's), in opmath;
+  /// the bias's gradient added into `d_bias` when it is not empty.
+  template <class T, class DY>
+  auto head_cotangents(const saved<T>& ctx, const DY& dy, gradients& grads,
+                       std::span<typename saved<T>::opmath_type> d_bias) const {
+    using C = typename saved<T>::compute_type;
+    using A = typename saved<T>::opmath_type;
+    const std::size_t rows = ctx.batch * ctx.seq;
+    const std::size_t kv_rows = ctx.batch * (ctx.keys == 0 ? ctx.seq : ctx.keys);
+    xt::xtensor<C, 2> dy2 = xt::xtensor<C, 2>::from_shape({rows, config_.d_model});
+    internal::round_n<C>(dy.data(), dy.size(), dy2.data());
+    const auto d_att = wo_.backward(ctx.attended, dy2, grads.wo);
+    const std::size_t kv_width = config_.n_kv_heads * config_.head_dim;
+    std::array<std::vector<A>, 3> d{std::vector<A>(rows * config_.n_heads * config_.head_dim, A(0)),
+                                    std::vector<A>(kv_rows * kv_width, A(0)), std::vector<A>(kv_rows * kv_width, A(0))};
+    kernels::attention_backward_problem problem = backward_problem(ctx.batch, ctx.seq);
+    problem.keys = ctx.keys;
+    kernels::attention_backward<C>({.queries = ctx.q,
+                                    .keys = ctx.k,
+                                    .values = ctx.v,
+                                    .out = ctx.attended.x,
+                                    .d_out = std::span<const C>(d_att.data(), d_att.size()),
+                                    .log_sum_exp = ctx.lse,
+                                    .validity = ctx.valid,
+                                    .bias = ctx.bias()},
+                                   problem, {d[0], d[1], d[2], d_bias});
+    return d;
   }
 
   template <class F, class... G>
